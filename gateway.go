@@ -1,0 +1,9 @@
+// Package gateway is the Caddy Gateway module bundle. Importing it registers
+// every module of the gateway with Caddy (as xcaddy's --with does):
+//
+//	import _ "github.com/caddy-gateway/gateway"
+package gateway
+
+import (
+	_ "github.com/caddy-gateway/gateway/modules/plugins"
+)

@@ -1,0 +1,137 @@
+// Package consumers holds the compiled consumer and credential table that the
+// authentication plugins (key-auth, basic-auth, jwt) look identities up in,
+// and the X-Consumer-* headers that carry an identity upstream.
+package consumers
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Consumer is an authenticated identity, as compiled into the running config.
+type Consumer struct {
+	ID          int64        `json:"id"`
+	Username    string       `json:"username"`
+	CustomID    *string      `json:"custom_id,omitempty"`
+	Groups      []string     `json:"groups,omitempty"`
+	Credentials []Credential `json:"credentials,omitempty"`
+}
+
+// Credential is one credential of a consumer, with the secret material the
+// plugins need to verify it.
+type Credential struct {
+	ID   int64  `json:"id"`
+	Type string `json:"type"` // key-auth, basic-auth, jwt
+	// key-auth: the key; jwt: the value matched against the key claim (iss).
+	Key string `json:"key,omitempty"`
+	// basic-auth
+	Username     string `json:"username,omitempty"`
+	PasswordHash string `json:"password_hash,omitempty"` // bcrypt
+	// jwt
+	Algorithm string `json:"algorithm,omitempty"`
+	Secret    string `json:"secret,omitempty"`
+	PublicKey string `json:"public_key,omitempty"`
+}
+
+// Table indexes consumers by credential. Build it once per config load with
+// NewTable; it is read-only afterwards and safe for concurrent use.
+type Table struct {
+	byKey      map[string]*Consumer // key-auth key
+	byUsername map[string]entry     // basic-auth username
+	byJWTKey   map[string]entry     // jwt key (iss)
+	byID       map[int64]*Consumer
+}
+
+type entry struct {
+	Consumer   *Consumer
+	Credential *Credential
+}
+
+// NewTable indexes list.
+func NewTable(list []Consumer) *Table {
+	t := &Table{
+		byKey:      map[string]*Consumer{},
+		byUsername: map[string]entry{},
+		byJWTKey:   map[string]entry{},
+		byID:       map[int64]*Consumer{},
+	}
+	for i := range list {
+		c := &list[i]
+		t.byID[c.ID] = c
+		for j := range c.Credentials {
+			cr := &c.Credentials[j]
+			switch cr.Type {
+			case "key-auth":
+				t.byKey[cr.Key] = c
+			case "basic-auth":
+				t.byUsername[cr.Username] = entry{c, cr}
+			case "jwt":
+				t.byJWTKey[cr.Key] = entry{c, cr}
+			}
+		}
+	}
+	return t
+}
+
+// ByKey finds the consumer owning a key-auth key.
+func (t *Table) ByKey(key string) *Consumer {
+	if t == nil {
+		return nil
+	}
+	return t.byKey[key]
+}
+
+// ByBasicUsername finds a basic-auth credential and its consumer.
+func (t *Table) ByBasicUsername(username string) (*Consumer, *Credential) {
+	if t == nil {
+		return nil, nil
+	}
+	e := t.byUsername[username]
+	return e.Consumer, e.Credential
+}
+
+// ByJWTKey finds a jwt credential (matched against the key claim) and its consumer.
+func (t *Table) ByJWTKey(key string) (*Consumer, *Credential) {
+	if t == nil {
+		return nil, nil
+	}
+	e := t.byJWTKey[key]
+	return e.Consumer, e.Credential
+}
+
+// ByID finds a consumer by id.
+func (t *Table) ByID(id int64) *Consumer {
+	if t == nil {
+		return nil
+	}
+	return t.byID[id]
+}
+
+// Identity headers sent upstream for an authenticated consumer.
+const (
+	HeaderID       = "X-Consumer-ID"
+	HeaderUsername = "X-Consumer-Username"
+	HeaderCustomID = "X-Consumer-Custom-ID"
+	HeaderGroups   = "X-Consumer-Groups"
+)
+
+// StripHeaders removes client-sent copies of the identity headers. The
+// router calls it for every request, authenticated or not.
+func StripHeaders(h http.Header) {
+	h.Del(HeaderID)
+	h.Del(HeaderUsername)
+	h.Del(HeaderCustomID)
+	h.Del(HeaderGroups)
+}
+
+// SetHeaders writes c's identity headers onto an upstream request.
+func SetHeaders(h http.Header, c *Consumer) {
+	StripHeaders(h)
+	h.Set(HeaderID, strconv.FormatInt(c.ID, 10))
+	h.Set(HeaderUsername, c.Username)
+	if c.CustomID != nil {
+		h.Set(HeaderCustomID, *c.CustomID)
+	}
+	h.Set(HeaderGroups, strings.Join(c.Groups, ","))
+}

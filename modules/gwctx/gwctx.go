@@ -1,0 +1,75 @@
+// Package gwctx carries what the gateway knows about one proxied request from
+// the router, through the plugin chain, to the proxy and the request record:
+// the matched route and service, the authenticated consumer, the request id.
+// One *Info per request, created by the router (or by the first gateway
+// module that runs when a plugin is used on its own in a Caddyfile).
+package gwctx
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/modules/records"
+)
+
+type ctxKey struct{}
+
+// Info is the per-request state shared by the gateway's modules.
+type Info struct {
+	Start time.Time
+
+	// Set by the router.
+	RouteID     int64
+	RouteName   string
+	ServiceID   int64
+	MatchedPath string // the matched portion of the path (strip_path removes it)
+	Matched     bool   // false: no route matched (404 from the proxy)
+
+	// ClientIP is the client address after trusted_proxies are honoured.
+	ClientIP string
+
+	// Consumers is the credential table of the running config (nil when a
+	// plugin runs outside the gateway router and has none of its own).
+	Consumers *consumers.Table
+	// Consumer is the authenticated consumer, set by an auth plugin.
+	Consumer *consumers.Consumer
+
+	// RequestID is set by the request-id plugin.
+	RequestID string
+	// Target is the upstream "host:port" that served the request.
+	Target string
+	// HTTPSPort is the port of the gateway's HTTPS listener (redirect
+	// to_https); 0 when unknown (plugins then assume 443).
+	HTTPSPort int
+
+	// Sinks receive the completed request record (http-log adds itself).
+	// The gateway's proxy server builds the record once the response is
+	// done and hands it to every sink; a plugin used on its own in a
+	// Caddyfile, where no gateway server builds records, builds its own.
+	Sinks []records.Sink
+	// RecordBuilt is set when a gateway server will build the record.
+	RecordBuilt bool
+}
+
+// From returns the request's Info, or nil.
+func From(r *http.Request) *Info {
+	info, _ := r.Context().Value(ctxKey{}).(*Info)
+	return info
+}
+
+// With returns r carrying info.
+func With(r *http.Request, info *Info) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), ctxKey{}, info))
+}
+
+// Ensure returns the request's Info, attaching a fresh one when there is none
+// (a plugin used on its own, outside the gateway router).
+func Ensure(r *http.Request) (*Info, *http.Request) {
+	if info := From(r); info != nil {
+		return info, r
+	}
+	info := &Info{Start: time.Now()}
+	return info, With(r, info)
+}

@@ -1,0 +1,123 @@
+// Package plugins holds the gateway's plugin types. Each type is one Caddy
+// HTTP handler module (http.handlers.gateway_<type>) whose struct is the
+// plugin's whole declaration: its JSON fields are the plugin config of the
+// admin API, SetDefaults gives the defaults shown in answers, the `schema`
+// tags and Validate are the validation, and the OpenAPI schema is generated
+// from it. Register adds a type to the registry the admin API, the config
+// compiler and the OpenAPI document read.
+package plugins
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+// Handler is what every plugin type's module is.
+type Handler interface {
+	caddy.Module
+	caddyhttp.MiddlewareHandler
+}
+
+// Type declares a plugin type.
+type Type struct {
+	// Name is the API's PluginType, e.g. "key-auth".
+	Name string
+	// Ordering is the default ordering of an instance.
+	Ordering int
+	// New returns a fresh config with no defaults applied (schema.Decode
+	// applies SetDefaults).
+	New func() Handler
+}
+
+// ModuleName is the handler name of the type's Caddy module
+// ("key-auth" → "gateway_key_auth").
+func (t Type) ModuleName() string { return ModuleName(t.Name) }
+
+// ModuleName maps a plugin type name to its handler module name.
+func ModuleName(typeName string) string {
+	return "gateway_" + strings.ReplaceAll(typeName, "-", "_")
+}
+
+var (
+	mu    sync.RWMutex
+	types = map[string]Type{}
+)
+
+// Register adds t to the registry and registers its Caddy module. Call it
+// from init.
+func Register(t Type) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := types[t.Name]; dup {
+		panic("plugins: duplicate type " + t.Name)
+	}
+	mod := t.New()
+	if got, want := string(mod.CaddyModule().ID), "http.handlers."+t.ModuleName(); got != want {
+		panic(fmt.Sprintf("plugins: type %s has module ID %s, want %s", t.Name, got, want))
+	}
+	types[t.Name] = t
+	caddy.RegisterModule(mod)
+}
+
+// Lookup finds a registered type.
+func Lookup(name string) (Type, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	t, ok := types[name]
+	return t, ok
+}
+
+// Types lists the registered types in default ordering.
+func Types() []Type {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]Type, 0, len(types))
+	for _, t := range types {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ordering < out[j].Ordering })
+	return out
+}
+
+// NormalizeConfig validates a plugin config of type typeName and returns it
+// with every field present, defaults filled in. Errors name the field
+// ("config.limit: is required").
+func NormalizeConfig(typeName string, raw json.RawMessage) (json.RawMessage, error) {
+	t, ok := Lookup(typeName)
+	if !ok {
+		return nil, schema.Errorf("type", "unknown plugin type %q", typeName)
+	}
+	cfg := t.New()
+	if err := schema.DecodeValue(raw, cfg); err != nil {
+		return nil, schema.Prefix("config", err)
+	}
+	out, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s config: %w", typeName, err)
+	}
+	return out, nil
+}
+
+// HandlerJSON is the Caddy JSON of a plugin instance: its normalized config
+// plus the "handler" key and any internal fields the compiler adds.
+func HandlerJSON(typeName string, config json.RawMessage, internal map[string]any) (json.RawMessage, error) {
+	m := map[string]any{}
+	if len(config) > 0 {
+		if err := json.Unmarshal(config, &m); err != nil {
+			return nil, fmt.Errorf("plugin config of type %s: %w", typeName, err)
+		}
+	}
+	for k, v := range internal {
+		m[k] = v
+	}
+	m["handler"] = ModuleName(typeName)
+	return json.Marshal(m)
+}

@@ -1,0 +1,388 @@
+// Package storage holds the gateway's persistent resources (GORM models) and
+// the store that opens SQLite or PostgreSQL. Each model is also the
+// resource's declaration for the admin API: its json tags are the field
+// names, its `schema` tags and Validate the rules, SetDefaults the defaults
+// (see package schema).
+package storage
+
+import (
+	"encoding/json"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+// Service is an upstream service: where and how to proxy.
+type Service struct {
+	ID               int64     `json:"id" gorm:"primaryKey" schema:"readonly"`
+	Name             string    `json:"name" schema:"required,minLength=1"`
+	Protocol         string    `json:"protocol" schema:"enum=http|https" doc:"Upstream protocol; default http."`
+	ConnectTimeoutMS int64     `json:"connect_timeout_ms" schema:"min=0" doc:"Dial timeout in milliseconds."`
+	ReadTimeoutMS    int64     `json:"read_timeout_ms" schema:"min=0" doc:"Response header and read timeout in milliseconds."`
+	WriteTimeoutMS   int64     `json:"write_timeout_ms" schema:"min=0" doc:"Write timeout in milliseconds."`
+	Retries          int32     `json:"retries" schema:"min=0" doc:"How many other targets are tried after a connection failure."`
+	LBAlgorithm      string    `json:"lb_algorithm" schema:"enum=round_robin|random|consistent|weighted" doc:"round_robin and random ignore weights; weighted is smooth weighted round-robin; consistent hashes the client IP. Default round_robin."`
+	TLSSNI           *string   `json:"tls_sni" doc:"Server name for upstream TLS (https services)."`
+	HealthPath       *string   `json:"health_path" doc:"HTTP GET health-check path; blank (stored as null) selects TCP connect checks."`
+	CreatedAt        time.Time `json:"created_at" schema:"readonly"`
+	UpdatedAt        time.Time `json:"updated_at" schema:"readonly"`
+}
+
+// SetDefaults implements schema.Defaulter.
+func (s *Service) SetDefaults() {
+	s.Protocol = "http"
+	s.ConnectTimeoutMS = 5000
+	s.ReadTimeoutMS = 60000
+	s.WriteTimeoutMS = 60000
+	s.Retries = 1
+	s.LBAlgorithm = "round_robin"
+}
+
+// Validate implements schema.Validator. A blank health_path is stored as null.
+func (s *Service) Validate() error {
+	if s.HealthPath != nil && strings.TrimSpace(*s.HealthPath) == "" {
+		s.HealthPath = nil
+	}
+	if s.HealthPath != nil && !strings.HasPrefix(*s.HealthPath, "/") {
+		return schema.Errorf("health_path", "must start with /")
+	}
+	return nil
+}
+
+// Target is one upstream address of a service.
+type Target struct {
+	ID        int64     `json:"id" gorm:"primaryKey" schema:"readonly"`
+	ServiceID int64     `json:"service_id" gorm:"index;not null" schema:"readonly"`
+	Service   *Service  `json:"-" gorm:"constraint:OnDelete:CASCADE"`
+	Host      string    `json:"host" schema:"required,minLength=1"`
+	Port      int       `json:"port" schema:"required,min=0,max=65535"`
+	Weight    int32     `json:"weight" schema:"min=0" doc:"Relative weight for the weighted algorithm; 0 takes the target out."`
+	Enabled   bool      `json:"enabled"`
+	CreatedAt time.Time `json:"created_at" schema:"readonly"`
+	UpdatedAt time.Time `json:"updated_at" schema:"readonly"`
+}
+
+// SetDefaults implements schema.Defaulter.
+func (t *Target) SetDefaults() {
+	t.Weight = 100
+	t.Enabled = true
+}
+
+// Validate implements schema.Validator.
+func (t *Target) Validate() error {
+	if strings.ContainsAny(t.Host, " /?#@") {
+		return schema.Errorf("host", "must be a hostname or IP address")
+	}
+	return nil
+}
+
+// Addr is the target's dial address host:port.
+func (t *Target) Addr() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.Port)) }
+
+// RouteSplit sends a weighted share of a route's traffic to a service.
+type RouteSplit struct {
+	ServiceID int64 `json:"service_id" schema:"required,min=1"`
+	Weight    int32 `json:"weight" schema:"required,min=1"`
+}
+
+// Route is an HTTP route (addendum §3 gives its matching semantics).
+type Route struct {
+	ID           int64             `json:"id" gorm:"primaryKey" schema:"readonly"`
+	Name         string            `json:"name" schema:"required,minLength=1"`
+	ServiceID    int64             `json:"service_id" gorm:"index;not null" schema:"required,min=1"`
+	Service      *Service          `json:"-" gorm:"constraint:OnDelete:CASCADE"`
+	Priority     int32             `json:"priority" doc:"Higher wins before any other tie-break."`
+	Hosts        []string          `json:"hosts" gorm:"serializer:json" doc:"Exact hosts or wildcard patterns with a leading *. (port ignored, case-insensitive)."`
+	Paths        []string          `json:"paths" gorm:"serializer:json" doc:"Literal prefixes starting with / (longest match wins) or ~regex (RE2, anchored at the start of the path)."`
+	Methods      []string          `json:"methods" gorm:"serializer:json"`
+	Headers      map[string]string `json:"headers" gorm:"serializer:json" doc:"Every listed header must match; names case-insensitive; value * means present."`
+	Splits       []RouteSplit      `json:"splits" gorm:"serializer:json" doc:"When non-empty, a service is picked per request by weighted random choice, overriding service_id."`
+	StripPath    bool              `json:"strip_path" doc:"Remove exactly the matched portion of the path."`
+	PreserveHost bool              `json:"preserve_host" doc:"false sends the target's host:port as Host."`
+	Enabled      bool              `json:"enabled"`
+	CreatedAt    time.Time         `json:"created_at" schema:"readonly"`
+	UpdatedAt    time.Time         `json:"updated_at" schema:"readonly"`
+}
+
+// SetDefaults implements schema.Defaulter.
+func (r *Route) SetDefaults() {
+	r.Hosts = []string{}
+	r.Paths = []string{}
+	r.Methods = []string{}
+	r.Headers = map[string]string{}
+	r.Splits = []RouteSplit{}
+	r.Enabled = true
+}
+
+var methodRe = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// Validate implements schema.Validator. Nil collections (JSON null) become
+// empty ones.
+func (r *Route) Validate() error {
+	if r.Hosts == nil {
+		r.Hosts = []string{}
+	}
+	if r.Paths == nil {
+		r.Paths = []string{}
+	}
+	if r.Methods == nil {
+		r.Methods = []string{}
+	}
+	if r.Headers == nil {
+		r.Headers = map[string]string{}
+	}
+	if r.Splits == nil {
+		r.Splits = []RouteSplit{}
+	}
+	for i, h := range r.Hosts {
+		if err := ValidateHostPattern(h); err != nil {
+			return schema.Errorf("hosts["+strconv.Itoa(i)+"]", "%s", err.Error())
+		}
+	}
+	for i, p := range r.Paths {
+		if err := ValidatePathPattern(p); err != nil {
+			return schema.Errorf("paths["+strconv.Itoa(i)+"]", "%s", err.Error())
+		}
+	}
+	for i, m := range r.Methods {
+		if !methodRe.MatchString(m) {
+			return schema.Errorf("methods["+strconv.Itoa(i)+"]", "must be an HTTP method")
+		}
+	}
+	for name := range r.Headers {
+		if !methodRe.MatchString(name) {
+			return schema.Errorf("headers", "%q is not a valid header name", name)
+		}
+	}
+	return nil
+}
+
+// ValidateHostPattern checks an exact host or a "*.suffix" wildcard.
+func ValidateHostPattern(h string) error {
+	if h == "" {
+		return errString("must not be empty")
+	}
+	rest := h
+	if strings.HasPrefix(h, "*.") {
+		rest = h[2:]
+	}
+	if rest == "" || strings.Contains(rest, "*") {
+		return errString("must be an exact host or a wildcard with a leading *.")
+	}
+	if strings.ContainsAny(rest, " /:?#@") {
+		return errString("must be a host name without scheme, port or path")
+	}
+	return nil
+}
+
+// ValidatePathPattern checks a literal prefix ("/…") or "~regex".
+func ValidatePathPattern(p string) error {
+	if strings.HasPrefix(p, "~") {
+		if _, err := regexp.Compile("^(?:" + p[1:] + ")"); err != nil {
+			return errString("invalid regular expression: " + err.Error())
+		}
+		return nil
+	}
+	if !strings.HasPrefix(p, "/") {
+		return errString("must start with / (literal prefix) or ~ (regular expression)")
+	}
+	return nil
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+// StreamRoute is a raw TCP route: connections on listen_addr go to a service.
+type StreamRoute struct {
+	ID         int64     `json:"id" gorm:"primaryKey" schema:"readonly"`
+	Name       string    `json:"name" schema:"required,minLength=1"`
+	ListenAddr string    `json:"listen_addr" gorm:"uniqueIndex" schema:"required" doc:"host:port; binds at process start."`
+	ServiceID  int64     `json:"service_id" gorm:"index;not null" schema:"required,min=1"`
+	Service    *Service  `json:"-" gorm:"constraint:OnDelete:CASCADE"`
+	Enabled    bool      `json:"enabled"`
+	CreatedAt  time.Time `json:"created_at" schema:"readonly"`
+	UpdatedAt  time.Time `json:"updated_at" schema:"readonly"`
+}
+
+// SetDefaults implements schema.Defaulter.
+func (s *StreamRoute) SetDefaults() { s.Enabled = true }
+
+// Validate implements schema.Validator.
+func (s *StreamRoute) Validate() error {
+	if _, port, err := net.SplitHostPort(s.ListenAddr); err != nil || port == "" {
+		return schema.Errorf("listen_addr", "must be host:port")
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return schema.Errorf("listen_addr", "port must be 1..65535")
+	}
+	return nil
+}
+
+// Plugin is a configured instance of a plugin type, scoped globally, to a
+// service or to a route. Its config is validated by the type's declaration
+// (package plugins).
+type Plugin struct {
+	ID        int64           `json:"id" gorm:"primaryKey" schema:"readonly"`
+	Type      string          `json:"type" gorm:"index" schema:"required,enum=key-auth|basic-auth|jwt|acl|ip-restriction|rate-limit|proxy-cache|request-size-limit|request-termination|redirect|cors|wasm|request-transform|response-transform|hsts|response-body-transform|http-log|request-id|response-compression"`
+	Scope     string          `json:"scope" schema:"required,enum=global|service|route"`
+	ServiceID *int64          `json:"service_id" gorm:"index" doc:"Required for scope service, null otherwise."`
+	Service   *Service        `json:"-" gorm:"constraint:OnDelete:CASCADE"`
+	RouteID   *int64          `json:"route_id" gorm:"index" doc:"Required for scope route, null otherwise."`
+	Route     *Route          `json:"-" gorm:"constraint:OnDelete:CASCADE"`
+	Ordering  *int32          `json:"ordering" schema:"notnull" doc:"Plugins run in ascending ordering, then id; default: the type's default ordering."`
+	Enabled   bool            `json:"enabled"`
+	Config    json.RawMessage `json:"config" gorm:"type:text" doc:"Per-type configuration; answers show every field with defaults filled."`
+	CreatedAt time.Time       `json:"created_at" schema:"readonly"`
+	UpdatedAt time.Time       `json:"updated_at" schema:"readonly"`
+}
+
+// SetDefaults implements schema.Defaulter.
+func (p *Plugin) SetDefaults() { p.Enabled = true }
+
+// Validate implements schema.Validator (scope rules; the config is checked
+// by the plugin type's declaration in the API layer).
+func (p *Plugin) Validate() error {
+	switch p.Scope {
+	case "global":
+		if p.ServiceID != nil {
+			return schema.Errorf("service_id", "must be null for scope global")
+		}
+		if p.RouteID != nil {
+			return schema.Errorf("route_id", "must be null for scope global")
+		}
+	case "service":
+		if p.ServiceID == nil {
+			return schema.Errorf("service_id", "is required for scope service")
+		}
+		if p.RouteID != nil {
+			return schema.Errorf("route_id", "must be null for scope service")
+		}
+	case "route":
+		if p.RouteID == nil {
+			return schema.Errorf("route_id", "is required for scope route")
+		}
+		if p.ServiceID != nil {
+			return schema.Errorf("service_id", "must be null for scope route")
+		}
+	}
+	return nil
+}
+
+// Consumer is an authenticated identity that can belong to ACL groups.
+type Consumer struct {
+	ID        int64     `json:"id" gorm:"primaryKey" schema:"readonly"`
+	Username  string    `json:"username" gorm:"uniqueIndex" schema:"required,minLength=1,maxLength=128"`
+	CustomID  *string   `json:"custom_id" gorm:"uniqueIndex"`
+	Groups    []string  `json:"groups" gorm:"serializer:json"`
+	CreatedAt time.Time `json:"created_at" schema:"readonly"`
+	UpdatedAt time.Time `json:"updated_at" schema:"readonly"`
+}
+
+// SetDefaults implements schema.Defaulter.
+func (c *Consumer) SetDefaults() { c.Groups = []string{} }
+
+// Validate implements schema.Validator.
+func (c *Consumer) Validate() error {
+	if c.Groups == nil {
+		c.Groups = []string{}
+	}
+	for i, g := range c.Groups {
+		if g == "" {
+			return schema.Errorf("groups["+strconv.Itoa(i)+"]", "must not be empty")
+		}
+	}
+	return nil
+}
+
+// Credential is a consumer's key-auth key, basic-auth login or jwt key. The
+// API shapes per type live with the credential handlers; the row holds all.
+type Credential struct {
+	ID           int64     `json:"id" gorm:"primaryKey"`
+	ConsumerID   int64     `json:"consumer_id" gorm:"index;not null"`
+	Consumer     *Consumer `json:"-" gorm:"constraint:OnDelete:CASCADE"`
+	Type         string    `json:"type"`
+	Key          *string   `json:"key,omitempty" gorm:"index"` // key-auth key, jwt key (iss)
+	Username     *string   `json:"username,omitempty" gorm:"index"`
+	PasswordHash string    `json:"-"`
+	Algorithm    *string   `json:"algorithm,omitempty"`
+	Secret       string    `json:"-"`
+	PublicKey    *string   `json:"public_key,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// Settings is the single row of global settings (id 1).
+type Settings struct {
+	ID               int64     `json:"-" gorm:"primaryKey"`
+	HTTPListen       string    `json:"http_listen" doc:"Proxy HTTP listener host:port, or empty to disable; default from the Caddyfile, else :8080."`
+	HTTPSListen      string    `json:"https_listen" doc:"Proxy HTTPS listener host:port; default from the Caddyfile, else :8443."`
+	HTTPSEnabled     bool      `json:"https_enabled"`
+	PublicURL        string    `json:"public_url" doc:"External URL of the admin UI; https makes the session cookie Secure; SSO redirect_uri is built from it."`
+	ACMEEmail        string    `json:"acme_email"`
+	ACMEDirectoryURL string    `json:"acme_directory_url" doc:"ACME directory URL or alias: letsencrypt, letsencrypt-staging, zerossl, google, google-staging."`
+	TrustedProxies   []string  `json:"trusted_proxies" gorm:"serializer:json" doc:"CIDRs or IPs of peers whose X-Forwarded-For decides the client IP."`
+	UpdatedAt        time.Time `json:"updated_at" schema:"readonly"`
+}
+
+// Validate implements schema.Validator.
+func (s *Settings) Validate() error {
+	if s.TrustedProxies == nil {
+		s.TrustedProxies = []string{}
+	}
+	if s.HTTPListen != "" {
+		if err := validListen(s.HTTPListen); err != nil {
+			return schema.Errorf("http_listen", "%s", err.Error())
+		}
+	}
+	if err := validListen(s.HTTPSListen); err != nil {
+		return schema.Errorf("https_listen", "%s", err.Error())
+	}
+	if s.HTTPListen != "" && s.HTTPSEnabled && s.HTTPListen == s.HTTPSListen {
+		return schema.Errorf("https_listen", "must differ from http_listen")
+	}
+	if s.PublicURL != "" {
+		u, err := url.Parse(s.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return schema.Errorf("public_url", "must be an http or https URL")
+		}
+	}
+	if s.ACMEDirectoryURL == "" {
+		s.ACMEDirectoryURL = "letsencrypt"
+	}
+	if _, ok := ACMEDirectoryAliases[s.ACMEDirectoryURL]; !ok {
+		u, err := url.Parse(s.ACMEDirectoryURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return schema.Errorf("acme_directory_url", "must be an https URL or one of letsencrypt, letsencrypt-staging, zerossl, google, google-staging")
+		}
+	}
+	for i, p := range s.TrustedProxies {
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			return schema.Errorf("trusted_proxies["+strconv.Itoa(i)+"]", "must be an IP or CIDR")
+		}
+	}
+	return nil
+}
+
+func validListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errString("must be host:port")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return errString("port must be 0..65535")
+	}
+	return nil
+}
+
+// ACMEDirectoryAliases maps directory aliases to their URLs.
+var ACMEDirectoryAliases = map[string]string{
+	"letsencrypt":         "https://acme-v02.api.letsencrypt.org/directory",
+	"letsencrypt-staging": "https://acme-staging-v02.api.letsencrypt.org/directory",
+	"zerossl":             "https://acme.zerossl.com/v2/DV90",
+	"google":              "https://dv.acme-v02.api.pki.goog/directory",
+	"google-staging":      "https://dv.acme-v02.test-api.pki.goog/directory",
+}

@@ -1,0 +1,182 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Store is the gateway's database: SQLite (WAL, foreign keys on) by default,
+// PostgreSQL when a DSN is given.
+type Store struct {
+	DB   *gorm.DB
+	Kind string // "sqlite" or "postgres"
+}
+
+// models lists every table the store migrates. Other packages (admin
+// authentication, certificates …) add theirs with RegisterModels from init.
+var models = []any{
+	&Settings{}, &Service{}, &Target{}, &Route{}, &StreamRoute{},
+	&Plugin{}, &Consumer{}, &Credential{},
+}
+
+// RegisterModels adds tables to migrate. Call from init only.
+func RegisterModels(m ...any) { models = append(models, m...) }
+
+// Open opens and migrates the store. kind is "sqlite" (dsn: a file path) or
+// "postgres" (dsn: a libpq connection string or URL).
+func Open(kind, dsn string) (*Store, error) {
+	cfg := &gorm.Config{
+		Logger:         logger.Default.LogMode(logger.Silent),
+		TranslateError: true,
+		NowFunc:        func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
+	}
+	var dialector gorm.Dialector
+	switch kind {
+	case "", "sqlite":
+		kind = "sqlite"
+		if dir := filepath.Dir(dsn); dir != "" {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("creating database folder: %w", err)
+			}
+		}
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dialector = sqlite.Open("file:" + dsn + sep + "_journal_mode=WAL&_foreign_keys=on&_busy_timeout=10000&_txlock=immediate")
+	case "postgres":
+		dialector = postgres.Open(dsn)
+	default:
+		return nil, fmt.Errorf("unknown database kind %q (want sqlite or postgres)", kind)
+	}
+	db, err := gorm.Open(dialector, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s database: %w", kind, err)
+	}
+	if kind == "sqlite" {
+		sqlDB, err := db.DB()
+		if err != nil {
+			return nil, err
+		}
+		// One writer at a time is SQLite's rule anyway; a single connection
+		// also keeps :memory: databases whole.
+		sqlDB.SetMaxOpenConns(1)
+	}
+	s := &Store{DB: db, Kind: kind}
+	if err := db.AutoMigrate(models...); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("migrating %s database: %w", kind, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	sqlDB, err := s.DB.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// Ping checks the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.DB.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}
+
+// SeedSettings creates the settings row from seed when the store has none
+// (values from the Caddyfile seed a fresh store; afterwards the row is the
+// source of truth).
+func (s *Store) SeedSettings(seed Settings) error {
+	var n int64
+	if err := s.DB.Model(&Settings{}).Count(&n).Error; err != nil {
+		return fmt.Errorf("reading settings: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	seed.ID = 1
+	if seed.TrustedProxies == nil {
+		seed.TrustedProxies = []string{}
+	}
+	if seed.ACMEDirectoryURL == "" {
+		seed.ACMEDirectoryURL = "letsencrypt"
+	}
+	return s.DB.Create(&seed).Error
+}
+
+// ErrNotFound is returned for a missing row.
+var ErrNotFound = gorm.ErrRecordNotFound
+
+// IsNotFound reports a missing row.
+func IsNotFound(err error) bool { return errors.Is(err, gorm.ErrRecordNotFound) }
+
+// IsConflict reports a unique-constraint violation.
+func IsConflict(err error) bool { return errors.Is(err, gorm.ErrDuplicatedKey) }
+
+// IsForeignKey reports a foreign-key violation.
+func IsForeignKey(err error) bool { return errors.Is(err, gorm.ErrForeignKeyViolated) }
+
+// Snapshot is the whole routing configuration as one transaction sees it:
+// what the config compiler turns into Caddy JSON.
+type Snapshot struct {
+	Settings     Settings
+	Services     []Service
+	Targets      []Target
+	Routes       []Route
+	StreamRoutes []StreamRoute
+	Plugins      []Plugin
+	Consumers    []Consumer
+	Credentials  []Credential
+	// Extra holds rows of other resources (certificates, wasm modules …),
+	// loaded by the loaders registered with RegisterSnapshotLoader.
+	Extra map[string]any
+}
+
+// SnapshotLoader loads one kind of extra rows into a snapshot.
+type SnapshotLoader func(db *gorm.DB, snap *Snapshot) error
+
+var snapshotLoaders []SnapshotLoader
+
+// RegisterSnapshotLoader adds a loader. Call from init only.
+func RegisterSnapshotLoader(l SnapshotLoader) { snapshotLoaders = append(snapshotLoaders, l) }
+
+// LoadSnapshot reads everything the compiler needs, in id order.
+func LoadSnapshot(db *gorm.DB) (*Snapshot, error) {
+	snap := &Snapshot{Extra: map[string]any{}}
+	if err := db.First(&snap.Settings, 1).Error; err != nil {
+		return nil, fmt.Errorf("reading settings: %w", err)
+	}
+	for _, q := range []struct {
+		name string
+		dst  any
+	}{
+		{"services", &snap.Services}, {"targets", &snap.Targets}, {"routes", &snap.Routes},
+		{"stream routes", &snap.StreamRoutes}, {"plugins", &snap.Plugins},
+		{"consumers", &snap.Consumers}, {"credentials", &snap.Credentials},
+	} {
+		if err := db.Order("id").Find(q.dst).Error; err != nil {
+			return nil, fmt.Errorf("reading %s: %w", q.name, err)
+		}
+	}
+	for _, l := range snapshotLoaders {
+		if err := l(db, snap); err != nil {
+			return nil, err
+		}
+	}
+	return snap, nil
+}
