@@ -6,4 +6,5 @@ package gateway
 
 import (
 	_ "github.com/caddy-gateway/gateway/modules/plugins"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 )

@@ -1,0 +1,150 @@
+package auth
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "acl", Ordering: 600, New: func() plugins.Handler { return new(ACL) }})
+	httpcaddyfile.RegisterHandlerDirective("gateway_acl", parseACL)
+}
+
+// ACL is the acl plugin: it admits the authenticated consumer by its groups
+// (allow: member of at least one listed group; deny: member of none). It
+// runs after an auth plugin; without an authenticated consumer it answers 403.
+type ACL struct {
+	Allow            []string `json:"allow" doc:"Groups admitted (exactly one of allow and deny is non-empty)."`
+	Deny             []string `json:"deny" doc:"Groups refused (exactly one of allow and deny is non-empty)."`
+	HideGroupsHeader bool     `json:"hide_groups_header" doc:"Remove X-Consumer-Groups from the upstream request."`
+}
+
+// CaddyModule returns the Caddy module information.
+func (*ACL) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_acl",
+		New: func() caddy.Module { return new(ACL) },
+	}
+}
+
+// Provision implements caddy.Provisioner.
+func (a *ACL) Provision(caddy.Context) error { return nil }
+
+// Validate implements caddy.Validator and schema.Validator.
+func (a *ACL) Validate() error {
+	if (len(a.Allow) == 0) == (len(a.Deny) == 0) {
+		return schema.Errorf("allow", "exactly one of allow and deny must be non-empty")
+	}
+	for i, g := range a.Allow {
+		if g == "" {
+			return schema.Errorf("allow["+itoa(i)+"]", "must not be empty")
+		}
+	}
+	for i, g := range a.Deny {
+		if g == "" {
+			return schema.Errorf("deny["+itoa(i)+"]", "must not be empty")
+		}
+	}
+	return nil
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (a *ACL) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	info, r := gwctx.Ensure(r)
+	c := info.Consumer
+	if c == nil || !a.admits(c.Groups) {
+		gwctx.WriteError(w, http.StatusForbidden, "you cannot consume this service")
+		return nil
+	}
+	if a.HideGroupsHeader {
+		r.Header.Del(consumers.HeaderGroups)
+	}
+	return next.ServeHTTP(w, r)
+}
+
+func (a *ACL) admits(groups []string) bool {
+	member := func(list []string) bool {
+		for _, g := range groups {
+			if slices.Contains(list, g) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(a.Allow) > 0 {
+		return member(a.Allow)
+	}
+	return !member(a.Deny)
+}
+
+// SetDefaults implements schema.Defaulter.
+func (a *ACL) SetDefaults() {
+	a.Allow = []string{}
+	a.Deny = []string{}
+	a.HideGroupsHeader = false
+}
+
+// UnmarshalJSON fills the defaults before decoding, so a config that leaves
+// fields out (plain Caddy JSON) gets the same defaults as the admin API.
+func (a *ACL) UnmarshalJSON(data []byte) error {
+	type plain ACL
+	a.SetDefaults()
+	return strictDecode(data, (*plain)(a))
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+//
+//	gateway_acl {
+//	    allow <group...>    # or: deny <group...>
+//	    hide_groups_header [true|false]
+//	}
+func (a *ACL) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	a.SetDefaults()
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "allow":
+			a.Allow = append(a.Allow, d.RemainingArgs()...)
+		case "deny":
+			a.Deny = append(a.Deny, d.RemainingArgs()...)
+		case "hide_groups_header":
+			v, err := parseBoolArg(d)
+			if err != nil {
+				return err
+			}
+			a.HideGroupsHeader = v
+		default:
+			return d.Errf("unrecognized subdirective %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func parseACL(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	a := new(ACL)
+	err := a.UnmarshalCaddyfile(h.Dispenser)
+	return a, err
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*ACL)(nil)
+	_ caddy.Validator             = (*ACL)(nil)
+	_ caddyhttp.MiddlewareHandler = (*ACL)(nil)
+	_ caddyfile.Unmarshaler       = (*ACL)(nil)
+	_ schema.Defaulter            = (*ACL)(nil)
+	_ plugins.Handler             = (*ACL)(nil)
+)

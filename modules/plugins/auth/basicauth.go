@@ -1,0 +1,296 @@
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "basic-auth", Ordering: 510, New: func() plugins.Handler { return new(BasicAuth) }})
+	httpcaddyfile.RegisterHandlerDirective("gateway_basic_auth", parseBasicAuth)
+}
+
+// BasicAuth is the basic-auth plugin: HTTP Basic credentials checked against
+// the consumers' basic-auth credentials (bcrypt password hashes).
+type BasicAuth struct {
+	Realm           string `json:"realm" schema:"minLength=1,maxLength=256" doc:"Realm sent in WWW-Authenticate on 401 answers."`
+	HideCredentials bool   `json:"hide_credentials" doc:"Remove the Authorization header before proxying."`
+
+	// Consumers is an inline consumer table for standalone use (Caddyfile);
+	// in the gateway the router provides the table.
+	Consumers []consumers.Consumer `json:"consumers,omitempty" schema:"internal"`
+
+	table *consumers.Table
+	cache *verifyCache
+}
+
+// CaddyModule returns the Caddy module information.
+func (*BasicAuth) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_basic_auth",
+		New: func() caddy.Module { return new(BasicAuth) },
+	}
+}
+
+// Provision implements caddy.Provisioner.
+func (b *BasicAuth) Provision(caddy.Context) error {
+	if b.Realm == "" {
+		b.Realm = "gateway"
+	}
+	if err := checkConsumers(b.Consumers); err != nil {
+		return err
+	}
+	b.table = ownTable(b.Consumers)
+	b.cache = newVerifyCache(verifyCacheSize, verifyCacheTTL)
+	return nil
+}
+
+// Validate implements caddy.Validator and schema.Validator.
+func (b *BasicAuth) Validate() error {
+	if b.Realm == "" {
+		return schema.Errorf("realm", "must not be empty")
+	}
+	for _, c := range b.Realm {
+		if c < 0x20 || c == 0x7f {
+			return schema.Errorf("realm", "must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (b *BasicAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	info, r := gwctx.Ensure(r)
+	consumers.StripHeaders(r.Header)
+
+	user, pass, ok := r.BasicAuth()
+	if !ok {
+		return b.deny(w, "missing basic authentication credentials")
+	}
+	c, cred := tableFor(b.table, info).ByBasicUsername(user)
+	if cred == nil {
+		// Spend the same time as a real check so that response times do
+		// not reveal which usernames exist.
+		_ = bcrypt.CompareHashAndPassword(fakeHash(), []byte(pass))
+		return b.deny(w, "invalid authentication credentials")
+	}
+	if !b.verify(user, pass, cred.PasswordHash) {
+		return b.deny(w, "invalid authentication credentials")
+	}
+	if b.HideCredentials {
+		r.Header.Del("Authorization")
+	}
+	authenticated(info, r.Header, c)
+	return next.ServeHTTP(w, r)
+}
+
+func (b *BasicAuth) deny(w http.ResponseWriter, msg string) error {
+	realm := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(b.Realm)
+	w.Header().Set("WWW-Authenticate", `Basic realm="`+realm+`", charset="UTF-8"`)
+	gwctx.WriteError(w, http.StatusUnauthorized, msg)
+	return nil
+}
+
+// verify checks pass against the bcrypt hash, remembering successes for a
+// short while so that a client sending the same credentials on every
+// request does not cost a bcrypt computation each time.
+func (b *BasicAuth) verify(user, pass, hash string) bool {
+	cache := b.cache
+	if cache == nil { // not provisioned (direct use in Go)
+		return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) == nil
+	}
+	k := cache.key(user, pass)
+	if cache.get(k, hash) {
+		return true
+	}
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) != nil {
+		return false
+	}
+	cache.put(k, hash)
+	return true
+}
+
+// SetDefaults implements schema.Defaulter.
+func (b *BasicAuth) SetDefaults() {
+	b.Realm = "gateway"
+	b.HideCredentials = false
+}
+
+// UnmarshalJSON fills the defaults before decoding, so a config that leaves
+// fields out (plain Caddy JSON) gets the same defaults as the admin API.
+func (b *BasicAuth) UnmarshalJSON(data []byte) error {
+	type plain BasicAuth
+	b.SetDefaults()
+	return strictDecode(data, (*plain)(b))
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+//
+//	gateway_basic_auth [<realm>] {
+//	    realm <realm>
+//	    hide_credentials [true|false]
+//	    consumer <username> { basic <user> <bcrypt-hash> ... }
+//	}
+func (b *BasicAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	b.SetDefaults()
+	d.Next() // directive name
+	if d.NextArg() {
+		b.Realm = d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "realm":
+			if !d.Args(&b.Realm) {
+				return d.ArgErr()
+			}
+		case "hide_credentials":
+			v, err := parseBoolArg(d)
+			if err != nil {
+				return err
+			}
+			b.HideCredentials = v
+		case "consumer":
+			c, err := parseConsumer(d, len(b.Consumers)+1)
+			if err != nil {
+				return err
+			}
+			b.Consumers = append(b.Consumers, c)
+		default:
+			return d.Errf("unrecognized subdirective %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func parseBasicAuth(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	b := new(BasicAuth)
+	err := b.UnmarshalCaddyfile(h.Dispenser)
+	return b, err
+}
+
+// ---- verification cache ----
+
+const (
+	verifyCacheSize = 4096
+	verifyCacheTTL  = time.Minute
+)
+
+var (
+	fakeOnce sync.Once
+	fakeH    []byte
+)
+
+// fakeHash is a bcrypt hash (default cost) of a random password, compared
+// against when the username is unknown.
+func fakeHash() []byte {
+	fakeOnce.Do(func() {
+		pw := make([]byte, 16)
+		_, _ = rand.Read(pw)
+		fakeH, _ = bcrypt.GenerateFromPassword(pw, bcrypt.DefaultCost)
+	})
+	return fakeH
+}
+
+// verifyCache remembers successful (user, password) verifications for a
+// short TTL. Entries are keyed by an HMAC of user and password under a
+// random per-instance key (plaintext passwords are never kept) and remember
+// the hash they were verified against, so a changed credential is checked
+// again. Size is bounded.
+type verifyCache struct {
+	mu      sync.Mutex
+	hmacKey []byte
+	max     int
+	ttl     time.Duration
+	m       map[[32]byte]verifyEntry
+}
+
+type verifyEntry struct {
+	hash    string
+	expires time.Time
+}
+
+func newVerifyCache(max int, ttl time.Duration) *verifyCache {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return &verifyCache{hmacKey: k, max: max, ttl: ttl, m: map[[32]byte]verifyEntry{}}
+}
+
+func (c *verifyCache) key(user, pass string) [32]byte {
+	m := hmac.New(sha256.New, c.hmacKey)
+	m.Write([]byte(user))
+	m.Write([]byte{0})
+	m.Write([]byte(pass))
+	var k [32]byte
+	copy(k[:], m.Sum(nil))
+	return k
+}
+
+func (c *verifyCache) get(k [32]byte, hash string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok {
+		return false
+	}
+	if time.Now().After(e.expires) {
+		delete(c.m, k)
+		return false
+	}
+	return e.hash == hash
+}
+
+func (c *verifyCache) put(k [32]byte, hash string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if len(c.m) >= c.max {
+		for key, e := range c.m {
+			if now.After(e.expires) {
+				delete(c.m, key)
+			}
+		}
+		// Still full: drop arbitrary entries (map order is random).
+		for key := range c.m {
+			if len(c.m) < c.max {
+				break
+			}
+			delete(c.m, key)
+		}
+	}
+	c.m[k] = verifyEntry{hash: hash, expires: now.Add(c.ttl)}
+}
+
+func (c *verifyCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*BasicAuth)(nil)
+	_ caddy.Validator             = (*BasicAuth)(nil)
+	_ caddyhttp.MiddlewareHandler = (*BasicAuth)(nil)
+	_ caddyfile.Unmarshaler       = (*BasicAuth)(nil)
+	_ schema.Defaulter            = (*BasicAuth)(nil)
+	_ plugins.Handler             = (*BasicAuth)(nil)
+)

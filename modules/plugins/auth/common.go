@@ -1,0 +1,231 @@
+// Package auth holds the gateway's authentication and authorization plugin
+// types: key-auth, basic-auth, jwt and acl. Each is a Caddy HTTP handler
+// module (http.handlers.gateway_<type>) and a Caddyfile directive of the same
+// name.
+//
+// In the gateway the router puts the compiled consumer table of the running
+// config into gwctx.Info.Consumers. Used on its own (a Caddyfile or plain
+// Caddy JSON), an auth plugin takes an internal "consumers" list and builds
+// its own table from it.
+package auth
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+)
+
+// Caddyfile order: the auth directives run right after Caddy's own
+// forward_auth (so before request_header, encode, templates, handle, route,
+// respond and reverse_proxy), in the gateway's default plugin order
+// key-auth, basic-auth, jwt, acl. Each is inserted directly after
+// forward_auth, hence registered in reverse. (An anchor of Caddy's standard
+// distribution is required; anchoring all gateway directives to
+// reverse_proxy would make their relative order depend on package
+// initialization order.)
+func init() {
+	for _, dir := range []string{"gateway_acl", "gateway_jwt", "gateway_basic_auth", "gateway_key_auth"} {
+		httpcaddyfile.RegisterDirectiveOrder(dir, httpcaddyfile.After, "forward_auth")
+	}
+}
+
+// strictDecode decodes data into v rejecting unknown fields (Caddy loads
+// modules strictly; schema.Decode relies on the same for the admin API).
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// ownTable builds the table of an inline consumer list (nil when empty).
+func ownTable(list []consumers.Consumer) *consumers.Table {
+	if len(list) == 0 {
+		return nil
+	}
+	return consumers.NewTable(list)
+}
+
+// tableFor picks the consumer table for a request: the plugin's own inline
+// table when it has one, else the gateway's (set by the router).
+func tableFor(own *consumers.Table, info *gwctx.Info) *consumers.Table {
+	if own != nil {
+		return own
+	}
+	return info.Consumers
+}
+
+// authenticated records c as the request's consumer and sets the identity
+// headers the upstream receives (client-sent copies are replaced).
+func authenticated(info *gwctx.Info, h http.Header, c *consumers.Consumer) {
+	info.Consumer = c
+	consumers.SetHeaders(h, c)
+}
+
+// validHeaderName reports whether s is an HTTP header field name (RFC 9110 token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// parseBoolArg reads an optional boolean argument of a flag subdirective
+// ("hide_credentials" alone means true).
+func parseBoolArg(d *caddyfile.Dispenser) (bool, error) {
+	args := d.RemainingArgs()
+	switch len(args) {
+	case 0:
+		return true, nil
+	case 1:
+		b, err := strconv.ParseBool(args[0])
+		if err != nil {
+			return false, d.Errf("%s: %v", d.Val(), err)
+		}
+		return b, nil
+	}
+	return false, d.ArgErr()
+}
+
+// parseConsumer reads one inline consumer block (standalone use):
+//
+//	consumer <username> {
+//	    id        <n>                       # default: position in the list
+//	    custom_id <id>
+//	    groups    <group...>
+//	    key       <api-key>                 # key-auth credential
+//	    basic     <username> <bcrypt-hash>  # basic-auth credential
+//	    jwt       <key> <alg> <secret|PEM|pem-file>  # jwt credential
+//	}
+//
+// For RS256/ES256 the last jwt argument is the PEM public key itself (a
+// heredoc works) or the path of a file holding it.
+func parseConsumer(d *caddyfile.Dispenser, n int) (consumers.Consumer, error) {
+	c := consumers.Consumer{ID: int64(n)}
+	if !d.NextArg() {
+		return c, d.ArgErr()
+	}
+	c.Username = d.Val()
+	if d.NextArg() {
+		return c, d.ArgErr()
+	}
+	credID := int64(n) * 1000
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "id":
+			var s string
+			if !d.Args(&s) {
+				return c, d.ArgErr()
+			}
+			id, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || id < 1 {
+				return c, d.Errf("consumer id must be a positive integer: %q", s)
+			}
+			c.ID = id
+		case "custom_id":
+			var s string
+			if !d.Args(&s) {
+				return c, d.ArgErr()
+			}
+			c.CustomID = &s
+		case "groups":
+			c.Groups = append(c.Groups, d.RemainingArgs()...)
+		case "key":
+			var k string
+			if !d.Args(&k) {
+				return c, d.ArgErr()
+			}
+			credID++
+			c.Credentials = append(c.Credentials, consumers.Credential{ID: credID, Type: "key-auth", Key: k})
+		case "basic":
+			var u, h string
+			if !d.Args(&u, &h) {
+				return c, d.ArgErr()
+			}
+			credID++
+			c.Credentials = append(c.Credentials, consumers.Credential{ID: credID, Type: "basic-auth", Username: u, PasswordHash: h})
+		case "jwt":
+			var k, alg, material string
+			if !d.Args(&k, &alg, &material) {
+				return c, d.ArgErr()
+			}
+			credID++
+			cr := consumers.Credential{ID: credID, Type: "jwt", Key: k, Algorithm: alg}
+			switch alg {
+			case "HS256", "HS384", "HS512":
+				cr.Secret = material
+			case "RS256", "ES256":
+				if !strings.Contains(material, "-----BEGIN") {
+					b, err := os.ReadFile(material)
+					if err != nil {
+						return c, d.Errf("reading public key: %v", err)
+					}
+					material = string(b)
+				}
+				cr.PublicKey = material
+			default:
+				return c, d.Errf("unsupported jwt algorithm %q (HS256, HS384, HS512, RS256, ES256)", alg)
+			}
+			c.Credentials = append(c.Credentials, cr)
+		default:
+			return c, d.Errf("unrecognized consumer subdirective %q", d.Val())
+		}
+	}
+	return c, nil
+}
+
+// checkConsumers validates an inline consumer list (standalone use).
+func checkConsumers(list []consumers.Consumer) error {
+	ids := map[int64]bool{}
+	for i, c := range list {
+		if c.ID < 1 {
+			return fmt.Errorf("consumers[%d]: id must be at least 1", i)
+		}
+		if ids[c.ID] {
+			return fmt.Errorf("consumers[%d]: duplicate id %d", i, c.ID)
+		}
+		ids[c.ID] = true
+		if c.Username == "" {
+			return fmt.Errorf("consumers[%d]: username is required", i)
+		}
+		for j, cr := range c.Credentials {
+			switch cr.Type {
+			case "key-auth":
+				if cr.Key == "" {
+					return fmt.Errorf("consumers[%d].credentials[%d]: key is required", i, j)
+				}
+			case "basic-auth":
+				if cr.Username == "" || cr.PasswordHash == "" {
+					return fmt.Errorf("consumers[%d].credentials[%d]: username and password_hash are required", i, j)
+				}
+			case "jwt":
+				if _, err := verificationKey(&cr); err != nil {
+					return fmt.Errorf("consumers[%d].credentials[%d]: %v", i, j, err)
+				}
+			default:
+				return fmt.Errorf("consumers[%d].credentials[%d]: unknown type %q", i, j, cr.Type)
+			}
+		}
+	}
+	return nil
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

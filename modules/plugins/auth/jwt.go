@@ -1,0 +1,383 @@
+package auth
+
+import (
+	"crypto/elliptic"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "jwt", Ordering: 520, New: func() plugins.Handler { return new(JWT) }})
+	httpcaddyfile.RegisterHandlerDirective("gateway_jwt", parseJWT)
+}
+
+// JWT is the jwt plugin: the request must carry a JSON Web Token signed with
+// a consumer's jwt credential. The credential is found by the token's
+// key_claim_name claim (iss by default); the token's algorithm must be the
+// credential's (HS256, HS384, HS512 with its secret; RS256, ES256 with its
+// PEM public key).
+type JWT struct {
+	HeaderNames        []string `json:"header_names" doc:"Request headers carrying the token as 'Bearer <token>'."`
+	QueryNames         []string `json:"query_names" doc:"Query parameters carrying the token."`
+	CookieNames        []string `json:"cookie_names" doc:"Cookies carrying the token."`
+	KeyClaimName       string   `json:"key_claim_name" schema:"minLength=1" doc:"Claim whose value selects the consumer's jwt credential (its key)."`
+	ClaimsToVerify     []string `json:"claims_to_verify" schema:"enum=exp|nbf" doc:"Registered claims verified when present: exp (not expired), nbf (already valid)."`
+	MaximumExpirationS int64    `json:"maximum_expiration_s" schema:"min=0" doc:"When above 0, the token must carry exp and exp - now must not exceed this many seconds."`
+
+	// Consumers is an inline consumer table for standalone use (Caddyfile);
+	// in the gateway the router provides the table.
+	Consumers []consumers.Consumer `json:"consumers,omitempty" schema:"internal"`
+
+	table  *consumers.Table
+	parser *jwt.Parser
+	keys   sync.Map // PEM text → parsed public key
+}
+
+// CaddyModule returns the Caddy module information.
+func (*JWT) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_jwt",
+		New: func() caddy.Module { return new(JWT) },
+	}
+}
+
+// Provision implements caddy.Provisioner.
+func (j *JWT) Provision(caddy.Context) error {
+	if j.KeyClaimName == "" {
+		j.KeyClaimName = "iss"
+	}
+	if err := checkConsumers(j.Consumers); err != nil {
+		return err
+	}
+	j.table = ownTable(j.Consumers)
+	j.parser = newJWTParser()
+	return nil
+}
+
+func newJWTParser() *jwt.Parser {
+	// Time claims are checked by the plugin itself, as configured.
+	return jwt.NewParser(jwt.WithoutClaimsValidation(),
+		jwt.WithValidMethods([]string{"HS256", "HS384", "HS512", "RS256", "ES256"}))
+}
+
+// Validate implements caddy.Validator and schema.Validator.
+func (j *JWT) Validate() error {
+	if len(j.HeaderNames)+len(j.QueryNames)+len(j.CookieNames) == 0 {
+		return schema.Errorf("header_names", "at least one of header_names, query_names, cookie_names must be non-empty")
+	}
+	for i, n := range j.HeaderNames {
+		if !validHeaderName(n) {
+			return schema.Errorf("header_names["+itoa(i)+"]", "must be a valid header name")
+		}
+	}
+	for i, n := range j.QueryNames {
+		if n == "" {
+			return schema.Errorf("query_names["+itoa(i)+"]", "must not be empty")
+		}
+	}
+	for i, n := range j.CookieNames {
+		if !validHeaderName(n) { // cookie names are tokens too
+			return schema.Errorf("cookie_names["+itoa(i)+"]", "must be a valid cookie name")
+		}
+	}
+	if j.KeyClaimName == "" {
+		return schema.Errorf("key_claim_name", "must not be empty")
+	}
+	for i, c := range j.ClaimsToVerify {
+		if c != "exp" && c != "nbf" {
+			return schema.Errorf("claims_to_verify["+itoa(i)+"]", "must be one of exp, nbf")
+		}
+	}
+	if j.MaximumExpirationS < 0 {
+		return schema.Errorf("maximum_expiration_s", "must be at least 0")
+	}
+	return nil
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (j *JWT) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	info, r := gwctx.Ensure(r)
+	consumers.StripHeaders(r.Header)
+
+	raw := j.token(r)
+	if raw == "" {
+		gwctx.WriteError(w, http.StatusUnauthorized, "no token found in request")
+		return nil
+	}
+	c, msg := j.check(raw, tableFor(j.table, info), time.Now())
+	if c == nil {
+		gwctx.WriteError(w, http.StatusUnauthorized, msg)
+		return nil
+	}
+	authenticated(info, r.Header, c)
+	return next.ServeHTTP(w, r)
+}
+
+// token finds the raw token: headers (Bearer), then query parameters, then
+// cookies, each in configured order.
+func (j *JWT) token(r *http.Request) string {
+	for _, n := range j.HeaderNames {
+		for _, v := range r.Header.Values(n) {
+			v = strings.TrimSpace(v)
+			if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+				if t := strings.TrimSpace(v[7:]); t != "" {
+					return t
+				}
+			} else if v != "" && !strings.EqualFold(n, "Authorization") && !strings.ContainsAny(v, " \t") {
+				return v // a custom header may carry the bare token
+			}
+		}
+	}
+	if len(j.QueryNames) > 0 {
+		q := r.URL.Query()
+		for _, n := range j.QueryNames {
+			if v := q.Get(n); v != "" {
+				return v
+			}
+		}
+	}
+	for _, n := range j.CookieNames {
+		if ck, err := r.Cookie(n); err == nil && ck.Value != "" {
+			return ck.Value
+		}
+	}
+	return ""
+}
+
+var errRejected = errors.New("rejected")
+
+// check verifies raw and returns its consumer, or nil and the reason.
+func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consumers.Consumer, string) {
+	parser := j.parser
+	if parser == nil {
+		parser = newJWTParser()
+	}
+	var (
+		c      *consumers.Consumer
+		reason string
+	)
+	claims := jwt.MapClaims{}
+	_, err := parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
+		v, ok := claims[j.KeyClaimName].(string)
+		if !ok || v == "" {
+			reason = fmt.Sprintf("no mandatory '%s' in claims", j.KeyClaimName)
+			return nil, errRejected
+		}
+		cons, cred := table.ByJWTKey(v)
+		if cred == nil {
+			reason = fmt.Sprintf("no credentials found for given '%s'", j.KeyClaimName)
+			return nil, errRejected
+		}
+		if t.Method.Alg() != credAlg(cred) {
+			reason = "invalid algorithm"
+			return nil, errRejected
+		}
+		key, err := j.key(cred)
+		if err != nil {
+			reason = "invalid key of the jwt credential"
+			return nil, errRejected
+		}
+		c = cons
+		return key, nil
+	})
+	if err != nil {
+		if reason != "" {
+			return nil, reason
+		}
+		if errors.Is(err, jwt.ErrTokenSignatureInvalid) {
+			return nil, "invalid signature"
+		}
+		if errors.Is(err, jwt.ErrTokenUnverifiable) || errors.Is(err, jwt.ErrTokenMalformed) {
+			return nil, "invalid token"
+		}
+		return nil, "invalid token"
+	}
+
+	exp, err := claims.GetExpirationTime()
+	if err != nil {
+		return nil, "claim 'exp' must be a number"
+	}
+	nbf, err := claims.GetNotBefore()
+	if err != nil {
+		return nil, "claim 'nbf' must be a number"
+	}
+	for _, name := range j.ClaimsToVerify {
+		switch name {
+		case "exp":
+			if exp != nil && !now.Before(exp.Time) {
+				return nil, "token expired"
+			}
+		case "nbf":
+			if nbf != nil && now.Before(nbf.Time) {
+				return nil, "token not valid yet"
+			}
+		}
+	}
+	if j.MaximumExpirationS > 0 {
+		if exp == nil {
+			return nil, "claim 'exp' is required"
+		}
+		if exp.Sub(now) > time.Duration(j.MaximumExpirationS)*time.Second {
+			return nil, "token expiration exceeds the maximum allowed"
+		}
+	}
+	return c, ""
+}
+
+// credAlg is a credential's algorithm (HS256 when unset, as on input).
+func credAlg(cr *consumers.Credential) string {
+	if cr.Algorithm == "" {
+		return "HS256"
+	}
+	return cr.Algorithm
+}
+
+// key returns the verification key of a credential, parsing (and
+// remembering) PEM public keys.
+func (j *JWT) key(cr *consumers.Credential) (any, error) {
+	switch credAlg(cr) {
+	case "HS256", "HS384", "HS512":
+		return verificationKey(cr)
+	}
+	if k, ok := j.keys.Load(cr.PublicKey); ok {
+		return k, nil
+	}
+	k, err := verificationKey(cr)
+	if err != nil {
+		return nil, err
+	}
+	j.keys.Store(cr.PublicKey, k)
+	return k, nil
+}
+
+// verificationKey is the key jwt verifies signatures of cr with.
+func verificationKey(cr *consumers.Credential) (any, error) {
+	switch alg := credAlg(cr); alg {
+	case "HS256", "HS384", "HS512":
+		if cr.Secret == "" {
+			return nil, fmt.Errorf("jwt credential %q: secret is required for %s", cr.Key, alg)
+		}
+		return []byte(cr.Secret), nil
+	case "RS256":
+		k, err := jwt.ParseRSAPublicKeyFromPEM([]byte(cr.PublicKey))
+		if err != nil {
+			return nil, fmt.Errorf("jwt credential %q: public_key: %v", cr.Key, err)
+		}
+		return k, nil
+	case "ES256":
+		k, err := jwt.ParseECPublicKeyFromPEM([]byte(cr.PublicKey))
+		if err != nil {
+			return nil, fmt.Errorf("jwt credential %q: public_key: %v", cr.Key, err)
+		}
+		if k.Curve != elliptic.P256() {
+			return nil, fmt.Errorf("jwt credential %q: ES256 needs a P-256 key", cr.Key)
+		}
+		return k, nil
+	default:
+		return nil, fmt.Errorf("jwt credential %q: unsupported algorithm %q", cr.Key, alg)
+	}
+}
+
+// SetDefaults implements schema.Defaulter.
+func (j *JWT) SetDefaults() {
+	j.HeaderNames = []string{"Authorization"}
+	j.QueryNames = []string{"jwt"}
+	j.CookieNames = []string{}
+	j.KeyClaimName = "iss"
+	j.ClaimsToVerify = []string{"exp"}
+	j.MaximumExpirationS = 0
+}
+
+// UnmarshalJSON fills the defaults before decoding, so a config that leaves
+// fields out (plain Caddy JSON) gets the same defaults as the admin API.
+func (j *JWT) UnmarshalJSON(data []byte) error {
+	type plain JWT
+	j.SetDefaults()
+	return strictDecode(data, (*plain)(j))
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+//
+//	gateway_jwt {
+//	    header_names <name...>         # give no names for none
+//	    query_names <name...>
+//	    cookie_names <name...>
+//	    key_claim_name <claim>
+//	    claims_to_verify <exp|nbf...>
+//	    maximum_expiration_s <seconds>
+//	    consumer <username> { jwt <key> <alg> <secret|PEM|pem-file> ... }
+//	}
+func (j *JWT) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	j.SetDefaults()
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "header_names":
+			j.HeaderNames = append([]string{}, d.RemainingArgs()...)
+		case "query_names":
+			j.QueryNames = append([]string{}, d.RemainingArgs()...)
+		case "cookie_names":
+			j.CookieNames = append([]string{}, d.RemainingArgs()...)
+		case "key_claim_name":
+			if !d.Args(&j.KeyClaimName) {
+				return d.ArgErr()
+			}
+		case "claims_to_verify":
+			j.ClaimsToVerify = append([]string{}, d.RemainingArgs()...)
+		case "maximum_expiration_s":
+			var s string
+			if !d.Args(&s) {
+				return d.ArgErr()
+			}
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return d.Errf("maximum_expiration_s: %v", err)
+			}
+			j.MaximumExpirationS = n
+		case "consumer":
+			c, err := parseConsumer(d, len(j.Consumers)+1)
+			if err != nil {
+				return err
+			}
+			j.Consumers = append(j.Consumers, c)
+		default:
+			return d.Errf("unrecognized subdirective %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func parseJWT(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	j := new(JWT)
+	err := j.UnmarshalCaddyfile(h.Dispenser)
+	return j, err
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*JWT)(nil)
+	_ caddy.Validator             = (*JWT)(nil)
+	_ caddyhttp.MiddlewareHandler = (*JWT)(nil)
+	_ caddyfile.Unmarshaler       = (*JWT)(nil)
+	_ schema.Defaulter            = (*JWT)(nil)
+	_ plugins.Handler             = (*JWT)(nil)
+)

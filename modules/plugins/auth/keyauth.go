@@ -1,0 +1,179 @@
+package auth
+
+import (
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "key-auth", Ordering: 500, New: func() plugins.Handler { return new(KeyAuth) }})
+	httpcaddyfile.RegisterHandlerDirective("gateway_key_auth", parseKeyAuth)
+}
+
+// KeyAuth is the key-auth plugin: the request must carry a consumer's API key
+// in one of the key_names headers or query parameters.
+type KeyAuth struct {
+	KeyNames        []string `json:"key_names" schema:"minItems=1" doc:"Names looked up as request headers, then as query parameters, for the API key."`
+	HideCredentials bool     `json:"hide_credentials" doc:"Remove the key (header or query parameter) before proxying."`
+
+	// Consumers is an inline consumer table for standalone use (Caddyfile);
+	// in the gateway the router provides the table.
+	Consumers []consumers.Consumer `json:"consumers,omitempty" schema:"internal"`
+
+	table *consumers.Table
+}
+
+// CaddyModule returns the Caddy module information.
+func (*KeyAuth) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_key_auth",
+		New: func() caddy.Module { return new(KeyAuth) },
+	}
+}
+
+// Provision implements caddy.Provisioner.
+func (k *KeyAuth) Provision(caddy.Context) error {
+	if k.KeyNames == nil {
+		k.KeyNames = []string{"apikey"}
+	}
+	if err := checkConsumers(k.Consumers); err != nil {
+		return err
+	}
+	k.table = ownTable(k.Consumers)
+	return nil
+}
+
+// Validate implements caddy.Validator and schema.Validator.
+func (k *KeyAuth) Validate() error {
+	if len(k.KeyNames) == 0 {
+		return schema.Errorf("key_names", "must have at least 1 items")
+	}
+	for i, n := range k.KeyNames {
+		if !validHeaderName(n) {
+			return schema.Errorf("key_names["+itoa(i)+"]", "must be a valid header name")
+		}
+	}
+	return nil
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	info, r := gwctx.Ensure(r)
+	consumers.StripHeaders(r.Header)
+
+	var key, header, param string
+	for _, n := range k.KeyNames {
+		if v := r.Header.Get(n); v != "" {
+			key, header = v, n
+			break
+		}
+	}
+	if key == "" {
+		q := r.URL.Query()
+		for _, n := range k.KeyNames {
+			if v := q.Get(n); v != "" {
+				key, param = v, n
+				break
+			}
+		}
+	}
+	if key == "" {
+		gwctx.WriteError(w, http.StatusUnauthorized, "no API key found in request")
+		return nil
+	}
+	c := tableFor(k.table, info).ByKey(key)
+	if c == nil {
+		gwctx.WriteError(w, http.StatusUnauthorized, "invalid authentication credentials")
+		return nil
+	}
+	if k.HideCredentials {
+		if header != "" {
+			r.Header.Del(header)
+		} else {
+			q := r.URL.Query()
+			q.Del(param)
+			r.URL.RawQuery = q.Encode()
+		}
+	}
+	authenticated(info, r.Header, c)
+	return next.ServeHTTP(w, r)
+}
+
+// SetDefaults implements schema.Defaulter.
+func (k *KeyAuth) SetDefaults() {
+	k.KeyNames = []string{"apikey"}
+	k.HideCredentials = false
+}
+
+// UnmarshalJSON fills the defaults before decoding, so a config that leaves
+// fields out (plain Caddy JSON) gets the same defaults as the admin API.
+func (k *KeyAuth) UnmarshalJSON(b []byte) error {
+	type plain KeyAuth
+	k.SetDefaults()
+	return strictDecode(b, (*plain)(k))
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+//
+//	gateway_key_auth [<key_name...>] {
+//	    key_names <name...>
+//	    hide_credentials [true|false]
+//	    consumer <username> { ... }   # inline consumers, see parseConsumer
+//	}
+func (k *KeyAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	k.SetDefaults()
+	d.Next() // directive name
+	if args := d.RemainingArgs(); len(args) > 0 {
+		k.KeyNames = args
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "key_names":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			k.KeyNames = args
+		case "hide_credentials":
+			b, err := parseBoolArg(d)
+			if err != nil {
+				return err
+			}
+			k.HideCredentials = b
+		case "consumer":
+			c, err := parseConsumer(d, len(k.Consumers)+1)
+			if err != nil {
+				return err
+			}
+			k.Consumers = append(k.Consumers, c)
+		default:
+			return d.Errf("unrecognized subdirective %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func parseKeyAuth(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	k := new(KeyAuth)
+	err := k.UnmarshalCaddyfile(h.Dispenser)
+	return k, err
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*KeyAuth)(nil)
+	_ caddy.Validator             = (*KeyAuth)(nil)
+	_ caddyhttp.MiddlewareHandler = (*KeyAuth)(nil)
+	_ caddyfile.Unmarshaler       = (*KeyAuth)(nil)
+	_ schema.Defaulter            = (*KeyAuth)(nil)
+	_ plugins.Handler             = (*KeyAuth)(nil)
+)
