@@ -40,6 +40,9 @@ type Info struct {
 	RequestID string
 	// Target is the upstream "host:port" that served the request.
 	Target string
+	// Status is set when the gateway answered the request itself.
+	Status int
+
 	// HTTPSPort is the port of the gateway's HTTPS listener (redirect
 	// to_https); 0 when unknown (plugins then assume 443).
 	HTTPSPort int

@@ -10,6 +10,7 @@ package plugins
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -107,17 +108,41 @@ func NormalizeConfig(typeName string, raw json.RawMessage) (json.RawMessage, err
 }
 
 // HandlerJSON is the Caddy JSON of a plugin instance: its normalized config
-// plus the "handler" key and any internal fields the compiler adds.
+// plus the "handler" key and those of the compiler's internal fields (e.g.
+// "instance_id") that the type declares (Caddy decodes module configs
+// strictly).
 func HandlerJSON(typeName string, config json.RawMessage, internal map[string]any) (json.RawMessage, error) {
+	t, ok := Lookup(typeName)
+	if !ok {
+		return nil, fmt.Errorf("unknown plugin type %q", typeName)
+	}
 	m := map[string]any{}
 	if len(config) > 0 {
 		if err := json.Unmarshal(config, &m); err != nil {
 			return nil, fmt.Errorf("plugin config of type %s: %w", typeName, err)
 		}
 	}
+	declared := jsonFieldNames(t.New())
 	for k, v := range internal {
-		m[k] = v
+		if declared[k] {
+			m[k] = v
+		}
 	}
 	m["handler"] = ModuleName(typeName)
 	return json.Marshal(m)
+}
+
+func jsonFieldNames(v any) map[string]bool {
+	out := map[string]bool{}
+	rt := reflect.TypeOf(v)
+	for rt.Kind() == reflect.Pointer {
+		rt = rt.Elem()
+	}
+	for i := 0; i < rt.NumField(); i++ {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
 }

@@ -1,0 +1,289 @@
+package adminext
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-gateway/gateway/schema"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+// Role is what a caller may do. Every endpoint declares the least role it
+// needs in its endpoint entry: that table is the single place where access
+// is decided, so a new endpoint cannot forget it.
+type Role int
+
+// Roles, weakest first.
+const (
+	RolePublic Role = iota // no authentication
+	RoleViewer
+	RoleEditor
+	RoleAdmin
+)
+
+var roleNames = map[Role]string{RolePublic: "public", RoleViewer: "viewer", RoleEditor: "editor", RoleAdmin: "admin"}
+
+func (r Role) String() string { return roleNames[r] }
+
+// ParseRole maps "viewer", "editor", "admin" to a Role.
+func ParseRole(s string) (Role, bool) {
+	for r, n := range roleNames {
+		if n == s && r != RolePublic {
+			return r, true
+		}
+	}
+	return RolePublic, false
+}
+
+// Principal is who is calling.
+type Principal struct {
+	Role   string `json:"role" schema:"enum=viewer|editor|admin"`
+	Method string `json:"method" schema:"enum=open|token|session"`
+	User   any    `json:"user"`
+}
+
+// Authenticator decides who a request comes from. It returns ErrUnauthenticated
+// (401) when authentication is enabled and the request carries no valid
+// credential. The admin-authentication feature installs its own with
+// API.SetAuthenticator; the default treats every caller as admin (open mode).
+type Authenticator interface {
+	Authenticate(r *http.Request, ep *Endpoint) (*Principal, error)
+}
+
+// ErrUnauthenticated answers 401.
+var ErrUnauthenticated = errors.New("authentication required")
+
+type openAuth struct{}
+
+func (openAuth) Authenticate(*http.Request, *Endpoint) (*Principal, error) {
+	return &Principal{Role: "admin", Method: "open"}, nil
+}
+
+// Endpoint declares one admin API operation: path, least role, the
+// declarations of its body and answer (for validation and the OpenAPI
+// document), and its handler.
+type Endpoint struct {
+	Method  string
+	Path    string // ServeMux pattern path, e.g. /api/v1/services/{id}
+	Role    Role
+	Tag     string
+	Summary string
+	// Description is extra text for the OpenAPI document (decisions where
+	// the spec is silent go here).
+	Description string
+	// Body is the request body declaration (nil: no body).
+	Body any
+	// Response is the answer's declaration; ResponseList: an array of it.
+	Response     any
+	ResponseList bool
+	// ResponseSchema overrides the generated answer schema.
+	ResponseSchema map[string]any
+	// ContentType of a non-JSON answer (text/plain, text/html …).
+	ContentType string
+	// Query parameters for the OpenAPI document.
+	Query []QueryParam
+	// Statuses besides 200 that the endpoint answers.
+	Statuses []int
+
+	// Handle answers with a JSON value (200), or an error.
+	Handle func(c *Call) (any, error)
+	// Raw handles the request itself (streams, redirects, non-JSON).
+	Raw func(c *Call)
+}
+
+// QueryParam documents a query parameter.
+type QueryParam struct {
+	Name, Type, Description string
+	Required                bool
+}
+
+// endpointSets declare endpoints; each feature file adds its set from init.
+var endpointSets []func() []*Endpoint
+
+func registerEndpoints(f func() []*Endpoint) { endpointSets = append(endpointSets, f) }
+
+// API is the admin HTTP API.
+type API struct {
+	cp        *ControlPlane
+	mux       *http.ServeMux
+	endpoints []*Endpoint
+	auth      Authenticator
+	logger    *zap.Logger
+}
+
+func newAPI(cp *ControlPlane) *API {
+	a := &API{cp: cp, mux: http.NewServeMux(), auth: openAuth{}, logger: cp.logger.Named("api")}
+	for _, set := range endpointSets {
+		a.endpoints = append(a.endpoints, set()...)
+	}
+	sort.SliceStable(a.endpoints, func(i, j int) bool { return a.endpoints[i].Path < a.endpoints[j].Path })
+	for _, ep := range a.endpoints {
+		ep := ep
+		a.mux.HandleFunc(ep.Method+" "+ep.Path, func(w http.ResponseWriter, r *http.Request) { a.serve(ep, w, r) })
+	}
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, errorBody{"no such endpoint: " + r.Method + " " + r.URL.Path})
+	})
+	return a
+}
+
+// SetAuthenticator installs the authenticator.
+func (a *API) SetAuthenticator(auth Authenticator) { a.auth = auth }
+
+// Endpoints lists the declared endpoints.
+func (a *API) Endpoints() []*Endpoint { return a.endpoints }
+
+// ServeHTTP implements http.Handler.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// maxBody is the admin API's request body limit (addendum §6).
+const maxBody = 20 << 20
+
+type principalKey struct{}
+
+// PrincipalFrom returns the caller of an admin request.
+func PrincipalFrom(ctx context.Context) *Principal {
+	p, _ := ctx.Value(principalKey{}).(*Principal)
+	return p
+}
+
+func (a *API) serve(ep *Endpoint, w http.ResponseWriter, r *http.Request) {
+	if ep.Role != RolePublic {
+		p, err := a.auth.Authenticate(r, ep)
+		if err != nil {
+			if errors.Is(err, ErrUnauthenticated) {
+				writeJSON(w, http.StatusUnauthorized, errorBody{err.Error()})
+				return
+			}
+			a.fail(w, r, err)
+			return
+		}
+		role, _ := ParseRole(p.Role)
+		if role < ep.Role {
+			writeJSON(w, http.StatusForbidden, errorBody{"this needs the " + ep.Role.String() + " role"})
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	c := &Call{W: w, R: r, API: a, CP: a.cp}
+	if ep.Raw != nil {
+		ep.Raw(c)
+		return
+	}
+	v, err := ep.Handle(c)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// Call is one admin request.
+type Call struct {
+	W   http.ResponseWriter
+	R   *http.Request
+	API *API
+	CP  *ControlPlane
+}
+
+// Ctx is the request context.
+func (c *Call) Ctx() context.Context { return c.R.Context() }
+
+// ID reads an id path parameter (404 when it is not a valid id: no such
+// resource can exist).
+func (c *Call) ID(name string) (int64, error) {
+	s := c.R.PathValue(name)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 {
+		return 0, NotFound("no resource with " + name + " " + strconv.Quote(s))
+	}
+	return n, nil
+}
+
+// Decode reads the body into a declared struct (defaults, strict fields,
+// validation).
+func (c *Call) Decode(dst any) error {
+	body, err := io.ReadAll(c.R.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return BadRequest("request body is larger than 20 MiB")
+		}
+		return BadRequest("reading request body: " + err.Error())
+	}
+	return schema.Decode(body, dst)
+}
+
+// APIError is an answer with a status and {error}.
+type APIError struct {
+	Status int
+	Msg    string
+}
+
+func (e *APIError) Error() string { return e.Msg }
+
+// BadRequest is a 400.
+func BadRequest(msg string) error { return &APIError{http.StatusBadRequest, msg} }
+
+// NotFound is a 404.
+func NotFound(msg string) error { return &APIError{http.StatusNotFound, msg} }
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// fail answers an error: validation, conflicts and foreign keys are 400,
+// missing resources 404, the rest 500 (details logged, not answered).
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *APIError
+	var fe *schema.FieldError
+	var le *LoadError
+	switch {
+	case errors.As(err, &ae):
+		writeJSON(w, ae.Status, errorBody{ae.Msg})
+	case errors.As(err, &fe):
+		writeJSON(w, http.StatusBadRequest, errorBody{fe.Error()})
+	case storage.IsNotFound(err):
+		writeJSON(w, http.StatusNotFound, errorBody{"not found"})
+	case storage.IsConflict(err):
+		writeJSON(w, http.StatusBadRequest, errorBody{"conflict: a resource with the same unique value exists"})
+	case storage.IsForeignKey(err):
+		writeJSON(w, http.StatusBadRequest, errorBody{"a referenced resource does not exist"})
+	case errors.As(err, &le):
+		writeJSON(w, http.StatusBadRequest, errorBody{le.Error()})
+	default:
+		a.logger.Error("admin request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+		writeJSON(w, http.StatusInternalServerError, errorBody{"internal error"})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":"encoding the answer failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// deleted is the answer of every delete.
+type deleted struct {
+	Deleted bool `json:"deleted"`
+}
+
+func (c *Call) queryBool(name string) bool {
+	v := strings.ToLower(c.R.URL.Query().Get(name))
+	return v == "1" || v == "true" || v == "yes"
+}

@@ -1,0 +1,129 @@
+package adminext
+
+import (
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+func init() { registerEndpoints(gatewayEndpoints) }
+
+var services = resource[storage.Service]{
+	kind:    "service",
+	cascade: cascadeService,
+}
+
+// cascadeService removes what depends on a service: its targets, routes
+// (with their plugins), stream routes and plugins. Routes of other services
+// that split traffic to it lose that split entry (with no entries left, the
+// route falls back to its own service).
+func cascadeService(tx *gorm.DB, id int64) error {
+	var routeIDs []int64
+	if err := tx.Model(&storage.Route{}).Where("service_id = ?", id).Pluck("id", &routeIDs).Error; err != nil {
+		return err
+	}
+	if len(routeIDs) > 0 {
+		if err := tx.Where("route_id IN ?", routeIDs).Delete(&storage.Plugin{}).Error; err != nil {
+			return err
+		}
+	}
+	for _, q := range []struct {
+		model any
+		where string
+	}{
+		{&storage.Plugin{}, "service_id = ?"},
+		{&storage.Route{}, "service_id = ?"},
+		{&storage.StreamRoute{}, "service_id = ?"},
+		{&storage.Target{}, "service_id = ?"},
+	} {
+		if err := tx.Where(q.where, id).Delete(q.model).Error; err != nil {
+			return err
+		}
+	}
+	var withSplits []storage.Route
+	if err := tx.Where("splits LIKE ?", "%service_id%").Find(&withSplits).Error; err != nil {
+		return err
+	}
+	for _, r := range withSplits {
+		kept := r.Splits[:0]
+		for _, s := range r.Splits {
+			if s.ServiceID != id {
+				kept = append(kept, s)
+			}
+		}
+		if len(kept) != len(r.Splits) {
+			r.Splits = kept
+			if err := tx.Model(&r).Update("splits", r.Splits).Error; err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var targets = resource[storage.Target]{kind: "target"}
+
+var routes = resource[storage.Route]{
+	kind: "route",
+	check: func(tx *gorm.DB, r *storage.Route) error {
+		if err := exists[storage.Service](tx, "service_id", r.ServiceID); err != nil {
+			return err
+		}
+		for i, s := range r.Splits {
+			if err := exists[storage.Service](tx, "splits["+itoa(i)+"].service_id", s.ServiceID); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
+	cascade: func(tx *gorm.DB, id int64) error {
+		return tx.Where("route_id = ?", id).Delete(&storage.Plugin{}).Error
+	},
+}
+
+func gatewayEndpoints() []*Endpoint {
+	eps := services.crud("/api/v1/services", "services", RoleViewer, RoleEditor, storage.Service{})
+	eps[len(eps)-1].Summary = "Delete a service and its targets, routes, stream routes and plugins"
+	eps[len(eps)-1].Description = "Routes of other services that split traffic to the deleted service lose that split entry; a route left with no split entries sends all its traffic to its own service_id."
+	eps = append(eps, routes.crud("/api/v1/routes", "routes", RoleViewer, RoleEditor, storage.Route{})...)
+	eps = append(eps,
+		&Endpoint{Method: "GET", Path: "/api/v1/services/{service_id}/targets", Role: RoleViewer, Tag: "targets",
+			Summary: "List a service's targets (an empty array when the service does not exist)", Response: storage.Target{}, ResponseList: true,
+			Handle: listTargets},
+		&Endpoint{Method: "POST", Path: "/api/v1/services/{service_id}/targets", Role: RoleEditor, Tag: "targets",
+			Summary: "Add a target to a service", Body: storage.Target{}, Response: storage.Target{}, Statuses: []int{400},
+			Handle: createTarget},
+		&Endpoint{Method: "PUT", Path: "/api/v1/targets/{id}", Role: RoleEditor, Tag: "targets",
+			Summary: "Replace a target", Body: storage.Target{}, Response: storage.Target{}, Statuses: []int{400, 404},
+			Handle: func(c *Call) (any, error) {
+				return targets.replace(c, func(old, v *storage.Target) error { v.ServiceID = old.ServiceID; return nil })
+			}},
+		&Endpoint{Method: "DELETE", Path: "/api/v1/targets/{id}", Role: RoleEditor, Tag: "targets",
+			Summary: "Delete a target", Response: deleted{}, Statuses: []int{404}, Handle: targets.remove},
+	)
+	return eps
+}
+
+func listTargets(c *Call) (any, error) {
+	out := make([]storage.Target, 0)
+	id, err := c.ID("service_id")
+	if err != nil {
+		return out, nil // no such service: an empty list, as for any missing parent
+	}
+	if err := c.CP.store.DB.WithContext(c.Ctx()).Where("service_id = ?", id).Order("id").Find(&out).Error; err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func createTarget(c *Call) (any, error) {
+	sid, err := c.ID("service_id")
+	if err != nil {
+		return nil, BadRequest("service_id: no such service")
+	}
+	targets := targets
+	targets.check = func(tx *gorm.DB, t *storage.Target) error {
+		return exists[storage.Service](tx, "service_id", t.ServiceID)
+	}
+	return targets.create(c, func(t *storage.Target) error { t.ServiceID = sid; return nil })
+}

@@ -1,0 +1,195 @@
+package adminext
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+// resource is the CRUD of one stored resource type T (a storage model that
+// is also its declaration). Hooks add what differs between resources.
+type resource[T any] struct {
+	kind string // singular name for messages, e.g. "service"
+	// check validates references inside the transaction (400 on failure).
+	check func(tx *gorm.DB, v *T) error
+	// cascade deletes what depends on the row before it goes.
+	cascade func(tx *gorm.DB, id int64) error
+	// view shapes answers (nil: the row itself).
+	view func(v *T) any
+	// order is the list order (default "id").
+	order string
+}
+
+func (res resource[T]) answer(v *T) any {
+	if res.view != nil {
+		return res.view(v)
+	}
+	return v
+}
+
+func (res resource[T]) list(c *Call) (any, error) {
+	out := make([]T, 0)
+	order := res.order
+	if order == "" {
+		order = "id"
+	}
+	if err := c.CP.store.DB.WithContext(c.Ctx()).Order(order).Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("listing %ss: %w", res.kind, err)
+	}
+	if res.view == nil {
+		return out, nil
+	}
+	views := make([]any, len(out))
+	for i := range out {
+		views[i] = res.view(&out[i])
+	}
+	return views, nil
+}
+
+func (res resource[T]) get(c *Call) (any, error) {
+	id, err := c.ID("id")
+	if err != nil {
+		return nil, err
+	}
+	v, err := res.load(c.CP.store.DB.WithContext(c.Ctx()), id)
+	if err != nil {
+		return nil, err
+	}
+	return res.answer(v), nil
+}
+
+func (res resource[T]) load(db *gorm.DB, id int64) (*T, error) {
+	v := new(T)
+	if err := db.First(v, id).Error; err != nil {
+		if storage.IsNotFound(err) {
+			return nil, NotFound(fmt.Sprintf("%s %d not found", res.kind, id))
+		}
+		return nil, fmt.Errorf("reading %s %d: %w", res.kind, id, err)
+	}
+	return v, nil
+}
+
+// create decodes, validates and stores a new row; prepare may set fields
+// the path decides (e.g. a target's service_id).
+func (res resource[T]) create(c *Call, prepare func(v *T) error) (any, error) {
+	v := new(T)
+	if err := c.Decode(v); err != nil {
+		return nil, err
+	}
+	if prepare != nil {
+		if err := prepare(v); err != nil {
+			return nil, err
+		}
+	}
+	err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+		if res.check != nil {
+			if err := res.check(tx, v); err != nil {
+				return err
+			}
+		}
+		return tx.Create(v).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res.answer(v), nil
+}
+
+// replace is PUT: a full replacement; omitted fields are reset to defaults.
+func (res resource[T]) replace(c *Call, prepare func(old, v *T) error) (any, error) {
+	id, err := c.ID("id")
+	if err != nil {
+		return nil, err
+	}
+	v := new(T)
+	if err := c.Decode(v); err != nil {
+		return nil, err
+	}
+	err = c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+		old, err := res.load(tx, id)
+		if err != nil {
+			return err
+		}
+		keepIdentity(old, v)
+		if prepare != nil {
+			if err := prepare(old, v); err != nil {
+				return err
+			}
+		}
+		if res.check != nil {
+			if err := res.check(tx, v); err != nil {
+				return err
+			}
+		}
+		return tx.Save(v).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res.answer(v), nil
+}
+
+func (res resource[T]) remove(c *Call) (any, error) {
+	id, err := c.ID("id")
+	if err != nil {
+		return nil, err
+	}
+	err = c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+		if _, err := res.load(tx, id); err != nil {
+			return err
+		}
+		if res.cascade != nil {
+			if err := res.cascade(tx, id); err != nil {
+				return err
+			}
+		}
+		return tx.Delete(new(T), id).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	return deleted{Deleted: true}, nil
+}
+
+// keepIdentity copies the row's id and creation time onto its replacement.
+func keepIdentity[T any](old, v *T) {
+	ov, nv := reflect.ValueOf(old).Elem(), reflect.ValueOf(v).Elem()
+	for _, name := range []string{"ID", "CreatedAt"} {
+		if f := nv.FieldByName(name); f.IsValid() && f.CanSet() {
+			f.Set(ov.FieldByName(name))
+		}
+	}
+	if f := nv.FieldByName("UpdatedAt"); f.IsValid() && f.CanSet() {
+		f.Set(reflect.ValueOf(time.Time{}))
+	}
+}
+
+// exists checks a referenced row (400 naming the field when missing).
+func exists[T any](tx *gorm.DB, field string, id int64) error {
+	var n int64
+	if err := tx.Model(new(T)).Where("id = ?", id).Count(&n).Error; err != nil {
+		return err
+	}
+	if n == 0 {
+		return BadRequest(fmt.Sprintf("%s: %d does not exist", field, id))
+	}
+	return nil
+}
+
+// crud declares the five standard endpoints of a resource under base.
+func (res resource[T]) crud(base, tag string, readRole, writeRole Role, decl any) []*Endpoint {
+	item := base + "/{id}"
+	return []*Endpoint{
+		{Method: "GET", Path: base, Role: readRole, Tag: tag, Summary: "List " + res.kind + "s", Response: decl, ResponseList: true, Handle: res.list},
+		{Method: "POST", Path: base, Role: writeRole, Tag: tag, Summary: "Create a " + res.kind, Body: decl, Response: decl, Statuses: []int{400},
+			Handle: func(c *Call) (any, error) { return res.create(c, nil) }},
+		{Method: "GET", Path: item, Role: readRole, Tag: tag, Summary: "Get a " + res.kind, Response: decl, Statuses: []int{404}, Handle: res.get},
+		{Method: "PUT", Path: item, Role: writeRole, Tag: tag, Summary: "Replace a " + res.kind + " (full replacement: omitted fields get their defaults)", Body: decl, Response: decl, Statuses: []int{400, 404},
+			Handle: func(c *Call) (any, error) { return res.replace(c, nil) }},
+		{Method: "DELETE", Path: item, Role: writeRole, Tag: tag, Summary: "Delete a " + res.kind, Response: deleted{}, Statuses: []int{404}, Handle: res.remove},
+	}
+}

@@ -1,0 +1,159 @@
+package adminext
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/modules/process"
+	"github.com/caddy-gateway/gateway/modules/router"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+func init() { registerEndpoints(systemEndpoints) }
+
+func systemEndpoints() []*Endpoint {
+	return []*Endpoint{
+		{Method: "GET", Path: "/healthz", Role: RolePublic, Tag: "system", Summary: "Liveness: the literal text ok",
+			ContentType: "text/plain", Raw: func(c *Call) {
+				c.W.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				_, _ = c.W.Write([]byte("ok"))
+			}},
+		{Method: "GET", Path: "/api/v1/settings", Role: RoleViewer, Tag: "settings", Summary: "Get the global settings",
+			Response: storage.Settings{}, Handle: getSettings},
+		{Method: "PUT", Path: "/api/v1/settings", Role: RoleAdmin, Tag: "settings",
+			Summary:     "Replace the global settings",
+			Description: "Full replacement; an omitted http_listen or https_listen is reset to the Caddyfile's value (else :8080 / :8443). Listener changes apply at once: the new address is bound before the answer (400 when it cannot be), the old one is closed gracefully. https_listen binds only while https_enabled is true.",
+			Body:        storage.Settings{}, Response: storage.Settings{}, Statuses: []int{400}, Handle: putSettings},
+		{Method: "GET", Path: "/api/v1/config", Role: RoleViewer, Tag: "observability", Summary: "Summary of the live compiled configuration",
+			Response: ConfigSummary{}, Handle: configSummary},
+		{Method: "GET", Path: "/api/v1/health", Role: RoleViewer, Tag: "observability",
+			Summary:  "Health of every target of every service",
+			Response: health.Status{}, ResponseList: true, Handle: targetHealth},
+		{Method: "GET", Path: "/api/v1/router/test", Role: RoleViewer, Tag: "observability",
+			Summary:     "Dry run of route matching: the route a request with these properties would take (no upstream is contacted)",
+			Description: "Uses the live router's own match table. headers is a comma-separated list of Name:value pairs.",
+			Query: []QueryParam{
+				{Name: "path", Type: "string", Required: true}, {Name: "host", Type: "string"},
+				{Name: "method", Type: "string", Description: "default GET"},
+				{Name: "headers", Type: "string", Description: "comma-separated Name:value pairs"},
+			},
+			Response: RouterTestResult{}, Statuses: []int{400}, Handle: routerTest},
+	}
+}
+
+func getSettings(c *Call) (any, error) {
+	var s storage.Settings
+	if err := c.CP.store.DB.WithContext(c.Ctx()).First(&s, 1).Error; err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func putSettings(c *Call) (any, error) {
+	s := &storage.Settings{HTTPListen: c.CP.boot.HTTPListen, HTTPSListen: c.CP.boot.HTTPSListen, ACMEDirectoryURL: "letsencrypt", TrustedProxies: []string{}}
+	if err := c.Decode(s); err != nil {
+		return nil, err
+	}
+	s.ID = 1
+	err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error { return tx.Save(s).Error })
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ConfigSummary is the live configuration's version and counts.
+type ConfigSummary struct {
+	Version      int64      `json:"version"`
+	AppliedAt    *time.Time `json:"applied_at"`
+	Services     int        `json:"services"`
+	Targets      int        `json:"targets"`
+	Routes       int        `json:"routes"`
+	StreamRoutes int        `json:"stream_routes"`
+	Plugins      int        `json:"plugins"`
+	Consumers    int        `json:"consumers"`
+	Credentials  int        `json:"credentials"`
+	Certificates int        `json:"certificates"`
+	WasmModules  int        `json:"wasm_modules"`
+}
+
+func configSummary(c *Call) (any, error) {
+	g := c.CP.applied.Load()
+	out := ConfigSummary{}
+	if g == nil {
+		return out, nil
+	}
+	out.Version = g.Version
+	out.AppliedAt = c.CP.appliedAt.Load()
+	n := g.Counts
+	out.Services, out.Targets, out.Routes, out.StreamRoutes = n["services"], n["targets"], n["routes"], n["stream_routes"]
+	out.Plugins, out.Consumers, out.Credentials = n["plugins"], n["consumers"], n["credentials"]
+	out.Certificates, out.WasmModules = n["certificates"], n["wasm_modules"]
+	return out, nil
+}
+
+func targetHealth(*Call) (any, error) { return process.Health.Statuses(), nil }
+
+// RouterTestResult is the dry run's answer.
+type RouterTestResult struct {
+	Matched      bool           `json:"matched"`
+	RouteID      *int64         `json:"route_id"`
+	RouteName    *string        `json:"route_name"`
+	ServiceID    *int64         `json:"service_id" doc:"The split's pick when the route has splits."`
+	MatchedPath  *string        `json:"matched_path"`
+	UpstreamPath *string        `json:"upstream_path"`
+	Splits       []router.Split `json:"splits"`
+	Reason       *string        `json:"reason" doc:"Why nothing matched."`
+}
+
+func routerTest(c *Call) (any, error) {
+	q := c.R.URL.Query()
+	path := q.Get("path")
+	if !q.Has("path") || path == "" {
+		return nil, BadRequest("path: is required")
+	}
+	if !strings.HasPrefix(path, "/") {
+		return nil, BadRequest("path: must start with /")
+	}
+	method := q.Get("method")
+	if method == "" {
+		method = http.MethodGet
+	}
+	hdr := http.Header{}
+	if hs := q.Get("headers"); hs != "" {
+		for _, pair := range strings.Split(hs, ",") {
+			name, value, ok := strings.Cut(pair, ":")
+			name = strings.TrimSpace(name)
+			if !ok || name == "" {
+				return nil, BadRequest("headers: each entry must be Name:value")
+			}
+			hdr.Add(name, strings.TrimSpace(value))
+		}
+	}
+	out := RouterTestResult{Splits: []router.Split{}}
+	rt := c.CP.Router()
+	if rt == nil {
+		out.Reason = ptr("the gateway has not loaded its configuration yet")
+		return out, nil
+	}
+	req := router.Request{Host: q.Get("host"), Path: path, Method: strings.ToUpper(method), Header: hdr}
+	m := rt.Table().Match(req)
+	if m.Route == nil {
+		out.Reason = ptr(rt.Table().Explain(req))
+		return out, nil
+	}
+	out.Matched = true
+	out.RouteID = ptr(m.Route.ID)
+	out.RouteName = ptr(m.Route.Name)
+	out.ServiceID = ptr(rt.PickService(m.Route.ID))
+	out.MatchedPath = ptr(m.MatchedPath)
+	out.UpstreamPath = ptr(router.UpstreamPath(m.Route, m.MatchedPath, path))
+	if m.Route.Splits != nil {
+		out.Splits = m.Route.Splits
+	}
+	return out, nil
+}

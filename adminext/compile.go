@@ -1,0 +1,370 @@
+package adminext
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/modules/router"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+// streamCloseDelay keeps proxied WebSockets and other hijacked streams open
+// across config reloads (Caddy closes them when the old proxy is cleaned up
+// otherwise; caddy issues #5471, #7222).
+const streamCloseDelay = "24h"
+
+// passive health: failed proxied connections count against a target.
+const (
+	passiveFailDuration = "10s"
+	passiveMaxFails     = 2
+)
+
+// compile turns a store snapshot into the full Caddy config to load: the
+// captured base config with the gateway app replaced by the compiled one.
+func (cp *ControlPlane) compile(snap *storage.Snapshot) ([]byte, error) {
+	gen, err := compileGenerated(snap)
+	if err != nil {
+		return nil, err
+	}
+	gen.Version = cp.version.Add(1)
+	gen.CompiledAt = time.Now().UTC()
+
+	appJSON, err := json.Marshal(struct {
+		Bootstrap
+		Generated *Generated `json:"generated"`
+	}{cp.boot, gen})
+	if err != nil {
+		return nil, fmt.Errorf("encoding gateway app: %w", err)
+	}
+	cfg := make(map[string]json.RawMessage, len(cp.base)+1)
+	for k, v := range cp.base {
+		cfg[k] = v
+	}
+	apps := map[string]json.RawMessage{}
+	if raw, ok := cfg["apps"]; ok {
+		if err := json.Unmarshal(raw, &apps); err != nil {
+			return nil, fmt.Errorf("reading base config apps: %w", err)
+		}
+	}
+	apps["gateway"] = appJSON
+	if cfg["apps"], err = json.Marshal(apps); err != nil {
+		return nil, err
+	}
+	// The store is the source of truth, and generated configs carry
+	// secrets: Caddy must not autosave them.
+	admin := map[string]any{}
+	if raw, ok := cfg["admin"]; ok {
+		_ = json.Unmarshal(raw, &admin)
+	}
+	conf, _ := admin["config"].(map[string]any)
+	if conf == nil {
+		conf = map[string]any{}
+	}
+	conf["persist"] = false
+	admin["config"] = conf
+	if cfg["admin"], err = json.Marshal(admin); err != nil {
+		return nil, err
+	}
+	return json.Marshal(cfg)
+}
+
+// compileGenerated compiles the gateway part of the config.
+func compileGenerated(snap *storage.Snapshot) (*Generated, error) {
+	s := snap.Settings
+	gen := &Generated{
+		HTTPListen:  s.HTTPListen,
+		HTTPSListen: s.HTTPSListen,
+		HTTPS:       s.HTTPSEnabled,
+		Counts: map[string]int{
+			"services":      len(snap.Services),
+			"targets":       len(snap.Targets),
+			"routes":        len(snap.Routes),
+			"stream_routes": len(snap.StreamRoutes),
+			"plugins":       len(snap.Plugins),
+			"consumers":     len(snap.Consumers),
+			"credentials":   len(snap.Credentials),
+		},
+	}
+	rt, err := compileRouter(snap)
+	if err != nil {
+		return nil, err
+	}
+	if gen.RouterRaw, err = json.Marshal(rt); err != nil {
+		return nil, fmt.Errorf("encoding router: %w", err)
+	}
+	gen.Health = compileHealth(snap)
+	return gen, nil
+}
+
+// routerJSON is the gateway_router handler's config with its handler key.
+type routerJSON struct {
+	Handler string `json:"handler"`
+	router.Router
+}
+
+func compileRouter(snap *storage.Snapshot) (*routerJSON, error) {
+	services := make(map[int64]*storage.Service, len(snap.Services))
+	for i := range snap.Services {
+		services[snap.Services[i].ID] = &snap.Services[i]
+	}
+	targets := map[int64][]storage.Target{}
+	for _, t := range snap.Targets {
+		targets[t.ServiceID] = append(targets[t.ServiceID], t)
+	}
+	rt := &routerJSON{Handler: "gateway_router"}
+	rt.TrustedProxies = snap.Settings.TrustedProxies
+	if _, port, err := net.SplitHostPort(snap.Settings.HTTPSListen); err == nil {
+		rt.HTTPSPort, _ = strconv.Atoi(port)
+	}
+
+	chains := effectivePlugins(snap)
+	usedPlugins := map[int64]bool{}
+	usedServices := map[int64]bool{}
+	for _, r := range snap.Routes {
+		if !r.Enabled {
+			continue
+		}
+		cr := router.Route{
+			ID: r.ID, Name: r.Name, ServiceID: r.ServiceID, Priority: r.Priority,
+			Hosts: r.Hosts, Paths: r.Paths, Methods: r.Methods, Headers: r.Headers,
+			StripPath: r.StripPath, PreserveHost: r.PreserveHost,
+		}
+		usedServices[r.ServiceID] = true
+		for _, sp := range r.Splits {
+			cr.Splits = append(cr.Splits, router.Split{ServiceID: sp.ServiceID, Weight: sp.Weight})
+			usedServices[sp.ServiceID] = true
+		}
+		for _, p := range chains[r.ID] {
+			cr.Plugins = append(cr.Plugins, p.ID)
+			usedPlugins[p.ID] = true
+		}
+		rt.Routes = append(rt.Routes, cr)
+	}
+
+	rt.ServicesRaw = map[string]json.RawMessage{}
+	for id := range usedServices {
+		svc, ok := services[id]
+		if !ok {
+			return nil, fmt.Errorf("a route references service %d, which does not exist", id)
+		}
+		raw, err := json.Marshal(compileProxy(svc, targets[id]))
+		if err != nil {
+			return nil, err
+		}
+		rt.ServicesRaw[strconv.FormatInt(id, 10)] = raw
+	}
+
+	rt.PluginsRaw = map[string]json.RawMessage{}
+	for _, p := range snap.Plugins {
+		if !usedPlugins[p.ID] {
+			continue
+		}
+		raw, err := plugins.HandlerJSON(p.Type, p.Config, pluginInternals(&p))
+		if err != nil {
+			return nil, err
+		}
+		rt.PluginsRaw[strconv.FormatInt(p.ID, 10)] = raw
+	}
+
+	rt.Consumers = compileConsumers(snap)
+	return rt, nil
+}
+
+// pluginInternals are the fields the compiler adds to a plugin instance's
+// handler config that are not part of its API config: the instance id, so
+// that process-wide state (rate-limit counters, cache entries, log queues)
+// survives reloads.
+func pluginInternals(p *storage.Plugin) map[string]any {
+	return map[string]any{"instance_id": p.ID}
+}
+
+// effectivePlugins resolves, for every route, the most specific enabled
+// instance of each plugin type (route > service > global) and orders them
+// by ordering, then id.
+func effectivePlugins(snap *storage.Snapshot) map[int64][]*storage.Plugin {
+	global := map[string]*storage.Plugin{}
+	byService := map[int64]map[string]*storage.Plugin{}
+	byRoute := map[int64]map[string]*storage.Plugin{}
+	for i := range snap.Plugins {
+		p := &snap.Plugins[i]
+		if !p.Enabled {
+			continue // a disabled plugin neither applies nor shadows
+		}
+		switch {
+		case p.Scope == "route" && p.RouteID != nil:
+			if byRoute[*p.RouteID] == nil {
+				byRoute[*p.RouteID] = map[string]*storage.Plugin{}
+			}
+			byRoute[*p.RouteID][p.Type] = p
+		case p.Scope == "service" && p.ServiceID != nil:
+			if byService[*p.ServiceID] == nil {
+				byService[*p.ServiceID] = map[string]*storage.Plugin{}
+			}
+			byService[*p.ServiceID][p.Type] = p
+		case p.Scope == "global":
+			global[p.Type] = p
+		}
+	}
+	out := map[int64][]*storage.Plugin{}
+	for _, r := range snap.Routes {
+		eff := map[string]*storage.Plugin{}
+		for t, p := range global {
+			eff[t] = p
+		}
+		for t, p := range byService[r.ServiceID] {
+			eff[t] = p
+		}
+		for t, p := range byRoute[r.ID] {
+			eff[t] = p
+		}
+		if len(eff) == 0 {
+			continue
+		}
+		list := make([]*storage.Plugin, 0, len(eff))
+		for _, p := range eff {
+			list = append(list, p)
+		}
+		sort.Slice(list, func(i, j int) bool { return pluginLess(list[i], list[j]) })
+		out[r.ID] = list
+	}
+	return out
+}
+
+// pluginLess orders plugins by ordering, then id (lists and chains alike).
+func pluginLess(a, b *storage.Plugin) bool {
+	oa, ob := ordering(a), ordering(b)
+	if oa != ob {
+		return oa < ob
+	}
+	return a.ID < b.ID
+}
+
+func ordering(p *storage.Plugin) int32 {
+	if p.Ordering != nil {
+		return *p.Ordering
+	}
+	if t, ok := plugins.Lookup(p.Type); ok {
+		return int32(t.Ordering)
+	}
+	return 0
+}
+
+// compileProxy is the reverse_proxy handler of one service.
+func compileProxy(svc *storage.Service, targets []storage.Target) map[string]any {
+	ups := []map[string]any{}
+	weights := map[string]int{}
+	for _, t := range targets {
+		if !t.Enabled || t.Weight <= 0 {
+			continue // weight 0 or disabled takes a target out
+		}
+		ups = append(ups, map[string]any{"dial": t.Addr()})
+		weights[t.Addr()] += int(t.Weight)
+	}
+	transport := map[string]any{
+		"protocol":                "http",
+		"dial_timeout":            ms(svc.ConnectTimeoutMS),
+		"response_header_timeout": ms(svc.ReadTimeoutMS),
+		"read_timeout":            ms(svc.ReadTimeoutMS),
+		"write_timeout":           ms(svc.WriteTimeoutMS),
+	}
+	if svc.Protocol == "https" {
+		tlsCfg := map[string]any{}
+		if svc.TLSSNI != nil && *svc.TLSSNI != "" {
+			tlsCfg["server_name"] = *svc.TLSSNI
+		}
+		transport["tls"] = tlsCfg
+	}
+	policy := map[string]any{"policy": "gateway", "algorithm": svc.LBAlgorithm, "service_id": svc.ID}
+	if svc.LBAlgorithm == "weighted" {
+		policy["weights"] = weights
+	}
+	lb := map[string]any{"selection_policy": policy}
+	if svc.Retries > 0 {
+		lb["retries"] = svc.Retries
+	}
+	return map[string]any{
+		"handler":        "reverse_proxy",
+		"upstreams":      ups,
+		"transport":      transport,
+		"load_balancing": lb,
+		"health_checks": map[string]any{
+			"passive": map[string]any{"fail_duration": passiveFailDuration, "max_fails": passiveMaxFails},
+		},
+		"headers": map[string]any{
+			"request": map[string]any{"set": map[string][]string{"Host": {router.UpstreamHostHeader}}},
+		},
+		"stream_close_delay": streamCloseDelay,
+	}
+}
+
+// ms renders milliseconds as a Caddy duration; 0 means no timeout.
+func ms(n int64) any {
+	if n <= 0 {
+		return 0
+	}
+	return strconv.FormatInt(n, 10) + "ms"
+}
+
+// compileHealth lists every target of every service, routed or not.
+func compileHealth(snap *storage.Snapshot) []health.Spec {
+	services := make(map[int64]*storage.Service, len(snap.Services))
+	for i := range snap.Services {
+		services[snap.Services[i].ID] = &snap.Services[i]
+	}
+	var out []health.Spec
+	for _, t := range snap.Targets {
+		svc := services[t.ServiceID]
+		if svc == nil {
+			continue
+		}
+		spec := health.Spec{
+			ServiceID: svc.ID, TargetID: t.ID, Host: t.Host, Port: t.Port,
+			HTTPS:   svc.Protocol == "https",
+			Timeout: time.Duration(svc.ConnectTimeoutMS) * time.Millisecond,
+		}
+		if svc.HealthPath != nil {
+			spec.Path = *svc.HealthPath
+		}
+		if svc.TLSSNI != nil {
+			spec.SNI = *svc.TLSSNI
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
+// compileConsumers builds the consumer table the auth plugins read.
+func compileConsumers(snap *storage.Snapshot) []consumers.Consumer {
+	byID := map[int64]int{}
+	out := make([]consumers.Consumer, 0, len(snap.Consumers))
+	for _, c := range snap.Consumers {
+		byID[c.ID] = len(out)
+		out = append(out, consumers.Consumer{ID: c.ID, Username: c.Username, CustomID: c.CustomID, Groups: c.Groups})
+	}
+	for _, cr := range snap.Credentials {
+		i, ok := byID[cr.ConsumerID]
+		if !ok {
+			continue
+		}
+		out[i].Credentials = append(out[i].Credentials, consumers.Credential{
+			ID: cr.ID, Type: cr.Type, Key: deref(cr.Key), Username: deref(cr.Username),
+			PasswordHash: cr.PasswordHash, Algorithm: deref(cr.Algorithm), Secret: cr.Secret,
+			PublicKey: deref(cr.PublicKey),
+		})
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,336 @@
+package adminext
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"go.uber.org/zap"
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/modules/process"
+	"github.com/caddy-gateway/gateway/modules/router"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+// ControlPlane owns what must survive config reloads: the store, the admin
+// server, the proxy listeners and servers, the live router pointer and the
+// mutation lock.
+type ControlPlane struct {
+	logger *zap.Logger
+	boot   Bootstrap // of the first app
+	store  *storage.Store
+
+	adminLn  net.Listener
+	adminSrv *http.Server
+	api      *API
+
+	// mu serializes mutations and config loads.
+	mu sync.Mutex
+	// base is the rest of the running Caddy config (the user's own apps and
+	// sites), captured after start; generated configs keep it.
+	base map[string]json.RawMessage
+
+	router    atomic.Pointer[router.Router]
+	tlsConfig atomic.Pointer[tls.Config]
+	active    atomic.Pointer[App]
+	applied   atomic.Pointer[Generated]
+	appliedAt atomic.Pointer[time.Time]
+	version   atomic.Int64
+
+	lnMu      sync.Mutex
+	listeners map[string]*proxyListener
+
+	recorder *Recorder
+
+	readyOnce sync.Once
+	ready     chan struct{}
+	isClosed  atomic.Bool
+}
+
+func newControlPlane(a *App, logger *zap.Logger) (*ControlPlane, error) {
+	store, err := storage.Open(a.Database, a.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("gateway store: %w", err)
+	}
+	seed := storage.Settings{HTTPListen: a.HTTPListen, HTTPSListen: a.HTTPSListen}
+	if err := store.SeedSettings(seed); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("gateway store: %w", err)
+	}
+	if a.HealthInterval > 0 {
+		process.Health.SetInterval(time.Duration(a.HealthInterval))
+	}
+	cp := &ControlPlane{
+		logger:    logger.Named("control_plane"),
+		boot:      a.Bootstrap,
+		store:     store,
+		listeners: map[string]*proxyListener{},
+		recorder:  NewRecorder(),
+		ready:     make(chan struct{}),
+	}
+	cp.api = newAPI(cp)
+	return cp, nil
+}
+
+func (cp *ControlPlane) closed() bool { return cp.isClosed.Load() }
+
+// checkBootstrap warns about bootstrap changes that need a restart.
+func (cp *ControlPlane) checkBootstrap(a *App) {
+	if a.AdminListen != cp.boot.AdminListen || a.Database != cp.boot.Database || a.DSN != cp.boot.DSN {
+		cp.logger.Warn("gateway admin_listen and database changes take effect after a restart",
+			zap.String("admin_listen", cp.boot.AdminListen), zap.String("database", cp.boot.Database))
+	}
+}
+
+// Store is the control plane's store.
+func (cp *ControlPlane) Store() *storage.Store { return cp.store }
+
+// Router is the live router (nil before the first compiled config).
+func (cp *ControlPlane) Router() *router.Router { return cp.router.Load() }
+
+// activate makes a the live app (App.Start).
+func (cp *ControlPlane) activate(a *App) error {
+	if err := cp.startAdmin(); err != nil {
+		return err
+	}
+	a.prev = cp.active.Load()
+	if a.Generated == nil {
+		// A hand-written config (process start, or `caddy reload`): keep
+		// serving the current router, and once Caddy has finished this
+		// load, compile the store's configuration on top of it.
+		cp.active.Store(a)
+		go cp.bootstrap(a)
+		return nil
+	}
+	g := a.Generated
+	if err := cp.ensureListeners(g.HTTPListen, g.HTTPSListen, g.HTTPS); err != nil {
+		return err
+	}
+	cp.router.Store(a.router)
+	cp.tlsConfig.Store(a.tlsConfig)
+	process.Health.Sync(g.Health)
+	now := time.Now().UTC()
+	cp.applied.Store(g)
+	cp.appliedAt.Store(&now)
+	cp.active.Store(a)
+	return nil
+}
+
+// deactivate is App.Stop: nothing when a newer app took over; the previous
+// app again when a's config failed to start; shutdown when the gateway is
+// unloaded for good or the process exits.
+func (cp *ControlPlane) deactivate(a *App) {
+	a.stopped.Store(true)
+	if cp.active.Load() != a {
+		return
+	}
+	if prev := a.prev; prev != nil && !prev.stopped.Load() && !caddy.Exiting() {
+		cp.active.Store(prev)
+		if prev.Generated != nil {
+			cp.router.Store(prev.router)
+			cp.tlsConfig.Store(prev.tlsConfig)
+			process.Health.Sync(prev.Generated.Health)
+			cp.applied.Store(prev.Generated)
+		}
+		return
+	}
+	cp.shutdown()
+}
+
+// shutdown stops accepting, drains in-flight requests and closes the store.
+func (cp *ControlPlane) shutdown() {
+	if !cp.isClosed.CompareAndSwap(false, true) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cp.lnMu.Lock()
+	var wg sync.WaitGroup
+	for k, l := range cp.listeners {
+		wg.Add(1)
+		go func(l *proxyListener) { defer wg.Done(); l.shutdown(ctx) }(l)
+		delete(cp.listeners, k)
+	}
+	cp.lnMu.Unlock()
+	wg.Wait()
+	if cp.adminSrv != nil {
+		// Close, not Shutdown: this may run inside an admin request that
+		// is waiting for the config load that stops us.
+		_ = cp.adminSrv.Close()
+	}
+	process.Health.Stop()
+	cp.recorder.Close()
+	if err := cp.store.Close(); err != nil {
+		cp.logger.Error("closing store", zap.Error(err))
+	}
+	processMu.Lock()
+	if processCP == cp {
+		processCP = nil
+	}
+	processMu.Unlock()
+}
+
+// startAdmin binds the admin API once for the life of the process.
+func (cp *ControlPlane) startAdmin() error {
+	cp.lnMu.Lock()
+	defer cp.lnMu.Unlock()
+	if cp.adminLn != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", cp.boot.AdminListen)
+	if err != nil {
+		return fmt.Errorf("gateway admin listener: %w", err)
+	}
+	cp.adminLn = ln
+	cp.adminSrv = &http.Server{
+		Handler:           cp.api,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          zap.NewStdLog(cp.logger.Named("admin")),
+	}
+	go func() {
+		if err := cp.adminSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cp.logger.Error("admin server stopped", zap.Error(err))
+		}
+	}()
+	cp.logger.Info("gateway admin API listening", zap.String("address", ln.Addr().String()))
+	return nil
+}
+
+// AdminAddr is the bound admin address.
+func (cp *ControlPlane) AdminAddr() string {
+	cp.lnMu.Lock()
+	defer cp.lnMu.Unlock()
+	if cp.adminLn == nil {
+		return ""
+	}
+	return cp.adminLn.Addr().String()
+}
+
+// bootstrap captures the running config and loads the compiled one.
+func (cp *ControlPlane) bootstrap(a *App) {
+	base := cp.captureBase(a)
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	defer cp.readyOnce.Do(func() { close(cp.ready) })
+	if cp.active.Load() != a {
+		return // a newer config took over meanwhile
+	}
+	cp.base = base
+	if err := cp.reloadLocked(); err != nil {
+		cp.logger.Error("loading the stored gateway configuration", zap.Error(err))
+	}
+}
+
+// captureBase reads the running config from Caddy's admin API. It waits
+// for the load in progress (the one that started a), so it runs in a
+// goroutine, never in Provision or Start.
+func (cp *ControlPlane) captureBase(a *App) map[string]json.RawMessage {
+	addr := a.CaddyAdmin
+	if addr == "" {
+		addr = caddy.DefaultAdminListen
+	}
+	var lastErr error
+	for i := 0; i < 50; i++ {
+		resp, err := caddycmd.AdminAPIRequest(addr, http.MethodGet, "/config/", nil, nil)
+		if err == nil {
+			body, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var base map[string]json.RawMessage
+			if rerr == nil && json.Unmarshal(body, &base) == nil && base != nil {
+				return base
+			}
+			lastErr = fmt.Errorf("unexpected /config/ answer: %.200s", body)
+		} else {
+			lastErr = err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cp.logger.Warn("could not read the running config from Caddy's admin endpoint; generated configs will contain only the gateway",
+		zap.String("caddy_admin", addr), zap.Error(lastErr))
+	boot, _ := json.Marshal(a.Bootstrap)
+	apps, _ := json.Marshal(map[string]json.RawMessage{"gateway": boot})
+	return map[string]json.RawMessage{"apps": apps}
+}
+
+// WaitReady blocks until the stored configuration has been loaded once.
+func (cp *ControlPlane) WaitReady(ctx context.Context) error {
+	select {
+	case <-cp.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// LoadError is a compiled config that Caddy refused: the mutation is rolled
+// back and the running config is unchanged.
+type LoadError struct{ Err error }
+
+func (e *LoadError) Error() string {
+	return "the compiled configuration was rejected: " + e.Err.Error()
+}
+func (e *LoadError) Unwrap() error { return e.Err }
+
+// Mutate runs fn in a transaction, compiles the configuration as the
+// transaction sees it and loads it; the transaction commits only when the
+// load succeeded. Mutations are serialized. fn must use tx, never the
+// store's own handle (it would wait for the transaction's lock).
+func (cp *ControlPlane) Mutate(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if err := cp.WaitReady(ctx); err != nil {
+		return fmt.Errorf("gateway not ready: %w", err)
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	loaded := false
+	err := cp.store.DB.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		snap, err := storage.LoadSnapshot(tx)
+		if err != nil {
+			return err
+		}
+		cfg, err := cp.compile(snap)
+		if err != nil {
+			return err
+		}
+		if err := caddy.Load(cfg, false); err != nil {
+			return &LoadError{Err: err}
+		}
+		loaded = true
+		return nil
+	})
+	if err != nil && loaded {
+		// The new config went live but the commit failed: load what the
+		// store holds again so traffic and store agree.
+		if rerr := cp.reloadLocked(); rerr != nil {
+			cp.logger.Error("restoring the stored configuration after a failed commit", zap.Error(rerr))
+		}
+	}
+	return err
+}
+
+// reloadLocked compiles and loads the store's configuration (cp.mu held).
+func (cp *ControlPlane) reloadLocked() error {
+	snap, err := storage.LoadSnapshot(cp.store.DB)
+	if err != nil {
+		return err
+	}
+	cfg, err := cp.compile(snap)
+	if err != nil {
+		return err
+	}
+	return caddy.Load(cfg, false)
+}

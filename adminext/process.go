@@ -1,0 +1,33 @@
+package adminext
+
+import (
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// The control plane of this process. It is the only state of this package
+// that outlives a config reload: every mutation loads a new config and with
+// it a new App, and each new App attaches to the same control plane (store,
+// admin server, proxy listeners), created by the first one.
+var (
+	processMu sync.Mutex
+	processCP *ControlPlane
+)
+
+// controlPlaneFor returns the process's control plane, creating it from a's
+// bootstrap fields on the first load.
+func controlPlaneFor(a *App, logger *zap.Logger) (*ControlPlane, error) {
+	processMu.Lock()
+	defer processMu.Unlock()
+	if processCP != nil && !processCP.closed() {
+		processCP.checkBootstrap(a)
+		return processCP, nil
+	}
+	cp, err := newControlPlane(a, logger)
+	if err != nil {
+		return nil, err
+	}
+	processCP = cp
+	return cp, nil
+}

@@ -1,0 +1,211 @@
+package adminext
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+)
+
+// proxyListener is one of the gateway's proxy listeners with its server. It
+// lives for the process, not for a config: a mutation swaps the router the
+// server calls, never the server, so no connection or request is dropped.
+type proxyListener struct {
+	addr string
+	tls  bool
+	ln   net.Listener
+	srv  *http.Server
+}
+
+func (l *proxyListener) shutdown(ctx context.Context) {
+	if err := l.srv.Shutdown(ctx); err != nil {
+		_ = l.srv.Close()
+	}
+}
+
+func listenerKey(addr string, isTLS bool) string {
+	if isTLS {
+		return "https " + addr
+	}
+	return "http " + addr
+}
+
+// ensureListeners binds the wanted listeners that are not bound yet and
+// closes (gracefully) those no longer wanted. A bind failure leaves
+// everything as it was.
+func (cp *ControlPlane) ensureListeners(httpAddr, httpsAddr string, httpsEnabled bool) error {
+	cp.lnMu.Lock()
+	defer cp.lnMu.Unlock()
+	want := map[string]bool{}
+	if httpAddr != "" {
+		want[listenerKey(httpAddr, false)] = false
+	}
+	if httpsEnabled && httpsAddr != "" {
+		want[listenerKey(httpsAddr, true)] = true
+	}
+	var opened []*proxyListener
+	for k, isTLS := range want {
+		if _, ok := cp.listeners[k]; ok {
+			continue
+		}
+		addr := httpAddr
+		if isTLS {
+			addr = httpsAddr
+		}
+		l, err := cp.listen(addr, isTLS)
+		if err != nil {
+			for _, o := range opened {
+				_ = o.ln.Close()
+			}
+			return err
+		}
+		opened = append(opened, l)
+	}
+	for _, l := range opened {
+		cp.listeners[listenerKey(l.addr, l.tls)] = l
+		go cp.serve(l)
+	}
+	for k, l := range cp.listeners {
+		if _, ok := want[k]; !ok {
+			delete(cp.listeners, k)
+			go func(l *proxyListener) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				l.shutdown(ctx)
+			}(l)
+		}
+	}
+	return nil
+}
+
+func (cp *ControlPlane) listen(addr string, isTLS bool) (*proxyListener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		kind := "http_listen"
+		if isTLS {
+			kind = "https_listen"
+		}
+		return nil, fmt.Errorf("%s: %w", kind, err)
+	}
+	l := &proxyListener{addr: addr, tls: isTLS, ln: ln}
+	h := &proxyHandler{cp: cp, srv: &caddyhttp.Server{}}
+	l.srv = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		ErrorLog:          zap.NewStdLog(cp.logger.Named("proxy")),
+	}
+	if isTLS {
+		l.srv.TLSConfig = &tls.Config{
+			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+				if tc := cp.tlsConfig.Load(); tc != nil {
+					return tc, nil
+				}
+				return nil, errors.New("gateway HTTPS is not configured")
+			},
+		}
+		l.ln = tls.NewListener(ln, l.srv.TLSConfig)
+	}
+	cp.logger.Info("gateway proxy listening", zap.String("address", ln.Addr().String()), zap.Bool("tls", isTLS))
+	return l, nil
+}
+
+func (cp *ControlPlane) serve(l *proxyListener) {
+	if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		cp.logger.Error("proxy server stopped", zap.String("address", l.addr), zap.Error(err))
+	}
+}
+
+// ProxyAddr is the bound address of the HTTP (or HTTPS) proxy listener.
+func (cp *ControlPlane) ProxyAddr(isTLS bool) string {
+	cp.lnMu.Lock()
+	defer cp.lnMu.Unlock()
+	for _, l := range cp.listeners {
+		if l.tls == isTLS {
+			return l.ln.Addr().String()
+		}
+	}
+	return ""
+}
+
+// proxyHandler serves proxied traffic with whatever router is live.
+type proxyHandler struct {
+	cp  *ControlPlane
+	srv *caddyhttp.Server // zero value: what Caddy's handlers expect in the context
+}
+
+func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	info := &gwctx.Info{Start: time.Now(), RecordBuilt: true}
+	r = gwctx.With(r, info)
+	repl := caddy.NewReplacer()
+	rw := &recordingWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	r = caddyhttp.PrepareRequest(r, repl, rw, h.srv)
+
+	var err error
+	if rt := h.cp.router.Load(); rt != nil {
+		err = rt.ServeHTTP(rw, r, nil)
+	} else {
+		err = caddyhttp.Error(http.StatusServiceUnavailable, errors.New("gateway is starting"))
+	}
+	if err != nil && rw.status == 0 {
+		status := http.StatusInternalServerError
+		msg := "internal error"
+		var he caddyhttp.HandlerError
+		if errors.As(err, &he) {
+			status = he.StatusCode
+			// 5xx say what happened, not which address failed how.
+			msg = http.StatusText(status)
+			if he.Err != nil && status < 500 {
+				msg = he.Err.Error()
+			}
+		}
+		gwctx.WriteError(rw, status, msg)
+	}
+	if target, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok && target != "" {
+		info.Target = target
+	}
+	h.cp.recorder.Observe(r, info, rw.status, rw.bytes)
+}
+
+// recordingWriter notes the status and body size. It keeps Caddy's wrapper
+// underneath so Flush, Hijack (WebSockets) and ReadFrom still work.
+type recordingWriter struct {
+	*caddyhttp.ResponseWriterWrapper
+	status int
+	bytes  int64
+}
+
+func (w *recordingWriter) WriteHeader(code int) {
+	if w.status == 0 || (w.status < 200 && code >= 200) {
+		w.status = code
+	}
+	w.ResponseWriterWrapper.WriteHeader(code)
+}
+
+func (w *recordingWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriterWrapper.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *recordingWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriterWrapper.ReadFrom(r)
+	w.bytes += n
+	return n, err
+}

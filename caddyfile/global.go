@@ -1,0 +1,81 @@
+// Package caddyfile adapts the Caddyfile to the gateway: the `gateway`
+// global option configures the gateway app.
+//
+//	{
+//		gateway {
+//			admin_listen 127.0.0.1:9080
+//			database sqlite ./data/gateway.db   # or: database postgres <dsn>
+//			http_listen :8080
+//			https_listen :8443
+//			caddy_admin localhost:2019          # optional
+//			health_interval 10s                 # optional
+//		}
+//	}
+package caddyfile
+
+import (
+	"encoding/json"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/caddy-gateway/gateway/adminext"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("gateway", parseGateway)
+}
+
+func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
+	app := new(adminext.App)
+	d.Next() // the option name
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "admin_listen":
+			if !d.AllArgs(&app.AdminListen) {
+				return nil, d.ArgErr()
+			}
+		case "database":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return nil, d.Errf("database needs a kind (sqlite or postgres) and a file or DSN")
+			}
+			// An empty value (an unset {$GATEWAY_POSTGRES_DSN}) keeps the default.
+			app.Database, app.DSN = args[0], args[1]
+		case "http_listen":
+			if !d.AllArgs(&app.HTTPListen) {
+				return nil, d.ArgErr()
+			}
+		case "https_listen":
+			if !d.AllArgs(&app.HTTPSListen) {
+				return nil, d.ArgErr()
+			}
+		case "caddy_admin":
+			if !d.AllArgs(&app.CaddyAdmin) {
+				return nil, d.ArgErr()
+			}
+		case "health_interval":
+			var s string
+			if !d.AllArgs(&s) {
+				return nil, d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(s)
+			if err != nil {
+				return nil, d.Errf("health_interval: %v", err)
+			}
+			app.HealthInterval = caddy.Duration(dur)
+		default:
+			return nil, d.Errf("unknown gateway option %q", d.Val())
+		}
+	}
+	return httpcaddyfile.App{Name: "gateway", Value: caddyconfig(app)}, nil
+}
+
+func caddyconfig(app *adminext.App) json.RawMessage {
+	b, _ := json.Marshal(app)
+	return b
+}

@@ -1,0 +1,345 @@
+// Package health runs the gateway's active health checks: HTTP GET of a
+// service's health_path, or a TCP connect when it has none. Checkers live in a
+// process-wide Registry (package process) so that target state survives config
+// reloads (Caddy's own active checks reset on every reload and have no TCP
+// mode); the gateway's selection policy reads the state on every request.
+package health
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Checking parameters (addendum §3): every 10 s; two failures mark a target
+// unhealthy, one success healthy.
+const (
+	DefaultInterval = 10 * time.Second
+	FailThreshold   = 2
+)
+
+// Spec describes one target to check.
+type Spec struct {
+	ServiceID int64  `json:"service_id"`
+	TargetID  int64  `json:"target_id"`
+	Host      string `json:"host"`
+	Port      int    `json:"port"`
+	// Path is the HTTP health path; empty selects a TCP connect check.
+	Path string `json:"path,omitempty"`
+	// HTTPS checks over verified TLS with SNI (defaulting to Host).
+	HTTPS bool   `json:"https,omitempty"`
+	SNI   string `json:"sni,omitempty"`
+	// Timeout of one check (the service's connect timeout); default 5 s.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// Addr is the target's dial address.
+func (s Spec) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+
+// State of a target.
+type State string
+
+// States.
+const (
+	Unknown   State = "unknown"
+	Healthy   State = "healthy"
+	Unhealthy State = "unhealthy"
+)
+
+// Status is a target's current health as reported by /api/v1/health.
+type Status struct {
+	TargetID      int64      `json:"target_id"`
+	ServiceID     int64      `json:"service_id"`
+	Host          string     `json:"host"`
+	Port          int        `json:"port"`
+	Address       *string    `json:"address"`
+	State         State      `json:"state"`
+	Check         string     `json:"check"`
+	LastCheckedAt *time.Time `json:"last_checked_at"`
+	LastError     *string    `json:"last_error"`
+}
+
+type key struct {
+	serviceID int64
+	addr      string
+}
+
+// Registry owns the checkers. The zero value is not usable: NewRegistry.
+type Registry struct {
+	mu       sync.Mutex
+	checkers map[key]*checker
+	index    atomic.Pointer[map[key]*checker] // read on the request path
+	interval time.Duration
+}
+
+// NewRegistry returns an empty registry checking every interval (0: 10 s).
+func NewRegistry(interval time.Duration) *Registry {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	r := &Registry{checkers: map[key]*checker{}, interval: interval}
+	empty := map[key]*checker{}
+	r.index.Store(&empty)
+	return r
+}
+
+// Sync makes the registry check exactly specs: new targets get a checker
+// (first check at once), removed ones are stopped, unchanged ones keep their
+// state.
+func (r *Registry) Sync(specs []Spec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	want := make(map[key]Spec, len(specs))
+	for _, s := range specs {
+		want[key{s.ServiceID, s.Addr()}] = s
+	}
+	for k, c := range r.checkers {
+		if s, ok := want[k]; !ok || s != c.spec {
+			c.stop()
+			delete(r.checkers, k)
+		}
+	}
+	for k, s := range want {
+		if _, ok := r.checkers[k]; !ok {
+			c := newChecker(s, r.interval)
+			r.checkers[k] = c
+			go c.run()
+		}
+	}
+	idx := make(map[key]*checker, len(r.checkers))
+	for k, c := range r.checkers {
+		idx[k] = c
+	}
+	r.index.Store(&idx)
+}
+
+// Healthy reports whether the target of service at addr may receive traffic:
+// true unless its checks marked it unhealthy (unknown targets are healthy).
+func (r *Registry) Healthy(serviceID int64, addr string) bool {
+	c := (*r.index.Load())[key{serviceID, addr}]
+	return c == nil || c.state.Load() != stateUnhealthy
+}
+
+// Statuses lists every checked target, by service id then target id.
+func (r *Registry) Statuses() []Status {
+	idx := *r.index.Load()
+	out := make([]Status, 0, len(idx))
+	for _, c := range idx {
+		out = append(out, c.status())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ServiceID != out[j].ServiceID {
+			return out[i].ServiceID < out[j].ServiceID
+		}
+		return out[i].TargetID < out[j].TargetID
+	})
+	return out
+}
+
+// Status returns one target's status (ok false when not checked).
+func (r *Registry) Status(serviceID int64, addr string) (Status, bool) {
+	c := (*r.index.Load())[key{serviceID, addr}]
+	if c == nil {
+		return Status{}, false
+	}
+	return c.status(), true
+}
+
+// SetInterval changes the interval of checkers started from now on.
+func (r *Registry) SetInterval(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d > 0 {
+		r.interval = d
+	}
+}
+
+// Stop stops every checker.
+func (r *Registry) Stop() { r.Sync(nil) }
+
+const (
+	stateUnknown int32 = iota
+	stateHealthy
+	stateUnhealthy
+)
+
+type checker struct {
+	spec     Spec
+	interval time.Duration
+	state    atomic.Int32
+	ctx      context.Context
+	cancel   context.CancelFunc
+	client   *http.Client
+
+	mu          sync.Mutex
+	fails       int
+	lastChecked time.Time
+	lastErr     string
+	address     string
+}
+
+func newChecker(s Spec, interval time.Duration) *checker {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &checker{spec: s, interval: interval, ctx: ctx, cancel: cancel}
+	if s.Path != "" {
+		sni := s.SNI
+		if sni == "" {
+			sni = s.Host
+		}
+		c.client = &http.Client{
+			Transport: &http.Transport{
+				Proxy:             nil, // health checks never go through an environment proxy
+				TLSClientConfig:   &tls.Config{ServerName: sni},
+				DisableKeepAlives: true,
+			},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	return c
+}
+
+func (c *checker) stop() { c.cancel() }
+
+func (c *checker) run() {
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		c.checkOnce()
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *checker) timeout() time.Duration {
+	if c.spec.Timeout > 0 {
+		return c.spec.Timeout
+	}
+	return 5 * time.Second
+}
+
+func (c *checker) checkOnce() {
+	ctx, cancel := context.WithTimeout(c.ctx, c.timeout())
+	defer cancel()
+	addr, err := c.resolve(ctx)
+	if err == nil {
+		if c.spec.Path == "" {
+			err = c.checkTCP(ctx, addr)
+		} else {
+			err = c.checkHTTP(ctx, addr)
+		}
+	}
+	if c.ctx.Err() != nil {
+		return // stopped mid-check
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastChecked = time.Now().UTC()
+	if err != nil {
+		c.lastErr = err.Error()
+		c.fails++
+		if c.fails >= FailThreshold {
+			c.state.Store(stateUnhealthy)
+		}
+		return
+	}
+	c.lastErr = ""
+	c.fails = 0
+	c.state.Store(stateHealthy)
+}
+
+// resolve finds the address the check (and the proxy) dials.
+func (c *checker) resolve(ctx context.Context) (string, error) {
+	host := c.spec.Host
+	if net.ParseIP(host) == nil {
+		ips, err := net.DefaultResolver.LookupHost(ctx, host)
+		if err != nil {
+			return "", fmt.Errorf("resolving %s: %w", host, err)
+		}
+		if len(ips) == 0 {
+			return "", fmt.Errorf("resolving %s: no addresses", host)
+		}
+		host = ips[0]
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(c.spec.Port))
+	c.mu.Lock()
+	c.address = addr
+	c.mu.Unlock()
+	return addr, nil
+}
+
+func (c *checker) checkTCP(ctx context.Context, addr string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+func (c *checker) checkHTTP(ctx context.Context, addr string) error {
+	scheme := "http"
+	if c.spec.HTTPS {
+		scheme = "https"
+	}
+	// Dial the resolved address, but keep the target's host name in the URL
+	// so Host and SNI are right.
+	u := scheme + "://" + c.spec.Addr() + c.spec.Path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	tr := c.client.Transport.(*http.Transport)
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("health check %s answered %d", c.spec.Path, resp.StatusCode)
+	}
+	return nil
+}
+
+func (c *checker) status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := Status{TargetID: c.spec.TargetID, ServiceID: c.spec.ServiceID, Host: c.spec.Host, Port: c.spec.Port, Check: "tcp"}
+	if c.spec.Path != "" {
+		st.Check = "http"
+	}
+	switch c.state.Load() {
+	case stateHealthy:
+		st.State = Healthy
+	case stateUnhealthy:
+		st.State = Unhealthy
+	default:
+		st.State = Unknown
+	}
+	if c.address != "" {
+		a := c.address
+		st.Address = &a
+	}
+	if !c.lastChecked.IsZero() {
+		t := c.lastChecked
+		st.LastCheckedAt = &t
+	}
+	if c.lastErr != "" {
+		e := c.lastErr
+		st.LastError = &e
+	}
+	return st
+}

@@ -1,0 +1,318 @@
+// Package router is the gateway's HTTP router: the gateway_router handler
+// carries the compiled routing table (routes, one reverse proxy per service,
+// plugin instances and the consumer table), matches each request by the
+// rules of addendum §3 (table.go) and runs the route's plugin chain in front
+// of the service's proxy. The admin API's /api/v1/router/test runs the same
+// Table.
+package router
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+)
+
+func init() {
+	caddy.RegisterModule(Router{})
+}
+
+// Router is the gateway_router HTTP handler.
+type Router struct {
+	// Routes are the enabled routes.
+	Routes []Route `json:"routes,omitempty"`
+	// Services maps a service id to the handler that proxies to it (a
+	// reverse_proxy provisioned from the service and its targets).
+	ServicesRaw map[string]json.RawMessage `json:"services,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
+	// Plugins maps a plugin instance id to its handler module.
+	PluginsRaw map[string]json.RawMessage `json:"plugins,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
+	// Consumers is the consumer and credential table the auth plugins use.
+	Consumers []consumers.Consumer `json:"consumers,omitempty"`
+	// TrustedProxies are the peers (IPs or CIDRs) whose X-Forwarded-For
+	// decides the client IP.
+	TrustedProxies []string `json:"trusted_proxies,omitempty"`
+	// HTTPSPort is the port of the gateway's HTTPS listener (redirects).
+	HTTPSPort int `json:"https_port,omitempty"`
+
+	table     *Table
+	routes    map[int64]*compiledRoute
+	services  map[int64]caddyhttp.MiddlewareHandler
+	consumers *consumers.Table
+	trusted   []netip.Prefix
+}
+
+type compiledRoute struct {
+	route  *Route
+	chain  caddyhttp.Handler
+	splits []int64 // cumulative weights, aligned with route.Splits
+	total  int64
+}
+
+// CaddyModule returns the Caddy module information.
+func (Router) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_router",
+		New: func() caddy.Module { return new(Router) },
+	}
+}
+
+// Provision builds the match index, provisions the service proxies and the
+// plugin instances, and composes each route's chain once.
+func (rt *Router) Provision(ctx caddy.Context) error {
+	table, err := NewTable(rt.Routes)
+	if err != nil {
+		return fmt.Errorf("building route table: %w", err)
+	}
+	rt.table = table
+
+	rt.services = make(map[int64]caddyhttp.MiddlewareHandler, len(rt.ServicesRaw))
+	if len(rt.ServicesRaw) > 0 {
+		mods, err := ctx.LoadModule(rt, "ServicesRaw")
+		if err != nil {
+			return fmt.Errorf("loading service proxies: %w", err)
+		}
+		for id, m := range mods.(map[string]any) {
+			n, err := strconv.ParseInt(id, 10, 64)
+			if err != nil {
+				return fmt.Errorf("service key %q is not an id", id)
+			}
+			rt.services[n] = m.(caddyhttp.MiddlewareHandler)
+		}
+	}
+	plugins := map[int64]caddyhttp.MiddlewareHandler{}
+	if len(rt.PluginsRaw) > 0 {
+		mods, err := ctx.LoadModule(rt, "PluginsRaw")
+		if err != nil {
+			return fmt.Errorf("loading plugins: %w", err)
+		}
+		for id, m := range mods.(map[string]any) {
+			n, err := strconv.ParseInt(id, 10, 64)
+			if err != nil {
+				return fmt.Errorf("plugin key %q is not an id", id)
+			}
+			plugins[n] = m.(caddyhttp.MiddlewareHandler)
+		}
+	}
+	rt.consumers = consumers.NewTable(rt.Consumers)
+	for _, p := range rt.TrustedProxies {
+		prefix, err := parsePrefix(p)
+		if err != nil {
+			return fmt.Errorf("trusted proxy %q: %w", p, err)
+		}
+		rt.trusted = append(rt.trusted, prefix)
+	}
+
+	// Routes with the same plugin list share one composed chain.
+	terminal := caddyhttp.HandlerFunc(rt.proxy)
+	chains := map[string]caddyhttp.Handler{}
+	rt.routes = make(map[int64]*compiledRoute, len(rt.Routes))
+	for i := range rt.Routes {
+		r := &rt.Routes[i]
+		key := fmt.Sprint(r.Plugins)
+		chain, ok := chains[key]
+		if !ok {
+			mws := make([]caddyhttp.MiddlewareHandler, 0, len(r.Plugins))
+			for _, id := range r.Plugins {
+				p, ok := plugins[id]
+				if !ok {
+					return fmt.Errorf("route %d: plugin %d is not configured", r.ID, id)
+				}
+				mws = append(mws, p)
+			}
+			chain = compose(mws, terminal)
+			chains[key] = chain
+		}
+		cr := &compiledRoute{route: r, chain: chain}
+		for _, s := range r.Splits {
+			cr.total += int64(s.Weight)
+			cr.splits = append(cr.splits, cr.total)
+		}
+		rt.routes[r.ID] = cr
+	}
+	return nil
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		return netip.ParsePrefix(s)
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// compose wraps terminal in the middlewares, first one outermost.
+func compose(mws []caddyhttp.MiddlewareHandler, terminal caddyhttp.Handler) caddyhttp.Handler {
+	h := terminal
+	for i := len(mws) - 1; i >= 0; i-- {
+		mw, next := mws[i], h
+		h = caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			return mw.ServeHTTP(w, r, next)
+		})
+	}
+	return h
+}
+
+// Validate checks the compiled config.
+func (rt *Router) Validate() error {
+	for _, r := range rt.Routes {
+		ids := []int64{r.ServiceID}
+		for _, s := range r.Splits {
+			ids = append(ids, s.ServiceID)
+		}
+		for _, id := range ids {
+			if _, ok := rt.services[id]; !ok {
+				return fmt.Errorf("route %d: service %d has no proxy", r.ID, id)
+			}
+		}
+	}
+	return nil
+}
+
+// upstreamHostPlaceholder is what the service proxies set the upstream Host
+// header to: the original Host for preserve_host routes, else the target's
+// host:port (resolved lazily, once the proxy has picked the target).
+const upstreamHostPlaceholder = "gateway.upstream_host"
+
+// UpstreamHostHeader is the Host header value the config compiler gives each
+// service proxy.
+const UpstreamHostHeader = "{" + upstreamHostPlaceholder + "}"
+
+// ServeHTTP routes the request. Unmatched traffic gets 404 {"error": "no
+// route matched"}; next is never called (the router is the end of a route).
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	info, r := gwctx.Ensure(r)
+	info.ClientIP = rt.clientIP(r)
+	info.Consumers = rt.consumers
+	info.HTTPSPort = rt.HTTPSPort
+	consumers.StripHeaders(r.Header)
+
+	m := rt.table.Match(Request{Host: r.Host, Path: r.URL.Path, Method: r.Method, Header: r.Header})
+	if m.Route == nil {
+		info.Status = http.StatusNotFound
+		gwctx.WriteError(w, http.StatusNotFound, "no route matched")
+		return nil
+	}
+	cr := rt.routes[m.Route.ID]
+	route := cr.route
+	info.Matched = true
+	info.RouteID = route.ID
+	info.RouteName = route.Name
+	info.MatchedPath = m.MatchedPath
+	info.ServiceID = cr.pickService()
+
+	if route.StripPath {
+		r.URL.Path = UpstreamPath(route, m.MatchedPath, r.URL.Path)
+		r.URL.RawPath = ""
+	}
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		origHost := r.Host
+		preserve := route.PreserveHost
+		repl.Map(func(key string) (any, bool) {
+			if key != upstreamHostPlaceholder {
+				return nil, false
+			}
+			if preserve {
+				return origHost, true
+			}
+			return repl.Get("http.reverse_proxy.upstream.hostport")
+		})
+	}
+	return cr.chain.ServeHTTP(w, r)
+}
+
+// pickService is the route's service, or a weighted random pick of its splits.
+func (cr *compiledRoute) pickService() int64 {
+	if cr.total == 0 {
+		return cr.route.ServiceID
+	}
+	n := rand.Int64N(cr.total)
+	i := sort.Search(len(cr.splits), func(i int) bool { return cr.splits[i] > n })
+	return cr.route.Splits[i].ServiceID
+}
+
+// proxy is the end of every chain: the picked service's reverse proxy.
+func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) error {
+	info := gwctx.From(r)
+	p, ok := rt.services[info.ServiceID]
+	if !ok {
+		return caddyhttp.Error(http.StatusServiceUnavailable, fmt.Errorf("service %d has no proxy", info.ServiceID))
+	}
+	return p.ServeHTTP(w, r, caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil }))
+}
+
+// clientIP is the peer address, or, when the peer is a trusted proxy, the
+// first untrusted address of X-Forwarded-For read from the right.
+func (rt *Router) clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if len(rt.trusted) == 0 {
+		return host
+	}
+	peer, err := netip.ParseAddr(host)
+	if err != nil || !rt.isTrusted(peer) {
+		return host
+	}
+	xff := r.Header.Values("X-Forwarded-For")
+	client := host
+	for i := len(xff) - 1; i >= 0; i-- {
+		parts := strings.Split(xff[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
+			if err != nil {
+				return client
+			}
+			client = a.String()
+			if !rt.isTrusted(a) {
+				return client
+			}
+		}
+	}
+	return client
+}
+
+func (rt *Router) isTrusted(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range rt.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Table returns the compiled match table (for the admin dry run).
+func (rt *Router) Table() *Table { return rt.table }
+
+// Services reports whether the router has a proxy for service id.
+func (rt *Router) HasService(id int64) bool { _, ok := rt.services[id]; return ok }
+
+// PickService applies a route's splits the way traffic does.
+func (rt *Router) PickService(routeID int64) int64 {
+	if cr := rt.routes[routeID]; cr != nil {
+		return cr.pickService()
+	}
+	return 0
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Router)(nil)
+	_ caddy.Validator             = (*Router)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Router)(nil)
+)
