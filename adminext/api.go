@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -105,10 +106,19 @@ type QueryParam struct {
 	Required                bool
 }
 
-// endpointSets declare endpoints; each feature file adds its set from init.
+// endpointSets declare endpoints; each feature adds its set from init.
 var endpointSets []func() []*Endpoint
 
-func registerEndpoints(f func() []*Endpoint) { endpointSets = append(endpointSets, f) }
+// RegisterEndpoints adds a feature's endpoints. Call from init only.
+func RegisterEndpoints(f func() []*Endpoint) { endpointSets = append(endpointSets, f) }
+
+// authenticatorFactory builds the admin API's authenticator (nil: open mode
+// for ever, every caller is admin).
+var authenticatorFactory func(cp *ControlPlane) (Authenticator, error)
+
+// RegisterAuthenticator installs the admin-authentication feature. Call from
+// init only.
+func RegisterAuthenticator(f func(cp *ControlPlane) (Authenticator, error)) { authenticatorFactory = f }
 
 // API is the admin HTTP API.
 type API struct {
@@ -119,8 +129,15 @@ type API struct {
 	logger    *zap.Logger
 }
 
-func newAPI(cp *ControlPlane) *API {
+func newAPI(cp *ControlPlane) (*API, error) {
 	a := &API{cp: cp, mux: http.NewServeMux(), auth: openAuth{}, logger: cp.logger.Named("api")}
+	if authenticatorFactory != nil {
+		auth, err := authenticatorFactory(cp)
+		if err != nil {
+			return nil, fmt.Errorf("admin authentication: %w", err)
+		}
+		a.auth = auth
+	}
 	for _, set := range endpointSets {
 		a.endpoints = append(a.endpoints, set()...)
 	}
@@ -130,9 +147,9 @@ func newAPI(cp *ControlPlane) *API {
 		a.mux.HandleFunc(ep.Method+" "+ep.Path, func(w http.ResponseWriter, r *http.Request) { a.serve(ep, w, r) })
 	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, errorBody{"no such endpoint: " + r.Method + " " + r.URL.Path})
+		WriteJSON(w, http.StatusNotFound, errorBody{"no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
-	return a
+	return a, nil
 }
 
 // SetAuthenticator installs the authenticator.
@@ -160,7 +177,7 @@ func (a *API) serve(ep *Endpoint, w http.ResponseWriter, r *http.Request) {
 		p, err := a.auth.Authenticate(r, ep)
 		if err != nil {
 			if errors.Is(err, ErrUnauthenticated) {
-				writeJSON(w, http.StatusUnauthorized, errorBody{err.Error()})
+				WriteJSON(w, http.StatusUnauthorized, errorBody{err.Error()})
 				return
 			}
 			a.fail(w, r, err)
@@ -168,7 +185,7 @@ func (a *API) serve(ep *Endpoint, w http.ResponseWriter, r *http.Request) {
 		}
 		role, _ := ParseRole(p.Role)
 		if role < ep.Role {
-			writeJSON(w, http.StatusForbidden, errorBody{"this needs the " + ep.Role.String() + " role"})
+			WriteJSON(w, http.StatusForbidden, errorBody{"this needs the " + ep.Role.String() + " role"})
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
@@ -184,7 +201,7 @@ func (a *API) serve(ep *Endpoint, w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	WriteJSON(w, http.StatusOK, v)
 }
 
 // Call is one admin request.
@@ -237,9 +254,15 @@ func BadRequest(msg string) error { return &APIError{http.StatusBadRequest, msg}
 // NotFound is a 404.
 func NotFound(msg string) error { return &APIError{http.StatusNotFound, msg} }
 
+// ErrorBody is the shape of every error answer.
+type ErrorBody = errorBody
+
 type errorBody struct {
 	Error string `json:"error"`
 }
+
+// Fail answers an error (for Raw handlers).
+func (c *Call) Fail(err error) { c.API.fail(c.W, c.R, err) }
 
 // fail answers an error: validation, conflicts and foreign keys are 400,
 // missing resources 404, the rest 500 (details logged, not answered).
@@ -249,24 +272,25 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var le *LoadError
 	switch {
 	case errors.As(err, &ae):
-		writeJSON(w, ae.Status, errorBody{ae.Msg})
+		WriteJSON(w, ae.Status, errorBody{ae.Msg})
 	case errors.As(err, &fe):
-		writeJSON(w, http.StatusBadRequest, errorBody{fe.Error()})
+		WriteJSON(w, http.StatusBadRequest, errorBody{fe.Error()})
 	case storage.IsNotFound(err):
-		writeJSON(w, http.StatusNotFound, errorBody{"not found"})
+		WriteJSON(w, http.StatusNotFound, errorBody{"not found"})
 	case storage.IsConflict(err):
-		writeJSON(w, http.StatusBadRequest, errorBody{"conflict: a resource with the same unique value exists"})
+		WriteJSON(w, http.StatusBadRequest, errorBody{"conflict: a resource with the same unique value exists"})
 	case storage.IsForeignKey(err):
-		writeJSON(w, http.StatusBadRequest, errorBody{"a referenced resource does not exist"})
+		WriteJSON(w, http.StatusBadRequest, errorBody{"a referenced resource does not exist"})
 	case errors.As(err, &le):
-		writeJSON(w, http.StatusBadRequest, errorBody{le.Error()})
+		WriteJSON(w, http.StatusBadRequest, errorBody{le.Error()})
 	default:
 		a.logger.Error("admin request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
-		writeJSON(w, http.StatusInternalServerError, errorBody{"internal error"})
+		WriteJSON(w, http.StatusInternalServerError, errorBody{"internal error"})
 	}
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
@@ -278,7 +302,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// deleted is the answer of every delete.
+// Deleted is the answer of every delete.
+type Deleted = deleted
+
 type deleted struct {
 	Deleted bool `json:"deleted"`
 }

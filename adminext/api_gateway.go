@@ -6,11 +6,11 @@ import (
 	"github.com/caddy-gateway/gateway/storage"
 )
 
-func init() { registerEndpoints(gatewayEndpoints) }
+func init() { RegisterEndpoints(gatewayEndpoints) }
 
-var services = resource[storage.Service]{
-	kind:    "service",
-	cascade: cascadeService,
+var services = Resource[storage.Service]{
+	Kind:    "service",
+	Cascade: cascadeService,
 }
 
 // cascadeService removes what depends on a service: its targets, routes
@@ -61,31 +61,31 @@ func cascadeService(tx *gorm.DB, id int64) error {
 	return nil
 }
 
-var targets = resource[storage.Target]{kind: "target"}
+var targets = Resource[storage.Target]{Kind: "target"}
 
-var routes = resource[storage.Route]{
-	kind: "route",
-	check: func(tx *gorm.DB, r *storage.Route) error {
-		if err := exists[storage.Service](tx, "service_id", r.ServiceID); err != nil {
+var routes = Resource[storage.Route]{
+	Kind: "route",
+	Check: func(tx *gorm.DB, r *storage.Route) error {
+		if err := Exists[storage.Service](tx, "service_id", r.ServiceID); err != nil {
 			return err
 		}
 		for i, s := range r.Splits {
-			if err := exists[storage.Service](tx, "splits["+itoa(i)+"].service_id", s.ServiceID); err != nil {
+			if err := Exists[storage.Service](tx, "splits["+itoa(i)+"].service_id", s.ServiceID); err != nil {
 				return err
 			}
 		}
 		return nil
 	},
-	cascade: func(tx *gorm.DB, id int64) error {
+	Cascade: func(tx *gorm.DB, id int64) error {
 		return tx.Where("route_id = ?", id).Delete(&storage.Plugin{}).Error
 	},
 }
 
 func gatewayEndpoints() []*Endpoint {
-	eps := services.crud("/api/v1/services", "services", RoleViewer, RoleEditor, storage.Service{})
+	eps := services.CRUD("/api/v1/services", "services", RoleViewer, RoleEditor, storage.Service{})
 	eps[len(eps)-1].Summary = "Delete a service and its targets, routes, stream routes and plugins"
 	eps[len(eps)-1].Description = "Routes of other services that split traffic to the deleted service lose that split entry; a route left with no split entries sends all its traffic to its own service_id."
-	eps = append(eps, routes.crud("/api/v1/routes", "routes", RoleViewer, RoleEditor, storage.Route{})...)
+	eps = append(eps, routes.CRUD("/api/v1/routes", "routes", RoleViewer, RoleEditor, storage.Route{})...)
 	eps = append(eps,
 		&Endpoint{Method: "GET", Path: "/api/v1/services/{service_id}/targets", Role: RoleViewer, Tag: "targets",
 			Summary: "List a service's targets (an empty array when the service does not exist)", Response: storage.Target{}, ResponseList: true,
@@ -96,10 +96,10 @@ func gatewayEndpoints() []*Endpoint {
 		&Endpoint{Method: "PUT", Path: "/api/v1/targets/{id}", Role: RoleEditor, Tag: "targets",
 			Summary: "Replace a target", Body: storage.Target{}, Response: storage.Target{}, Statuses: []int{400, 404},
 			Handle: func(c *Call) (any, error) {
-				return targets.replace(c, func(old, v *storage.Target) error { v.ServiceID = old.ServiceID; return nil })
+				return targets.Replace(c, func(old, v *storage.Target) error { v.ServiceID = old.ServiceID; return nil })
 			}},
 		&Endpoint{Method: "DELETE", Path: "/api/v1/targets/{id}", Role: RoleEditor, Tag: "targets",
-			Summary: "Delete a target", Response: deleted{}, Statuses: []int{404}, Handle: targets.remove},
+			Summary: "Delete a target", Response: deleted{}, Statuses: []int{404}, Handle: targets.Remove},
 	)
 	return eps
 }
@@ -122,8 +122,8 @@ func createTarget(c *Call) (any, error) {
 		return nil, BadRequest("service_id: no such service")
 	}
 	targets := targets
-	targets.check = func(tx *gorm.DB, t *storage.Target) error {
-		return exists[storage.Service](tx, "service_id", t.ServiceID)
+	targets.Check = func(tx *gorm.DB, t *storage.Target) error {
+		return Exists[storage.Service](tx, "service_id", t.ServiceID)
 	}
-	return targets.create(c, func(t *storage.Target) error { t.ServiceID = sid; return nil })
+	return targets.Create(c, func(t *storage.Target) error { t.ServiceID = sid; return nil })
 }

@@ -10,72 +10,72 @@ import (
 	"github.com/caddy-gateway/gateway/storage"
 )
 
-// resource is the CRUD of one stored resource type T (a storage model that
+// Resource is the CRUD of one stored resource type T (a storage model that
 // is also its declaration). Hooks add what differs between resources.
-type resource[T any] struct {
-	kind string // singular name for messages, e.g. "service"
-	// check validates references inside the transaction (400 on failure).
-	check func(tx *gorm.DB, v *T) error
-	// cascade deletes what depends on the row before it goes.
-	cascade func(tx *gorm.DB, id int64) error
-	// view shapes answers (nil: the row itself).
-	view func(v *T) any
-	// order is the list order (default "id").
-	order string
+type Resource[T any] struct {
+	Kind string // singular name for messages, e.g. "service"
+	// Check validates references inside the transaction (400 on failure).
+	Check func(tx *gorm.DB, v *T) error
+	// Cascade deletes what depends on the row before it goes.
+	Cascade func(tx *gorm.DB, id int64) error
+	// View shapes answers (nil: the row itself).
+	View func(v *T) any
+	// Order is the list order (default "id").
+	Order string
 }
 
-func (res resource[T]) answer(v *T) any {
-	if res.view != nil {
-		return res.view(v)
+func (res Resource[T]) answer(v *T) any {
+	if res.View != nil {
+		return res.View(v)
 	}
 	return v
 }
 
-func (res resource[T]) list(c *Call) (any, error) {
+func (res Resource[T]) List(c *Call) (any, error) {
 	out := make([]T, 0)
-	order := res.order
+	order := res.Order
 	if order == "" {
 		order = "id"
 	}
 	if err := c.CP.store.DB.WithContext(c.Ctx()).Order(order).Find(&out).Error; err != nil {
-		return nil, fmt.Errorf("listing %ss: %w", res.kind, err)
+		return nil, fmt.Errorf("listing %ss: %w", res.Kind, err)
 	}
-	if res.view == nil {
+	if res.View == nil {
 		return out, nil
 	}
 	views := make([]any, len(out))
 	for i := range out {
-		views[i] = res.view(&out[i])
+		views[i] = res.View(&out[i])
 	}
 	return views, nil
 }
 
-func (res resource[T]) get(c *Call) (any, error) {
+func (res Resource[T]) Get(c *Call) (any, error) {
 	id, err := c.ID("id")
 	if err != nil {
 		return nil, err
 	}
-	v, err := res.load(c.CP.store.DB.WithContext(c.Ctx()), id)
+	v, err := res.Load(c.CP.store.DB.WithContext(c.Ctx()), id)
 	if err != nil {
 		return nil, err
 	}
 	return res.answer(v), nil
 }
 
-func (res resource[T]) load(db *gorm.DB, id int64) (*T, error) {
+func (res Resource[T]) Load(db *gorm.DB, id int64) (*T, error) {
 	v := new(T)
 	if err := db.First(v, id).Error; err != nil {
 		if storage.IsNotFound(err) {
-			return nil, NotFound(fmt.Sprintf("%s %d not found", res.kind, id))
+			return nil, NotFound(fmt.Sprintf("%s %d not found", res.Kind, id))
 		}
-		return nil, fmt.Errorf("reading %s %d: %w", res.kind, id, err)
+		return nil, fmt.Errorf("reading %s %d: %w", res.Kind, id, err)
 	}
 	return v, nil
 }
 
-// create decodes, validates and stores a new row; prepare may set fields
+// Create decodes, validates and stores a new row; prepare may set fields
 // the path decides (e.g. a target's service_id).
-func (res resource[T]) create(c *Call, prepare func(v *T) error) (any, error) {
+func (res Resource[T]) Create(c *Call, prepare func(v *T) error) (any, error) {
 	v := new(T)
 	if err := c.Decode(v); err != nil {
 		return nil, err
@@ -86,8 +86,8 @@ func (res resource[T]) create(c *Call, prepare func(v *T) error) (any, error) {
 		}
 	}
 	err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
-		if res.check != nil {
-			if err := res.check(tx, v); err != nil {
+		if res.Check != nil {
+			if err := res.Check(tx, v); err != nil {
 				return err
 			}
 		}
@@ -99,8 +99,8 @@ func (res resource[T]) create(c *Call, prepare func(v *T) error) (any, error) {
 	return res.answer(v), nil
 }
 
-// replace is PUT: a full replacement; omitted fields are reset to defaults.
-func (res resource[T]) replace(c *Call, prepare func(old, v *T) error) (any, error) {
+// Replace is PUT: a full replacement; omitted fields are reset to defaults.
+func (res Resource[T]) Replace(c *Call, prepare func(old, v *T) error) (any, error) {
 	id, err := c.ID("id")
 	if err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (res resource[T]) replace(c *Call, prepare func(old, v *T) error) (any, err
 		return nil, err
 	}
 	err = c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
-		old, err := res.load(tx, id)
+		old, err := res.Load(tx, id)
 		if err != nil {
 			return err
 		}
@@ -120,8 +120,8 @@ func (res resource[T]) replace(c *Call, prepare func(old, v *T) error) (any, err
 				return err
 			}
 		}
-		if res.check != nil {
-			if err := res.check(tx, v); err != nil {
+		if res.Check != nil {
+			if err := res.Check(tx, v); err != nil {
 				return err
 			}
 		}
@@ -133,17 +133,17 @@ func (res resource[T]) replace(c *Call, prepare func(old, v *T) error) (any, err
 	return res.answer(v), nil
 }
 
-func (res resource[T]) remove(c *Call) (any, error) {
+func (res Resource[T]) Remove(c *Call) (any, error) {
 	id, err := c.ID("id")
 	if err != nil {
 		return nil, err
 	}
 	err = c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
-		if _, err := res.load(tx, id); err != nil {
+		if _, err := res.Load(tx, id); err != nil {
 			return err
 		}
-		if res.cascade != nil {
-			if err := res.cascade(tx, id); err != nil {
+		if res.Cascade != nil {
+			if err := res.Cascade(tx, id); err != nil {
 				return err
 			}
 		}
@@ -168,8 +168,8 @@ func keepIdentity[T any](old, v *T) {
 	}
 }
 
-// exists checks a referenced row (400 naming the field when missing).
-func exists[T any](tx *gorm.DB, field string, id int64) error {
+// Exists checks a referenced row (400 naming the field when missing).
+func Exists[T any](tx *gorm.DB, field string, id int64) error {
 	var n int64
 	if err := tx.Model(new(T)).Where("id = ?", id).Count(&n).Error; err != nil {
 		return err
@@ -180,16 +180,16 @@ func exists[T any](tx *gorm.DB, field string, id int64) error {
 	return nil
 }
 
-// crud declares the five standard endpoints of a resource under base.
-func (res resource[T]) crud(base, tag string, readRole, writeRole Role, decl any) []*Endpoint {
+// CRUD declares the five standard endpoints of a resource under base.
+func (res Resource[T]) CRUD(base, tag string, readRole, writeRole Role, decl any) []*Endpoint {
 	item := base + "/{id}"
 	return []*Endpoint{
-		{Method: "GET", Path: base, Role: readRole, Tag: tag, Summary: "List " + res.kind + "s", Response: decl, ResponseList: true, Handle: res.list},
-		{Method: "POST", Path: base, Role: writeRole, Tag: tag, Summary: "Create a " + res.kind, Body: decl, Response: decl, Statuses: []int{400},
-			Handle: func(c *Call) (any, error) { return res.create(c, nil) }},
-		{Method: "GET", Path: item, Role: readRole, Tag: tag, Summary: "Get a " + res.kind, Response: decl, Statuses: []int{404}, Handle: res.get},
-		{Method: "PUT", Path: item, Role: writeRole, Tag: tag, Summary: "Replace a " + res.kind + " (full replacement: omitted fields get their defaults)", Body: decl, Response: decl, Statuses: []int{400, 404},
-			Handle: func(c *Call) (any, error) { return res.replace(c, nil) }},
-		{Method: "DELETE", Path: item, Role: writeRole, Tag: tag, Summary: "Delete a " + res.kind, Response: deleted{}, Statuses: []int{404}, Handle: res.remove},
+		{Method: "GET", Path: base, Role: readRole, Tag: tag, Summary: "List " + res.Kind + "s", Response: decl, ResponseList: true, Handle: res.List},
+		{Method: "POST", Path: base, Role: writeRole, Tag: tag, Summary: "Create a " + res.Kind, Body: decl, Response: decl, Statuses: []int{400},
+			Handle: func(c *Call) (any, error) { return res.Create(c, nil) }},
+		{Method: "GET", Path: item, Role: readRole, Tag: tag, Summary: "Get a " + res.Kind, Response: decl, Statuses: []int{404}, Handle: res.Get},
+		{Method: "PUT", Path: item, Role: writeRole, Tag: tag, Summary: "Replace a " + res.Kind + " (full replacement: omitted fields get their defaults)", Body: decl, Response: decl, Statuses: []int{400, 404},
+			Handle: func(c *Call) (any, error) { return res.Replace(c, nil) }},
+		{Method: "DELETE", Path: item, Role: writeRole, Tag: tag, Summary: "Delete a " + res.Kind, Response: deleted{}, Statuses: []int{404}, Handle: res.Remove},
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/caddy-gateway/gateway/storage"
 )
 
-func init() { registerEndpoints(systemEndpoints) }
+func init() { RegisterEndpoints(systemEndpoints) }
 
 func systemEndpoints() []*Endpoint {
 	return []*Endpoint{

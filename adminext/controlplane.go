@@ -79,7 +79,12 @@ func newControlPlane(a *App, logger *zap.Logger) (*ControlPlane, error) {
 		recorder:  NewRecorder(),
 		ready:     make(chan struct{}),
 	}
-	cp.api = newAPI(cp)
+	api, err := newAPI(cp)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	cp.api = api
 	return cp, nil
 }
 
@@ -92,6 +97,15 @@ func (cp *ControlPlane) checkBootstrap(a *App) {
 			zap.String("admin_listen", cp.boot.AdminListen), zap.String("database", cp.boot.Database))
 	}
 }
+
+// Logger is the control plane's logger.
+func (cp *ControlPlane) Logger() *zap.Logger { return cp.logger }
+
+// Boot is the bootstrap configuration (Caddyfile values).
+func (cp *ControlPlane) Boot() Bootstrap { return cp.boot }
+
+// Recorder is the request recorder (recent requests, event subscribers).
+func (cp *ControlPlane) Recorder() *Recorder { return cp.recorder }
 
 // Store is the control plane's store.
 func (cp *ControlPlane) Store() *storage.Store { return cp.store }
