@@ -7,4 +7,5 @@ package gateway
 import (
 	_ "github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
 )

@@ -1,0 +1,280 @@
+// Package ratelimit holds the gateway's rate-limit plugin type: a sliding
+// window limit per client IP, consumer, route, service, header value or
+// globally. Counters live in the process-wide store (process.RateLimits) so
+// they survive config reloads.
+package ratelimit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/modules/plugins/ratelimit/slidingwindow"
+	"github.com/caddy-gateway/gateway/modules/process"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "rate-limit", Ordering: 700, New: func() plugins.Handler { return new(RateLimit) }})
+	httpcaddyfile.RegisterHandlerDirective("gateway_rate_limit", parseCaddyfile)
+	// After the gateway's auth directives (which follow forward_auth), so
+	// that key consumer sees the authenticated consumer; before
+	// reverse_proxy and the proxy cache.
+	httpcaddyfile.RegisterDirectiveOrder("gateway_rate_limit", httpcaddyfile.Before, "request_header")
+}
+
+// RateLimit is the rate-limit plugin.
+type RateLimit struct {
+	Limit      int64  `json:"limit" schema:"required,min=1" doc:"Requests allowed per window and key."`
+	WindowS    int64  `json:"window_s" schema:"min=1,max=31536000" doc:"Window length in seconds (sliding window)."`
+	Key        string `json:"key" schema:"enum=ip|consumer|route|service|global|header" doc:"What is counted separately: client ip, authenticated consumer (falls back to ip), route, service, one global counter, or the value of header_name (falls back to ip when absent)."`
+	HeaderName string `json:"header_name" doc:"Request header whose value is the key (key header)."`
+
+	// InstanceID is the plugin's id, set by the gateway's config compiler:
+	// counters are kept per instance in a process-wide store and survive
+	// reloads. Standalone configs (no id) are keyed by their settings.
+	InstanceID int64 `json:"instance_id,omitempty" schema:"internal"`
+
+	store  *slidingwindow.Store
+	prefix string
+	window time.Duration
+}
+
+// CaddyModule returns the Caddy module information.
+func (*RateLimit) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_rate_limit",
+		New: func() caddy.Module { return new(RateLimit) },
+	}
+}
+
+// Provision implements caddy.Provisioner.
+func (rl *RateLimit) Provision(caddy.Context) error {
+	if rl.WindowS == 0 {
+		rl.WindowS = 60
+	}
+	if rl.Key == "" {
+		rl.Key = "ip"
+	}
+	rl.store = process.RateLimits
+	rl.window = time.Duration(rl.WindowS) * time.Second
+	rl.prefix = rl.instanceKey()
+	return nil
+}
+
+// instanceKey is the store key prefix of this plugin instance.
+func (rl *RateLimit) instanceKey() string {
+	if rl.InstanceID > 0 {
+		return "id:" + strconv.FormatInt(rl.InstanceID, 10) + "\x00"
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d\x00%d\x00%s\x00%s", rl.Limit, rl.WindowS, rl.Key, rl.HeaderName))
+	return "cfg:" + hex.EncodeToString(sum[:8]) + "\x00"
+}
+
+// Validate implements caddy.Validator and schema.Validator.
+func (rl *RateLimit) Validate() error {
+	if rl.Limit < 1 {
+		return schema.Errorf("limit", "must be at least 1")
+	}
+	if rl.WindowS < 1 {
+		return schema.Errorf("window_s", "must be at least 1")
+	}
+	switch rl.Key {
+	case "ip", "consumer", "route", "service", "global":
+	case "header":
+		if rl.HeaderName == "" {
+			return schema.Errorf("header_name", "is required when key is header")
+		}
+	default:
+		return schema.Errorf("key", "must be one of ip, consumer, route, service, global, header")
+	}
+	if rl.HeaderName != "" && !validHeaderName(rl.HeaderName) {
+		return schema.Errorf("header_name", "must be a valid header name")
+	}
+	return nil
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (rl *RateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	store := rl.store
+	if store == nil {
+		store = process.RateLimits
+	}
+	res := store.Take(rl.prefix+rl.keyOf(r), rl.Limit, rl.window)
+	h := w.Header()
+	h.Set("RateLimit-Limit", strconv.FormatInt(res.Limit, 10))
+	h.Set("RateLimit-Remaining", strconv.FormatInt(res.Remaining, 10))
+	h.Set("RateLimit-Reset", strconv.FormatInt(seconds(res.Reset), 10))
+	if !res.Allowed {
+		h.Set("Retry-After", strconv.FormatInt(seconds(res.RetryAfter), 10))
+		gwctx.WriteError(w, http.StatusTooManyRequests, "rate limit exceeded")
+		return nil
+	}
+	return next.ServeHTTP(w, r)
+}
+
+// keyOf is the counted key of a request.
+func (rl *RateLimit) keyOf(r *http.Request) string {
+	info := gwctx.From(r)
+	switch rl.Key {
+	case "global":
+		return "global"
+	case "consumer":
+		if info != nil && info.Consumer != nil {
+			return "consumer:" + strconv.FormatInt(info.Consumer.ID, 10)
+		}
+	case "route":
+		if info != nil {
+			return "route:" + strconv.FormatInt(info.RouteID, 10)
+		}
+		return "route:0"
+	case "service":
+		if info != nil {
+			return "service:" + strconv.FormatInt(info.ServiceID, 10)
+		}
+		return "service:0"
+	case "header":
+		if v := r.Header.Get(rl.HeaderName); v != "" {
+			if len(v) > 128 { // bound the memory a key takes
+				sum := sha256.Sum256([]byte(v))
+				v = "sha256:" + hex.EncodeToString(sum[:])
+			}
+			return "header:" + v
+		}
+	}
+	return "ip:" + gwctx.ClientIP(r)
+}
+
+// seconds rounds up to whole seconds, at least 1.
+func seconds(d time.Duration) int64 {
+	s := int64(math.Ceil(d.Seconds()))
+	if s < 1 {
+		s = 1
+	}
+	return s
+}
+
+// SetDefaults implements schema.Defaulter.
+func (rl *RateLimit) SetDefaults() {
+	rl.Limit = 0
+	rl.WindowS = 60
+	rl.Key = "ip"
+	rl.HeaderName = ""
+}
+
+// UnmarshalJSON fills the defaults before decoding, so a config that leaves
+// fields out (plain Caddy JSON) gets the same defaults as the admin API.
+func (rl *RateLimit) UnmarshalJSON(b []byte) error {
+	type plain RateLimit
+	rl.SetDefaults()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode((*plain)(rl))
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+//
+//	gateway_rate_limit [<limit> [<window_s>]] {
+//	    limit <n>
+//	    window_s <seconds>
+//	    key ip|consumer|route|service|global|header [<header_name>]
+//	    header_name <name>
+//	}
+func (rl *RateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	rl.SetDefaults()
+	d.Next() // directive name
+	args := d.RemainingArgs()
+	if len(args) > 2 {
+		return d.ArgErr()
+	}
+	var err error
+	if len(args) > 0 {
+		if rl.Limit, err = strconv.ParseInt(args[0], 10, 64); err != nil {
+			return d.Errf("limit: %v", err)
+		}
+	}
+	if len(args) > 1 {
+		if rl.WindowS, err = strconv.ParseInt(args[1], 10, 64); err != nil {
+			return d.Errf("window_s: %v", err)
+		}
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "limit", "window_s":
+			name := d.Val()
+			var s string
+			if !d.Args(&s) {
+				return d.ArgErr()
+			}
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return d.Errf("%s: %v", name, err)
+			}
+			if name == "limit" {
+				rl.Limit = n
+			} else {
+				rl.WindowS = n
+			}
+		case "key":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			rl.Key = d.Val()
+			if d.NextArg() {
+				rl.HeaderName = d.Val()
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "header_name":
+			if !d.Args(&rl.HeaderName) {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("unrecognized subdirective %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	rl := new(RateLimit)
+	err := rl.UnmarshalCaddyfile(h.Dispenser)
+	return rl, err
+}
+
+func validHeaderName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0:
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*RateLimit)(nil)
+	_ caddy.Validator             = (*RateLimit)(nil)
+	_ caddyhttp.MiddlewareHandler = (*RateLimit)(nil)
+	_ caddyfile.Unmarshaler       = (*RateLimit)(nil)
+	_ schema.Defaulter            = (*RateLimit)(nil)
+	_ plugins.Handler             = (*RateLimit)(nil)
+)
