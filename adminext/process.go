@@ -1,7 +1,9 @@
 package adminext
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -30,4 +32,29 @@ func controlPlaneFor(a *App, logger *zap.Logger) (*ControlPlane, error) {
 	}
 	processCP = cp
 	return cp, nil
+}
+
+// WaitReady waits until this process's gateway has loaded its stored
+// configuration once (for tests and programs embedding the gateway).
+func WaitReady(ctx context.Context) error {
+	for {
+		processMu.Lock()
+		cp := processCP
+		processMu.Unlock()
+		if cp != nil {
+			return cp.WaitReady(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Current returns this process's control plane (nil when none runs).
+func Current() *ControlPlane {
+	processMu.Lock()
+	defer processMu.Unlock()
+	return processCP
 }

@@ -1,0 +1,239 @@
+// Package testgw runs a real gateway in the test process: Caddy loaded with
+// the gateway app, a fresh SQLite store in a temp folder, admin API and proxy
+// listeners on free 127.0.0.1 ports. caddy.Load is process-global, so one
+// gateway runs at a time: tests using it must not call t.Parallel.
+package testgw
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	_ "github.com/caddy-gateway/gateway"
+	"github.com/caddy-gateway/gateway/adminext"
+)
+
+// Gateway is a running gateway.
+type Gateway struct {
+	T          testing.TB
+	AdminURL   string // http://127.0.0.1:port of the gateway admin API
+	ProxyAddr  string // 127.0.0.1:port of the HTTP proxy listener
+	ProxyURL   string // http://ProxyAddr
+	CaddyAdmin string // Caddy's own admin endpoint
+	DSN        string // SQLite file
+	Header     http.Header
+	Client     *http.Client
+}
+
+// Options tune Start.
+type Options struct {
+	// DSN reuses a store (restart tests); default: a new temp file.
+	DSN string
+	// Apps adds the user's own apps (e.g. an "http" app with site routes)
+	// to the bootstrap config, as a Caddyfile's site blocks would.
+	Apps map[string]any
+	// HealthInterval for active checks (default 10 s).
+	HealthInterval time.Duration
+	// Gateway adds fields to the gateway app's bootstrap config.
+	Gateway map[string]any
+}
+
+// FreeAddr returns a free 127.0.0.1:port.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Start loads a gateway and waits until it serves its stored config.
+// It is stopped when the test ends.
+func Start(t testing.TB, opts *Options) *Gateway {
+	t.Helper()
+	if opts == nil {
+		opts = &Options{}
+	}
+	dsn := opts.DSN
+	if dsn == "" {
+		dsn = filepath.Join(t.TempDir(), "gateway.db")
+	}
+	g := &Gateway{
+		T:          t,
+		CaddyAdmin: FreeAddr(t),
+		ProxyAddr:  FreeAddr(t),
+		DSN:        dsn,
+		Header:     http.Header{},
+		Client:     &http.Client{Timeout: 30 * time.Second},
+	}
+	adminAddr := FreeAddr(t)
+	g.AdminURL = "http://" + adminAddr
+	g.ProxyURL = "http://" + g.ProxyAddr
+	gw := map[string]any{
+		"admin_listen": adminAddr,
+		"dsn":          dsn,
+		"http_listen":  g.ProxyAddr,
+		"https_listen": FreeAddr(t),
+		"caddy_admin":  g.CaddyAdmin,
+	}
+	if opts.HealthInterval > 0 {
+		gw["health_interval"] = opts.HealthInterval.String()
+	}
+	for k, v := range opts.Gateway {
+		gw[k] = v
+	}
+	apps := map[string]any{"gateway": gw}
+	for k, v := range opts.Apps {
+		apps[k] = v
+	}
+	cfg := map[string]any{
+		"admin":   map[string]any{"listen": g.CaddyAdmin},
+		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+		"apps":    apps,
+	}
+	raw, _ := json.Marshal(cfg)
+	if err := caddy.Load(raw, true); err != nil {
+		t.Fatalf("loading gateway: %v", err)
+	}
+	t.Cleanup(func() { _ = caddy.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := adminext.WaitReady(ctx); err != nil {
+		t.Fatalf("gateway not ready: %v", err)
+	}
+	// A restarted store may have other listener settings.
+	if cp := adminext.Current(); cp != nil {
+		if a := cp.ProxyAddr(false); a != "" {
+			g.ProxyAddr = a
+			g.ProxyURL = "http://" + a
+		}
+	}
+	return g
+}
+
+// Do sends an admin API request; body is JSON-encoded unless it is a string
+// or []byte (sent as is).
+func (g *Gateway) Do(method, path string, body any) (int, []byte) {
+	g.T.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			g.T.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, g.AdminURL+path, rd)
+	if err != nil {
+		g.T.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range g.Header {
+		req.Header[k] = v
+	}
+	resp, err := g.Client.Do(req)
+	if err != nil {
+		g.T.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+// JSON sends a request and decodes the answer into out (when non-nil).
+func (g *Gateway) JSON(method, path string, body, out any) int {
+	g.T.Helper()
+	st, b := g.Do(method, path, body)
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			g.T.Fatalf("%s %s: decoding %q: %v", method, path, b, err)
+		}
+	}
+	return st
+}
+
+// Must sends a request that must answer 200 and returns the decoded object.
+func (g *Gateway) Must(method, path string, body any) map[string]any {
+	g.T.Helper()
+	st, b := g.Do(method, path, body)
+	if st != http.StatusOK {
+		g.T.Fatalf("%s %s: status %d: %s", method, path, st, b)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		g.T.Fatalf("%s %s: decoding %q: %v", method, path, b, err)
+	}
+	return out
+}
+
+// ID reads the "id" of an answer.
+func ID(v map[string]any) int64 {
+	n, _ := v["id"].(float64)
+	return int64(n)
+}
+
+// Service creates a service with targets at the given addresses and a route
+// with the given fields; it returns the service and route ids.
+func (g *Gateway) Service(name string, addrs ...string) int64 {
+	g.T.Helper()
+	svc := g.Must("POST", "/api/v1/services", map[string]any{"name": name})
+	id := ID(svc)
+	for _, a := range addrs {
+		host, port, _ := net.SplitHostPort(a)
+		var p int
+		fmt.Sscan(port, &p)
+		g.Must("POST", fmt.Sprintf("/api/v1/services/%d/targets", id), map[string]any{"host": host, "port": p})
+	}
+	return id
+}
+
+// Route creates a route; fields are merged over {name, service_id}.
+func (g *Gateway) Route(name string, serviceID int64, fields map[string]any) int64 {
+	g.T.Helper()
+	body := map[string]any{"name": name, "service_id": serviceID}
+	for k, v := range fields {
+		body[k] = v
+	}
+	return ID(g.Must("POST", "/api/v1/routes", body))
+}
+
+// Get sends a proxied GET with an optional Host.
+func (g *Gateway) Get(host, path string) (int, string, http.Header) {
+	g.T.Helper()
+	req, err := http.NewRequest("GET", g.ProxyURL+path, nil)
+	if err != nil {
+		g.T.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := g.Client.Do(req)
+	if err != nil {
+		g.T.Fatalf("proxy GET %s%s: %v", host, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
