@@ -1,0 +1,110 @@
+package router
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+)
+
+// benchTable builds n routes of mixed shapes and one request per sampled
+// route that hits it:
+//
+//	i%20 == 0       regex path on an exact host (5%)
+//	i%20 in 1..8    exact host, two literal prefixes, half with methods (40%)
+//	i%20 in 9..14   wildcard host, literal prefix, a third with a header (30%)
+//	i%20 in 15..17  no host, literal prefix (15%)
+//	i%20 in 18..19  a shared exact host with many prefixes in one bucket (10%)
+//
+// Every table also has a catch-all and a regex without a literal prefix in
+// the no-host bucket, as real configs do; their cost is the same at every
+// size.
+func benchTable(b *testing.B, n int) (*Table, []Request, []int64) {
+	b.Helper()
+	routes := make([]Route, 0, n+2)
+	for i := range n {
+		r := Route{ID: int64(i + 1)}
+		switch k := i % 20; {
+		case k == 0:
+			r.Hosts = []string{fmt.Sprintf("h%d.example.com", i)}
+			r.Paths = []string{fmt.Sprintf("~/r%d/[0-9]+/items", i)}
+		case k <= 8:
+			r.Hosts = []string{fmt.Sprintf("h%d.example.com", i)}
+			r.Paths = []string{fmt.Sprintf("/api%d/v1", i), fmt.Sprintf("/api%d/v2", i)}
+			if k%2 == 0 {
+				r.Methods = []string{"GET", "POST"}
+			}
+		case k <= 14:
+			r.Hosts = []string{fmt.Sprintf("*.t%d.example.net", i)}
+			r.Paths = []string{fmt.Sprintf("/svc%d", i)}
+			if k%3 == 0 {
+				r.Headers = map[string]string{"X-Env": "prod"}
+			}
+		case k <= 17:
+			r.Paths = []string{fmt.Sprintf("/pub%d/", i)}
+		default:
+			r.Hosts = []string{"shared.example.org"}
+			r.Paths = []string{fmt.Sprintf("/s%d/", i)}
+		}
+		routes = append(routes, r)
+	}
+	routes = append(routes,
+		Route{ID: int64(n + 1)},
+		Route{ID: int64(n + 2), Paths: []string{"~/[a-z]+/legacy"}},
+	)
+	tbl, err := NewTable(routes)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	const samples = 1024
+	reqs := make([]Request, samples)
+	want := make([]int64, samples)
+	header := http.Header{"X-Env": {"prod"}, "Accept": {"application/json"}}
+	for j := range samples {
+		i := j * n / samples
+		if n < samples {
+			i = j % n
+		}
+		req := Request{Method: "GET", Header: header}
+		switch k := i % 20; {
+		case k == 0:
+			req.Host = fmt.Sprintf("h%d.example.com", i)
+			req.Path = fmt.Sprintf("/r%d/123/items/9", i)
+		case k <= 8:
+			req.Host = fmt.Sprintf("h%d.example.com:8443", i)
+			req.Path = fmt.Sprintf("/api%d/v2/users/42", i)
+		case k <= 14:
+			req.Host = fmt.Sprintf("x.y.t%d.example.net", i)
+			req.Path = fmt.Sprintf("/svc%d/orders", i)
+		case k <= 17:
+			req.Host = "unknown.example.com"
+			req.Path = fmt.Sprintf("/pub%d/file.css", i)
+		default:
+			req.Host = "shared.example.org"
+			req.Path = fmt.Sprintf("/s%d/thing", i)
+		}
+		reqs[j] = req
+		want[j] = int64(i + 1)
+	}
+	return tbl, reqs, want
+}
+
+func BenchmarkMatch(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			tbl, reqs, want := benchTable(b, n)
+			// A benchmark of wrong answers is worthless: check them all
+			// before timing.
+			for j, req := range reqs {
+				if got := tbl.Match(req); got.Route == nil || got.Route.ID != want[j] {
+					b.Fatalf("Match(%+v) = %+v; want route %d", req, got.Route, want[j])
+				}
+			}
+			b.ReportAllocs()
+			// b.Loop times only the loop, keeping the setup above out.
+			for i := 0; b.Loop(); i++ {
+				tbl.Match(reqs[i&(len(reqs)-1)])
+			}
+		})
+	}
+}
