@@ -8,4 +8,5 @@ import (
 	_ "github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"
 )

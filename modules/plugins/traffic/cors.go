@@ -1,0 +1,266 @@
+package traffic
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "cors", Ordering: 300, New: func() plugins.Handler { return new(CORS) }})
+	registerDirective("cors")
+}
+
+// CORS is the cors plugin: it answers preflight requests itself (204, never
+// proxied) and adds the CORS response headers to requests from allowed
+// origins. The gateway's CORS headers replace any the upstream sends.
+type CORS struct {
+	AllowOrigins     []string `json:"allow_origins" doc:"Allowed origins: exact (https://app.example.com), * (any) or a wildcard host (*.example.com, optionally with scheme and port: https://*.example.com:8443). Default [\"*\"]."`
+	AllowMethods     []string `json:"allow_methods" doc:"Access-Control-Allow-Methods of preflights. Default GET, HEAD, PUT, PATCH, POST, DELETE."`
+	AllowHeaders     []string `json:"allow_headers" doc:"Access-Control-Allow-Headers of preflights; empty reflects the preflight's Access-Control-Request-Headers."`
+	ExposeHeaders    []string `json:"expose_headers" doc:"Access-Control-Expose-Headers of actual responses."`
+	AllowCredentials bool     `json:"allow_credentials" doc:"Send Access-Control-Allow-Credentials: true (the origin is then echoed, never *)."`
+	MaxAgeS          int      `json:"max_age_s" schema:"min=0" doc:"Access-Control-Max-Age of preflights in seconds (0: header not sent). Default 600."`
+
+	origins                []originPattern
+	anyOrigin              bool
+	methods, allow, expose string
+}
+
+// SetDefaults implements schema.Defaulter.
+func (h *CORS) SetDefaults() {
+	h.AllowOrigins = []string{"*"}
+	h.AllowMethods = []string{"GET", "HEAD", "PUT", "PATCH", "POST", "DELETE"}
+	h.AllowHeaders = []string{}
+	h.ExposeHeaders = []string{}
+	h.AllowCredentials = false
+	h.MaxAgeS = 600
+}
+
+// CaddyModule returns the Caddy module information.
+func (*CORS) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_cors",
+		New: func() caddy.Module { return new(CORS) },
+	}
+}
+
+// Provision checks the config with the admin API's rules (Caddy itself
+// only calls Validate) and compiles the origin patterns and header values.
+func (h *CORS) Provision(caddy.Context) error {
+	if err := schema.Check(h); err != nil {
+		return err
+	}
+	h.origins, h.anyOrigin = nil, false
+	for i, o := range h.AllowOrigins {
+		p, err := parseOriginPattern(o)
+		if err != nil {
+			return schema.Errorf(idx("allow_origins", i), "%v", err)
+		}
+		h.anyOrigin = h.anyOrigin || p.any
+		h.origins = append(h.origins, p)
+	}
+	h.methods = strings.Join(h.AllowMethods, ", ")
+	h.allow = strings.Join(h.AllowHeaders, ", ")
+	h.expose = strings.Join(h.ExposeHeaders, ", ")
+	return nil
+}
+
+// Validate implements schema.Validator and caddy.Validator.
+func (h *CORS) Validate() error {
+	for i, o := range h.AllowOrigins {
+		if _, err := parseOriginPattern(o); err != nil {
+			return schema.Errorf(idx("allow_origins", i), "%v", err)
+		}
+	}
+	for i, m := range h.AllowMethods {
+		if !httpguts.ValidHeaderFieldName(m) { // a method is an HTTP token
+			return schema.Errorf(idx("allow_methods", i), "must be an HTTP method")
+		}
+	}
+	for field, list := range map[string][]string{"allow_headers": h.AllowHeaders, "expose_headers": h.ExposeHeaders} {
+		for i, name := range list {
+			if name != "*" && !httpguts.ValidHeaderFieldName(name) {
+				return schema.Errorf(idx(field, i), "must be a header name or *")
+			}
+		}
+	}
+	return nil
+}
+
+// ServeHTTP answers preflights and decorates actual responses.
+func (h *CORS) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return next.ServeHTTP(w, r)
+	}
+	allowOrigin := h.allowOrigin(origin)
+
+	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+		hdr := w.Header()
+		addVary(hdr, "Origin", "Access-Control-Request-Method", "Access-Control-Request-Headers")
+		if allowOrigin != "" {
+			hdr.Set("Access-Control-Allow-Origin", allowOrigin)
+			if h.AllowCredentials {
+				hdr.Set("Access-Control-Allow-Credentials", "true")
+			}
+			if h.methods != "" {
+				hdr.Set("Access-Control-Allow-Methods", h.methods)
+			}
+			allow := h.allow
+			if len(h.AllowHeaders) == 0 {
+				allow = strings.Join(r.Header.Values("Access-Control-Request-Headers"), ", ")
+			}
+			if allow != "" {
+				hdr.Set("Access-Control-Allow-Headers", allow)
+			}
+			if h.MaxAgeS > 0 {
+				hdr.Set("Access-Control-Max-Age", strconv.Itoa(h.MaxAgeS))
+			}
+		}
+		hdr.Del("Content-Type")
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+
+	decorate := func(hdr http.Header) {
+		addVary(hdr, "Origin")
+		if allowOrigin == "" {
+			return
+		}
+		hdr.Set("Access-Control-Allow-Origin", allowOrigin)
+		if h.AllowCredentials {
+			hdr.Set("Access-Control-Allow-Credentials", "true")
+		} else {
+			hdr.Del("Access-Control-Allow-Credentials")
+		}
+		if h.expose != "" {
+			hdr.Set("Access-Control-Expose-Headers", h.expose)
+		} else {
+			hdr.Del("Access-Control-Expose-Headers")
+		}
+	}
+	decorate(w.Header()) // for responses made after this handler returns
+	return next.ServeHTTP(newHeaderHook(w, decorate), r)
+}
+
+// allowOrigin is the Access-Control-Allow-Origin value for origin, or "".
+func (h *CORS) allowOrigin(origin string) string {
+	if h.anyOrigin && !h.AllowCredentials {
+		return "*"
+	}
+	for _, p := range h.origins {
+		if p.match(origin) {
+			return origin
+		}
+	}
+	return ""
+}
+
+// addVary adds names to the Vary header, once each.
+func addVary(hdr http.Header, names ...string) {
+	have := map[string]bool{}
+	for _, v := range hdr.Values("Vary") {
+		for _, f := range strings.Split(v, ",") {
+			have[strings.ToLower(strings.TrimSpace(f))] = true
+		}
+	}
+	for _, n := range names {
+		if !have[strings.ToLower(n)] && !have["*"] {
+			hdr.Add("Vary", n)
+		}
+	}
+}
+
+// originPattern is one allow_origins entry.
+type originPattern struct {
+	any    bool
+	exact  string // lowercased origin
+	scheme string // wildcard: "" (any) or the scheme
+	suffix string // wildcard: ".example.com"
+	port   string // wildcard: "" (any) or the port
+}
+
+func parseOriginPattern(s string) (originPattern, error) {
+	if s == "*" {
+		return originPattern{any: true}, nil
+	}
+	scheme, rest, hasScheme := strings.Cut(s, "://")
+	if !hasScheme {
+		scheme, rest = "", s
+	}
+	if strings.HasPrefix(rest, "*.") {
+		host, port := rest, ""
+		if i := strings.LastIndexByte(rest, ':'); i >= 0 {
+			host, port = rest[:i], rest[i+1:]
+			if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+				return originPattern{}, errBadOrigin
+			}
+		}
+		suffix := strings.ToLower(host[1:])
+		if len(suffix) < 2 || strings.ContainsAny(suffix, "*/?#@ ") {
+			return originPattern{}, errBadOrigin
+		}
+		return originPattern{scheme: strings.ToLower(scheme), suffix: suffix, port: port}, nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || !hasScheme || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil || strings.Contains(u.Host, "*") {
+		return originPattern{}, errBadOrigin
+	}
+	return originPattern{exact: strings.ToLower(strings.TrimSuffix(s, "/"))}, nil
+}
+
+var errBadOrigin = errors.New("must be *, an origin (https://app.example.com) or a wildcard host (*.example.com)")
+
+func (p originPattern) match(origin string) bool {
+	switch {
+	case p.any:
+		return true
+	case p.exact != "":
+		return strings.EqualFold(origin, p.exact)
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if p.scheme != "" && !strings.EqualFold(u.Scheme, p.scheme) {
+		return false
+	}
+	if p.port != "" && u.Port() != p.port {
+		return false
+	}
+	return strings.HasSuffix(strings.ToLower(u.Hostname()), p.suffix)
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+//
+//	gateway_cors {
+//	    allow_origins https://app.example.com *.example.org
+//	    allow_methods GET POST
+//	    allow_headers Authorization Content-Type
+//	    expose_headers X-Request-ID
+//	    allow_credentials
+//	    max_age_s 3600
+//	}
+func (h *CORS) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return unmarshalCaddyfile(d, h)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*CORS)(nil)
+	_ caddy.Validator             = (*CORS)(nil)
+	_ caddyhttp.MiddlewareHandler = (*CORS)(nil)
+	_ caddyfile.Unmarshaler       = (*CORS)(nil)
+	_ schema.Defaulter            = (*CORS)(nil)
+)

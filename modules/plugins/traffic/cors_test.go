@@ -1,0 +1,127 @@
+package traffic
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+)
+
+func TestCORSConfig(t *testing.T) {
+	wantDefaults(t, "cors", `{}`,
+		`{"allow_origins":["*"],"allow_methods":["GET","HEAD","PUT","PATCH","POST","DELETE"],"allow_headers":[],"expose_headers":[],"allow_credentials":false,"max_age_s":600}`)
+	wantDefaults(t, "cors", `{"allow_origins":["https://a.example","*.example.com","http://*.example.org:8080"],"allow_credentials":true,"max_age_s":0}`,
+		`{"allow_origins":["https://a.example","*.example.com","http://*.example.org:8080"],"allow_methods":["GET","HEAD","PUT","PATCH","POST","DELETE"],"allow_headers":[],"expose_headers":[],"allow_credentials":true,"max_age_s":0}`)
+	wantConfigErrors(t, "cors", map[string]string{
+		`{"allow_origins":["example.com"]}`:         "config.allow_origins[0]",
+		`{"allow_origins":["*","https://a/b"]}`:     "config.allow_origins[1]",
+		`{"allow_origins":["*.example.com:http"]}`:  "config.allow_origins[0]",
+		`{"allow_origins":["https://*.*.example"]}`: "config.allow_origins[0]",
+		`{"allow_methods":["GET","BAD METHOD"]}`:    "config.allow_methods[1]",
+		`{"allow_headers":["a b"]}`:                 "config.allow_headers[0]",
+		`{"expose_headers":["x:y"]}`:                "config.expose_headers[0]",
+		`{"max_age_s":-1}`:                          "config.max_age_s",
+		`{"allow_credentials":1}`:                   "config.allow_credentials",
+		`{"origins":["*"]}`:                         "config.origins",
+	})
+	wantCaddyfile(t, "gateway_cors {\n allow_origins https://a.example *.example.com\n allow_methods GET\n allow_credentials\n expose_headers X-Id\n}",
+		`{"handler":"gateway_cors","allow_origins":["https://a.example","*.example.com"],"allow_methods":["GET"],"allow_headers":[],"expose_headers":["X-Id"],"allow_credentials":true,"max_age_s":600}`)
+}
+
+func TestCORSPreflight(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "cors", `{"allow_origins":["https://app.example","*.example.com"]}`)})
+	pre := func(origin string, hdr ...string) result {
+		return g.do(http.MethodOptions, "/api", nil, append([]string{"Origin", origin, "Access-Control-Request-Method", "PUT"}, hdr...)...)
+	}
+	res := pre("https://app.example", "Access-Control-Request-Headers", "X-Foo, Content-Type")
+	wantStatus(t, res, http.StatusNoContent)
+	want := map[string]string{
+		"Access-Control-Allow-Origin":  "https://app.example",
+		"Access-Control-Allow-Methods": "GET, HEAD, PUT, PATCH, POST, DELETE",
+		"Access-Control-Allow-Headers": "X-Foo, Content-Type", // reflected
+		"Access-Control-Max-Age":       "600",
+	}
+	for k, v := range want {
+		if got := res.Header.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	if res.Header.Get("Access-Control-Allow-Credentials") != "" {
+		t.Error("credentials header without allow_credentials")
+	}
+	if vary := res.Header.Values("Vary"); len(vary) == 0 || vary[0] != "Origin" {
+		t.Errorf("Vary %q", vary)
+	}
+	// wildcard host (any depth), not the bare domain
+	if got := pre("https://a.b.example.com").Header.Get("Access-Control-Allow-Origin"); got != "https://a.b.example.com" {
+		t.Errorf("wildcard origin: %q", got)
+	}
+	res = pre("https://example.com")
+	wantStatus(t, res, http.StatusNoContent)
+	if got := res.Header.Get("Access-Control-Allow-Origin"); got != "" {
+		t.Errorf("bare domain allowed: %q", got)
+	}
+	if got := pre("https://evil.example").Header.Get("Access-Control-Allow-Origin"); got != "" {
+		t.Errorf("other origin allowed: %q", got)
+	}
+	if n := len(g.upstreamSeen()); n != 0 {
+		t.Fatalf("%d preflights reached the upstream", n)
+	}
+	// an OPTIONS without Access-Control-Request-Method is an actual request
+	wantStatus(t, g.do(http.MethodOptions, "/api", nil, "Origin", "https://app.example"), http.StatusOK)
+	if n := len(g.upstreamSeen()); n != 1 {
+		t.Fatalf("plain OPTIONS: upstream saw %d requests", n)
+	}
+}
+
+func TestCORSActualRequests(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "cors", `{"allow_origins":["https://app.example"],"allow_credentials":true,"expose_headers":["X-Request-ID","X-Total"],"allow_headers":["Authorization"],"max_age_s":0}`)},
+		withUpstream(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Access-Control-Allow-Origin", "*") // the gateway's config wins
+			w.Header().Set("Vary", "Accept-Encoding")
+		}))
+	res := g.get("/", "Origin", "https://app.example")
+	wantStatus(t, res, http.StatusOK)
+	if got := res.Header.Values("Access-Control-Allow-Origin"); len(got) != 1 || got[0] != "https://app.example" {
+		t.Errorf("Allow-Origin %q", got)
+	}
+	if got := res.Header.Get("Access-Control-Allow-Credentials"); got != "true" {
+		t.Errorf("Allow-Credentials %q", got)
+	}
+	if got := res.Header.Get("Access-Control-Expose-Headers"); got != "X-Request-ID, X-Total" {
+		t.Errorf("Expose-Headers %q", got)
+	}
+	if got := res.Header.Values("Vary"); len(got) != 2 || !slices.Contains(got, "Accept-Encoding") || !slices.Contains(got, "Origin") {
+		t.Errorf("Vary %q", got)
+	}
+	// disallowed origin: proxied, no CORS grant from the gateway
+	res = g.get("/", "Origin", "https://evil.example")
+	wantStatus(t, res, http.StatusOK)
+	if got := res.Header.Get("Access-Control-Allow-Credentials"); got != "" {
+		t.Errorf("disallowed origin got credentials %q", got)
+	}
+	// no Origin: untouched
+	res = g.get("/")
+	if got := res.Header.Values("Vary"); len(got) != 1 {
+		t.Errorf("no Origin: Vary %q", got)
+	}
+	// preflight: configured headers, no Max-Age, credentials echo the origin
+	res = g.do(http.MethodOptions, "/", nil, "Origin", "https://app.example", "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "X-Other")
+	wantStatus(t, res, http.StatusNoContent)
+	if res.Header.Get("Access-Control-Allow-Headers") != "Authorization" || res.Header.Get("Access-Control-Max-Age") != "" ||
+		res.Header.Get("Access-Control-Allow-Credentials") != "true" || res.Header.Get("Access-Control-Allow-Origin") != "https://app.example" {
+		t.Errorf("preflight headers %v", res.Header)
+	}
+}
+
+func TestCORSAnyOrigin(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "cors", `{}`)})
+	res := g.get("/", "Origin", "https://whatever.test")
+	if got := res.Header.Get("Access-Control-Allow-Origin"); got != "*" {
+		t.Fatalf("Allow-Origin %q, want *", got)
+	}
+	g.upstream.Close() // proxy error responses carry the headers too
+	res = g.get("/", "Origin", "https://whatever.test")
+	if res.StatusCode != http.StatusBadGateway || res.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Fatalf("502: status %d, Allow-Origin %q", res.StatusCode, res.Header.Get("Access-Control-Allow-Origin"))
+	}
+}

@@ -1,0 +1,145 @@
+package traffic
+
+import (
+	"net/http"
+	"net/netip"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "ip-restriction", Ordering: 200, New: func() plugins.Handler { return new(IPRestriction) }})
+	registerDirective("ip-restriction")
+}
+
+// IPRestriction is the ip-restriction plugin: it refuses clients by address.
+// The client address is the gateway's (trusted_proxies honoured), see
+// gwctx.ClientIP.
+type IPRestriction struct {
+	Allow   []string `json:"allow" doc:"IPs or CIDRs allowed; when non-empty, every other client is refused."`
+	Deny    []string `json:"deny" doc:"IPs or CIDRs refused; deny wins over allow."`
+	Status  int      `json:"status" schema:"min=400,max=599" doc:"Status of the refusal. Default 403."`
+	Message string   `json:"message" doc:"Error message of the refusal ({error: message}). Default \"forbidden\"."`
+
+	allow, deny []netip.Prefix
+}
+
+// SetDefaults implements schema.Defaulter.
+func (h *IPRestriction) SetDefaults() {
+	h.Allow = []string{}
+	h.Deny = []string{}
+	h.Status = http.StatusForbidden
+	h.Message = "forbidden"
+}
+
+// CaddyModule returns the Caddy module information.
+func (*IPRestriction) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_ip_restriction",
+		New: func() caddy.Module { return new(IPRestriction) },
+	}
+}
+
+// Provision checks the config with the admin API's rules (Caddy itself
+// only calls Validate) and parses the lists.
+func (h *IPRestriction) Provision(caddy.Context) error {
+	if err := schema.Check(h); err != nil {
+		return err
+	}
+	var err error
+	if h.allow, err = parsePrefixes("allow", h.Allow); err != nil {
+		return err
+	}
+	h.deny, err = parsePrefixes("deny", h.Deny)
+	return err
+}
+
+// Validate implements schema.Validator and caddy.Validator.
+func (h *IPRestriction) Validate() error {
+	if len(h.Allow) == 0 && len(h.Deny) == 0 {
+		return schema.Errorf("allow", "at least one of allow and deny must be non-empty")
+	}
+	if _, err := parsePrefixes("allow", h.Allow); err != nil {
+		return err
+	}
+	_, err := parsePrefixes("deny", h.Deny)
+	return err
+}
+
+// ServeHTTP refuses denied clients and calls next for the others. A client
+// address that cannot be parsed is refused.
+func (h *IPRestriction) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if !h.allowed(gwctx.ClientIP(r)) {
+		gwctx.WriteError(w, h.Status, h.Message)
+		return nil
+	}
+	return next.ServeHTTP(w, r)
+}
+
+func (h *IPRestriction) allowed(ip string) bool {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	addr = addr.WithZone("").Unmap()
+	if containsAddr(h.deny, addr) {
+		return false
+	}
+	return len(h.allow) == 0 || containsAddr(h.allow, addr)
+}
+
+func containsAddr(list []netip.Prefix, addr netip.Addr) bool {
+	for _, p := range list {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// parsePrefixes parses IPs and CIDRs (Caddy's own syntax for remote_ip).
+func parsePrefixes(field string, list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for i, s := range list {
+		p, err := caddyhttp.CIDRExpressionToPrefix(s)
+		if err != nil {
+			return nil, schema.Errorf(idx(field, i), "must be an IP address or CIDR")
+		}
+		if p.Addr().Is4In6() {
+			bits := p.Bits() - 96
+			if bits < 0 {
+				bits = 0
+			}
+			p = netip.PrefixFrom(p.Addr().Unmap(), bits)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+//
+//	gateway_ip_restriction {
+//	    allow 10.0.0.0/8 192.168.1.7
+//	    deny  10.1.0.0/16
+//	    status 404
+//	    message "not here"
+//	}
+func (h *IPRestriction) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return unmarshalCaddyfile(d, h)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*IPRestriction)(nil)
+	_ caddy.Validator             = (*IPRestriction)(nil)
+	_ caddyhttp.MiddlewareHandler = (*IPRestriction)(nil)
+	_ caddyfile.Unmarshaler       = (*IPRestriction)(nil)
+	_ schema.Defaulter            = (*IPRestriction)(nil)
+)

@@ -1,0 +1,65 @@
+package traffic
+
+import (
+	"net/http"
+	"testing"
+)
+
+func TestIPRestrictionConfig(t *testing.T) {
+	wantDefaults(t, "ip-restriction", `{"allow":["10.0.0.0/8"]}`,
+		`{"allow":["10.0.0.0/8"],"deny":[],"status":403,"message":"forbidden"}`)
+	wantDefaults(t, "ip-restriction", `{"deny":["::1","1.2.3.4"],"status":404,"message":"gone"}`,
+		`{"allow":[],"deny":["::1","1.2.3.4"],"status":404,"message":"gone"}`)
+	wantConfigErrors(t, "ip-restriction", map[string]string{
+		`{}`:                                "config.allow",
+		`{"allow":[],"deny":[]}`:            "config.allow",
+		`{"allow":["10.0.0.300"]}`:          "config.allow[0]",
+		`{"allow":["1.2.3.4","nope/8"]}`:    "config.allow[1]",
+		`{"deny":["10.0.0.0/33"]}`:          "config.deny[0]",
+		`{"deny":["1.2.3.4"],"status":200}`: "config.status",
+		`{"deny":["1.2.3.4"],"status":600}`: "config.status",
+		`{"deny":"1.2.3.4"}`:                "config.deny",
+		`{"deny":["1.2.3.4"],"x":1}`:        "config.x",
+	})
+	wantCaddyfile(t, "gateway_ip_restriction {\n allow 10.0.0.0/8 127.0.0.1\n allow ::1\n status 404\n}",
+		`{"handler":"gateway_ip_restriction","allow":["10.0.0.0/8","127.0.0.1","::1"],"deny":[],"status":404,"message":"forbidden"}`)
+	if _, err := adaptCaddyfile(t, "gateway_ip_restriction"); err == nil {
+		t.Error("Caddyfile without allow/deny: no error")
+	}
+}
+
+func TestIPRestrictionTraffic(t *testing.T) {
+	cases := []struct {
+		config  string
+		status  int
+		message string
+	}{
+		{`{"allow":["127.0.0.1"]}`, 200, ""},
+		{`{"allow":["127.0.0.0/8"],"deny":["10.0.0.0/8"]}`, 200, ""},
+		{`{"allow":["10.0.0.0/8"]}`, 403, "forbidden"},
+		{`{"deny":["127.0.0.0/24"]}`, 403, "forbidden"},
+		{`{"allow":["127.0.0.1"],"deny":["127.0.0.1"],"status":451,"message":"nope"}`, 451, "nope"}, // deny wins
+		{`{"deny":["::ffff:127.0.0.1"]}`, 403, "forbidden"},                                         // v4-mapped form
+		{`{"deny":["::1"]}`, 200, ""},
+	}
+	for _, c := range cases {
+		g := startGW(t, []string{handlerJSON(t, "ip-restriction", c.config)})
+		res := g.get("/x")
+		wantStatus(t, res, c.status)
+		if c.status != 200 {
+			wantErrorBody(t, res, c.message)
+			if n := len(g.upstreamSeen()); n != 0 {
+				t.Fatalf("%s: refused request reached the upstream", c.config)
+			}
+		}
+	}
+}
+
+// The client address is Caddy's client_ip when the peer is a trusted proxy.
+func TestIPRestrictionTrustedProxy(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "ip-restriction", `{"deny":["203.0.113.0/24"]}`)},
+		withServer(`"trusted_proxies":{"source":"static","ranges":["127.0.0.1/32"]},"client_ip_headers":["X-Forwarded-For"]`))
+	wantStatus(t, g.get("/", "X-Forwarded-For", "203.0.113.9"), http.StatusForbidden)
+	wantStatus(t, g.get("/", "X-Forwarded-For", "198.51.100.1"), http.StatusOK)
+	wantStatus(t, g.get("/"), http.StatusOK)
+}

@@ -1,0 +1,94 @@
+package traffic
+
+import (
+	"net/http"
+	"testing"
+)
+
+func TestRedirectConfig(t *testing.T) {
+	wantDefaults(t, "redirect", `{"to_https":true}`,
+		`{"to_https":true,"location":"","status":308,"keep_path":true}`)
+	wantDefaults(t, "redirect", `{"location":"https://new.example/base","status":301,"keep_path":false}`,
+		`{"to_https":false,"location":"https://new.example/base","status":301,"keep_path":false}`)
+	wantConfigErrors(t, "redirect", map[string]string{
+		`{}`: "config.location",
+		`{"to_https":true,"location":"https://x.example"}`: "config.location",
+		`{"location":"/relative"}`:                         "config.location",
+		`{"location":"ftp://x.example"}`:                   "config.location",
+		`{"to_https":true,"status":200}`:                   "config.status",
+		`{"to_https":true,"status":304}`:                   "config.status",
+		`{"to_https":true,"https_port":8443}`:              "config.https_port", // internal: not part of the API
+		`{"to_https":true,"keep_path":"no"}`:               "config.keep_path",
+	})
+	wantCaddyfile(t, "gateway_redirect {\n to_https\n https_port 8443\n}",
+		`{"handler":"gateway_redirect","to_https":true,"location":"","status":308,"keep_path":true,"https_port":8443}`)
+	if _, err := adaptCaddyfile(t, "gateway_redirect {\n status 307\n}"); err == nil {
+		t.Error("Caddyfile without to_https or location: no error")
+	}
+}
+
+func TestRedirectLocation(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "redirect", `{"location":"https://new.example/base/"}`)})
+	res := g.get("/a/b?x=1&y=%20")
+	wantStatus(t, res, http.StatusPermanentRedirect)
+	if got := res.Header.Get("Location"); got != "https://new.example/base/a/b?x=1&y=%20" {
+		t.Fatalf("Location %q", got)
+	}
+	if len(g.upstreamSeen()) != 0 {
+		t.Fatal("redirected request reached the upstream")
+	}
+
+	g = startGW(t, []string{handlerJSON(t, "redirect", `{"location":"http://other.example/landing","keep_path":false,"status":302}`)})
+	res = g.do(http.MethodPost, "/a?b", nil)
+	wantStatus(t, res, http.StatusFound)
+	if got := res.Header.Get("Location"); got != "http://other.example/landing" {
+		t.Fatalf("Location %q", got)
+	}
+}
+
+func TestRedirectToHTTPS(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "redirect", `{"to_https":true}`)}, withTLS())
+	res := g.get("/p/q?r=1", "Host", "shop.example:8080")
+	wantStatus(t, res, http.StatusPermanentRedirect)
+	if got := res.Header.Get("Location"); got != "https://shop.example/p/q?r=1" {
+		t.Fatalf("Location %q (443 is omitted)", got)
+	}
+	res = g.get("/", "Host", "[::1]:8080")
+	if got := res.Header.Get("Location"); got != "https://[::1]/" {
+		t.Fatalf("IPv6 Location %q", got)
+	}
+	// HTTPS requests pass
+	res = g.get(g.TLSURL + "/secure")
+	wantStatus(t, res, http.StatusOK)
+	if got := g.last().URI; got != "/secure" {
+		t.Fatalf("upstream saw %q", got)
+	}
+	if len(g.upstreamSeen()) != 1 {
+		t.Fatal("plain requests reached the upstream")
+	}
+}
+
+func TestRedirectToHTTPSPort(t *testing.T) {
+	// the gateway router's HTTPS listener port wins over https_port
+	g := startGW(t, []string{`{"handler":"test_gwinfo","https_port":8443}`,
+		`{"handler":"gateway_redirect","to_https":true,"location":"","status":301,"keep_path":false,"https_port":9443}`})
+	res := g.get("/x", "Host", "shop.example")
+	wantStatus(t, res, http.StatusMovedPermanently)
+	if got := res.Header.Get("Location"); got != "https://shop.example:8443/" {
+		t.Fatalf("Location %q", got)
+	}
+	g = startGW(t, []string{`{"handler":"gateway_redirect","to_https":true,"location":"","status":307,"keep_path":true,"https_port":9443}`})
+	res = g.get("/x", "Host", "shop.example")
+	wantStatus(t, res, http.StatusTemporaryRedirect)
+	if got := res.Header.Get("Location"); got != "https://shop.example:9443/x" {
+		t.Fatalf("Location %q", got)
+	}
+}
+
+// Caddy loading a raw config runs the full checks too.
+func TestRedirectRawConfigChecked(t *testing.T) {
+	err := caddyLoadErr(t, `{"handler":"gateway_redirect","to_https":true,"status":200}`)
+	if err == nil {
+		t.Fatal("status 200 accepted by caddy.Load")
+	}
+}

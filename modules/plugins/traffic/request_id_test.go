@@ -1,0 +1,102 @@
+package traffic
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+func TestRequestIDConfig(t *testing.T) {
+	wantDefaults(t, "request-id", `{}`,
+		`{"header_name":"X-Request-ID","trust_incoming":true,"echo_downstream":true}`)
+	wantDefaults(t, "request-id", `{"trust_incoming":false,"header_name":"X-Corr"}`,
+		`{"header_name":"X-Corr","trust_incoming":false,"echo_downstream":true}`)
+	wantConfigErrors(t, "request-id", map[string]string{
+		`{"header_name":""}`:           "config.header_name",
+		`{"header_name":"bad header"}`: "config.header_name",
+		`{"trust_incoming":"yes"}`:     "config.trust_incoming",
+		`{"echo_downstream":null}`:     "config.echo_downstream",
+		`{"nope":1}`:                   "config.nope",
+	})
+	wantCaddyfile(t, "gateway_request_id", `{"handler":"gateway_request_id","header_name":"X-Request-ID","trust_incoming":true,"echo_downstream":true}`)
+	wantCaddyfile(t, "gateway_request_id {\n header_name X-Trace\n trust_incoming false\n}",
+		`{"handler":"gateway_request_id","header_name":"X-Trace","trust_incoming":false,"echo_downstream":true}`)
+	for _, bad := range []string{
+		"gateway_request_id {\n header_name \"a b\"\n}",
+		"gateway_request_id {\n unknown 1\n}",
+		"gateway_request_id {\n trust_incoming maybe\n}",
+		"gateway_request_id X-Foo",
+	} {
+		if _, err := adaptCaddyfile(t, bad); err == nil {
+			t.Errorf("Caddyfile %q: no error", bad)
+		}
+	}
+}
+
+func TestRequestIDTraffic(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "request-id", `{}`)})
+
+	// generated: a UUIDv4, the same upstream and downstream
+	res := g.get("/a")
+	wantStatus(t, res, http.StatusOK)
+	id := res.Header.Get("X-Request-ID")
+	u, err := uuid.Parse(id)
+	if err != nil || u.Version() != 4 || len(id) != 36 {
+		t.Fatalf("X-Request-ID %q is not a UUIDv4", id)
+	}
+	if got := g.last().Header.Values("X-Request-Id"); len(got) != 1 || got[0] != id {
+		t.Fatalf("upstream saw %q, want [%s]", got, id)
+	}
+	if id2 := g.get("/a").Header.Get("X-Request-ID"); id2 == id {
+		t.Fatal("two requests got the same id")
+	}
+
+	// trusted incoming id is kept
+	res = g.get("/b", "X-Request-ID", "client-id-1")
+	if got := res.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "client-id-1" {
+		t.Fatalf("downstream %q, want [client-id-1]", got)
+	}
+	if got := g.last().Header.Get("X-Request-ID"); got != "client-id-1" {
+		t.Fatalf("upstream %q", got)
+	}
+	// an invalid incoming id is replaced
+	res = g.get("/b", "X-Request-ID", "has space")
+	if _, err := uuid.Parse(res.Header.Get("X-Request-ID")); err != nil {
+		t.Fatalf("invalid incoming id kept: %q", res.Header.Get("X-Request-ID"))
+	}
+}
+
+func TestRequestIDNoTrustNoEcho(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "request-id", `{"header_name":"X-Corr","trust_incoming":false,"echo_downstream":false}`)},
+		withUpstream(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Corr", "from-upstream")
+			w.WriteHeader(http.StatusOK)
+		}))
+	res := g.get("/", "X-Corr", "client")
+	wantStatus(t, res, http.StatusOK)
+	up := g.last().Header.Get("X-Corr")
+	if _, err := uuid.Parse(up); err != nil {
+		t.Fatalf("upstream got %q, want a fresh UUID", up)
+	}
+	if got := res.Header.Get("X-Corr"); got != "from-upstream" {
+		t.Fatalf("echo_downstream false: response header %q, want the upstream's own", got)
+	}
+}
+
+func TestRequestIDEchoReplacesUpstreamCopy(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "request-id", `{}`)},
+		withUpstream(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Request-ID", "upstream-own")
+		}))
+	res := g.get("/", "X-Request-ID", "abc")
+	if got := res.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "abc" {
+		t.Fatalf("downstream ids %q, want [abc]", got)
+	}
+	// proxy errors (upstream down) still carry the id
+	g.upstream.Close()
+	res = g.get("/", "X-Request-ID", "abc")
+	if res.StatusCode != http.StatusBadGateway || res.Header.Get("X-Request-ID") != "abc" {
+		t.Fatalf("upstream down: status %d, id %q", res.StatusCode, res.Header.Get("X-Request-ID"))
+	}
+}

@@ -1,0 +1,254 @@
+// Package traffic holds the gateway's traffic-policy plugin types: request-id,
+// ip-restriction, cors, redirect, request-size-limit, request-termination,
+// request-transform, response-transform, response-body-transform,
+// response-compression and hsts (addendum §2 "Plugin").
+//
+// Each type is one Caddy HTTP handler module (http.handlers.gateway_<type>)
+// whose struct is the whole declaration of its config (see package plugins),
+// and one Caddyfile directive (gateway_<type>) whose subdirectives are the
+// config's JSON field names, parsed generically from the struct (caddyfile.go).
+package traffic
+
+import (
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+// Caddyfile order of the directives, relative to Caddy's standard ones. Each
+// is inserted directly before its anchor, so directives sharing an anchor
+// keep this list's order whatever the files' init order. The result follows
+// the gateway's default plugin ordering, except hsts, which runs early so
+// that it also marks responses made by the directives after it:
+//
+//	gateway_request_id, gateway_hsts, gateway_ip_restriction, header,
+//	gateway_cors, request_body, …, gateway_redirect, redir, …, forward_auth,
+//	(auth directives), gateway_request_size_limit, gateway_request_termination,
+//	request_header, gateway_request_transform, gateway_response_transform,
+//	encode, gateway_response_compression, gateway_response_body_transform,
+//	push, …, reverse_proxy
+//
+// response_body_transform sits inside response_compression so it sees
+// uncompressed bodies (it also handles gzip and zstd bodies itself).
+func init() {
+	for _, o := range [][2]string{
+		{"request-id", "header"},
+		{"hsts", "header"},
+		{"ip-restriction", "header"},
+		{"cors", "request_body"},
+		{"redirect", "redir"},
+		{"request-size-limit", "request_header"},
+		{"request-termination", "request_header"},
+		{"request-transform", "encode"},
+		{"response-transform", "encode"},
+		{"response-compression", "push"},
+		{"response-body-transform", "push"},
+	} {
+		httpcaddyfile.RegisterDirectiveOrder(plugins.ModuleName(o[0]), httpcaddyfile.Before, o[1])
+	}
+}
+
+// registerDirective makes the registered plugin type name usable as the
+// Caddyfile directive gateway_<name> (ordered in the init above). Call it
+// from init after plugins.Register.
+func registerDirective(name string) {
+	t, ok := plugins.Lookup(name)
+	if !ok {
+		panic("traffic: directive for unregistered plugin type " + name)
+	}
+	dir := t.ModuleName()
+	httpcaddyfile.RegisterHandlerDirective(dir, func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+		m := t.New()
+		u, ok := m.(caddyfile.Unmarshaler)
+		if !ok {
+			return nil, h.Errf("%s has no Caddyfile syntax", dir)
+		}
+		if err := u.UnmarshalCaddyfile(h.Dispenser); err != nil {
+			return nil, err
+		}
+		return m, nil
+	})
+}
+
+// replacer is the request's Caddy replacer (a fresh one when the request did
+// not come through a Caddy server).
+func replacer(r *http.Request) *caddy.Replacer {
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok && repl != nil {
+		return repl
+	}
+	return caddy.NewReplacer()
+}
+
+// ---- header operations (request-transform, response-transform) ----
+
+// headerOps are the header operations of request-transform and
+// response-transform, applied in the order remove, rename, set, add (Kong's
+// transformer order). remove, set and add are Caddy's own header operations
+// (wildcard deletes, placeholders in values, the Host special case); rename
+// is ours.
+type headerOps struct {
+	remove, set, add *headers.HeaderOps
+	rename           [][2]string // canonical old, new
+}
+
+func newHeaderOps(remove []string, rename, set, add map[string]string) *headerOps {
+	ops := &headerOps{}
+	if len(remove) > 0 {
+		ops.remove = &headers.HeaderOps{Delete: remove}
+	}
+	for _, old := range sortedKeys(rename) {
+		ops.rename = append(ops.rename, [2]string{http.CanonicalHeaderKey(old), http.CanonicalHeaderKey(rename[old])})
+	}
+	if len(set) > 0 {
+		ops.set = &headers.HeaderOps{Set: http.Header{}}
+		for k, v := range set {
+			ops.set.Set.Set(k, v)
+		}
+	}
+	if len(add) > 0 {
+		ops.add = &headers.HeaderOps{Add: http.Header{}}
+		for k, v := range add {
+			ops.add.Add.Add(k, v)
+		}
+	}
+	return ops
+}
+
+func (ops *headerOps) empty() bool {
+	return ops.remove == nil && ops.set == nil && ops.add == nil && len(ops.rename) == 0
+}
+
+// apply changes hdr (response headers).
+func (ops *headerOps) apply(hdr http.Header, repl *caddy.Replacer) {
+	ops.remove.ApplyTo(hdr, repl) // nil-safe
+	ops.renameIn(hdr)
+	ops.set.ApplyTo(hdr, repl)
+	ops.add.ApplyTo(hdr, repl)
+}
+
+// applyToRequest changes r's headers (and r.Host for a Host header).
+func (ops *headerOps) applyToRequest(r *http.Request) {
+	if ops.remove != nil {
+		ops.remove.ApplyToRequest(r)
+	}
+	ops.renameIn(r.Header)
+	if ops.set != nil {
+		ops.set.ApplyToRequest(r)
+	}
+	if ops.add != nil {
+		ops.add.ApplyToRequest(r)
+	}
+}
+
+// renameIn moves the values of each old header to its new name (replacing
+// what the new name held); absent headers are left alone.
+func (ops *headerOps) renameIn(hdr http.Header) {
+	for _, rn := range ops.rename {
+		vals, ok := hdr[rn[0]]
+		if !ok || rn[0] == rn[1] {
+			continue
+		}
+		delete(hdr, rn[0])
+		hdr[rn[1]] = vals
+	}
+}
+
+// checkHeaderOps validates the four header-operation fields.
+func checkHeaderOps(remove []string, rename, set, add map[string]string) error {
+	for i, name := range remove {
+		if !validHeaderPattern(name) {
+			return schema.Errorf(idx("remove_headers", i), "must be a header name (a leading or trailing * is a wildcard)")
+		}
+	}
+	for _, k := range sortedKeys(rename) {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return schema.Errorf("rename_headers."+k, "key must be a valid header name")
+		}
+		if !httpguts.ValidHeaderFieldName(rename[k]) {
+			return schema.Errorf("rename_headers."+k, "must be a valid header name")
+		}
+	}
+	for field, m := range map[string]map[string]string{"set_headers": set, "add_headers": add} {
+		for _, k := range sortedKeys(m) {
+			if !httpguts.ValidHeaderFieldName(k) {
+				return schema.Errorf(field+"."+k, "key must be a valid header name")
+			}
+			if !httpguts.ValidHeaderFieldValue(m[k]) {
+				return schema.Errorf(field+"."+k, "must be a valid header value (no control characters)")
+			}
+		}
+	}
+	return nil
+}
+
+func validHeaderPattern(s string) bool {
+	if s == "*" {
+		return true
+	}
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "*"), "*")
+	return httpguts.ValidHeaderFieldName(s)
+}
+
+// ---- response writer hooks ----
+
+// headerHook runs fn on the response header just before the final status
+// line is written (once; not for 1xx informational responses), so what fn
+// sets wins over what the upstream sent.
+type headerHook struct {
+	*caddyhttp.ResponseWriterWrapper
+	fn   func(http.Header)
+	done bool
+}
+
+func newHeaderHook(w http.ResponseWriter, fn func(http.Header)) *headerHook {
+	return &headerHook{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, fn: fn}
+}
+
+func (w *headerHook) WriteHeader(status int) {
+	if !w.done && (status >= 200 || status == http.StatusSwitchingProtocols) {
+		w.done = true
+		w.fn(w.Header())
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *headerHook) Write(p []byte) (int, error) {
+	if !w.done {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *headerHook) ReadFrom(r io.Reader) (int64, error) {
+	if !w.done {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriterWrapper.ReadFrom(r)
+}
+
+// FlushError implements the interface http.ResponseController looks for.
+func (w *headerHook) FlushError() error {
+	if !w.done {
+		w.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// ---- small helpers ----
+
+func idx(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
