@@ -348,3 +348,6 @@ func (cp *ControlPlane) reloadLocked() error {
 	}
 	return caddy.Load(cfg, false)
 }
+
+// API is the admin API handler.
+func (cp *ControlPlane) API() *API { return cp.api }

@@ -35,6 +35,10 @@ type Gateway struct {
 	DSN        string // SQLite file
 	Header     http.Header
 	Client     *http.Client
+
+	// OpenAPI validates every admin answer against the served document
+	// (nil when Options.NoOpenAPICheck).
+	OpenAPI *Validator
 }
 
 // Options tune Start.
@@ -48,6 +52,9 @@ type Options struct {
 	HealthInterval time.Duration
 	// Gateway adds fields to the gateway app's bootstrap config.
 	Gateway map[string]any
+	// NoOpenAPICheck turns off the validation of admin answers against the
+	// served OpenAPI document.
+	NoOpenAPICheck bool
 }
 
 // FreeAddr returns a free 127.0.0.1:port.
@@ -115,6 +122,9 @@ func Start(t testing.TB, opts *Options) *Gateway {
 	if err := adminext.WaitReady(ctx); err != nil {
 		t.Fatalf("gateway not ready: %v", err)
 	}
+	if !opts.NoOpenAPICheck {
+		g.OpenAPI = LoadValidator(t, g.AdminURL)
+	}
 	// A restarted store may have other listener settings.
 	if cp := adminext.Current(); cp != nil {
 		if a := cp.ProxyAddr(false); a != "" {
@@ -153,12 +163,21 @@ func (g *Gateway) Do(method, path string, body any) (int, []byte) {
 	for k, v := range g.Header {
 		req.Header[k] = v
 	}
+	var reqBody []byte
+	if rd != nil {
+		reqBody, _ = io.ReadAll(rd)
+		req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	}
 	resp, err := g.Client.Do(req)
 	if err != nil {
 		g.T.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
+	if g.OpenAPI != nil {
+		req.Body = io.NopCloser(bytes.NewReader(reqBody))
+		g.OpenAPI.Check(g.T, req, resp, out)
+	}
 	return resp.StatusCode, out
 }
 

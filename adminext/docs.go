@@ -1,0 +1,17 @@
+package adminext
+
+import (
+	_ "embed"
+)
+
+// docsHTML renders the OpenAPI document in the browser; it is embedded in
+// the binary and loads nothing from elsewhere.
+//
+//go:embed assets/docs.html
+var docsHTML []byte
+
+func serveDocs(c *Call) {
+	c.W.Header().Set("Content-Type", "text/html; charset=utf-8")
+	c.W.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'")
+	_, _ = c.W.Write(docsHTML)
+}

@@ -1,0 +1,245 @@
+package adminext
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() { RegisterEndpoints(docEndpoints) }
+
+// apiDescription records the decisions taken where the specification is
+// silent; it heads the served OpenAPI document.
+const apiDescription = `Admin API of Caddy Gateway: upstream services, targets, routes, stream
+routes, plugins, consumers and credentials, settings, observability.
+
+Every mutation is persisted and hot-reloaded into the running proxy before
+the answer. PUT is a full replacement. Creates and deletes answer 200.
+Errors are {"error": message} naming the field.
+
+Decisions where the specification is silent:
+- Route literal paths must start with "/"; regex paths start with "~".
+- The tie-break "more method and header conditions" counts 1 for a
+  non-empty methods list plus 1 per header condition. Between two wildcard
+  host matches, the longer wildcard suffix wins before the path length.
+- Deleting a service also removes split entries pointing at it from other
+  routes; a route left without split entries sends its traffic to its own
+  service_id.
+- Settings listener changes apply at once (no restart needed); a listener
+  that cannot be bound is a 400 and nothing changes.
+- Upstream errors made by the proxy are JSON {"error"} with status 502
+  (bad gateway), 503 (no target available) or 504 (timeout).
+- Target health: unknown until the first check; unhealthy targets get no
+  traffic while a healthy one exists.
+`
+
+func docEndpoints() []*Endpoint {
+	return []*Endpoint{
+		{Method: "GET", Path: "/openapi.yaml", Role: RolePublic, Tag: "system", Summary: "This OpenAPI 3.1 document (YAML)",
+			ContentType: "application/yaml", Raw: serveOpenAPIYAML},
+		{Method: "GET", Path: "/openapi.json", Role: RolePublic, Tag: "system", Summary: "This OpenAPI 3.1 document (JSON)",
+			ContentType: "application/json", Raw: serveOpenAPIJSON},
+		{Method: "GET", Path: "/docs", Role: RolePublic, Tag: "system", Summary: "API reference rendered from the OpenAPI document",
+			ContentType: "text/html", Raw: serveDocs},
+	}
+}
+
+var (
+	docOnce sync.Once
+	docMap  map[string]any
+)
+
+// OpenAPI returns the OpenAPI document of the endpoints a serves.
+func (a *API) OpenAPI() map[string]any {
+	docOnce.Do(func() { docMap = buildOpenAPI(a.endpoints) })
+	return docMap
+}
+
+func serveOpenAPIYAML(c *Call) {
+	b, err := yaml.Marshal(c.API.OpenAPI())
+	if err != nil {
+		c.Fail(err)
+		return
+	}
+	c.W.Header().Set("Content-Type", "application/yaml")
+	_, _ = c.W.Write(b)
+}
+
+func serveOpenAPIJSON(c *Call) { WriteJSON(c.W, http.StatusOK, c.API.OpenAPI()) }
+
+var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
+
+type docBuilder struct {
+	schemas map[string]any
+}
+
+func buildOpenAPI(eps []*Endpoint) map[string]any {
+	b := &docBuilder{schemas: map[string]any{
+		"Error": map[string]any{"type": "object", "required": []string{"error"},
+			"properties": map[string]any{"error": map[string]any{"type": "string"}}},
+	}}
+	paths := map[string]any{}
+	for _, ep := range eps {
+		item, _ := paths[ep.Path].(map[string]any)
+		if item == nil {
+			item = map[string]any{}
+			paths[ep.Path] = item
+		}
+		item[strings.ToLower(ep.Method)] = b.operation(ep)
+	}
+	b.pluginSchemas()
+	return map[string]any{
+		"openapi": "3.1.0",
+		"info": map[string]any{
+			"title":       "Caddy Gateway Admin API",
+			"version":     "0.1.0",
+			"description": apiDescription,
+		},
+		"paths": paths,
+		"components": map[string]any{
+			"schemas": b.schemas,
+			"securitySchemes": map[string]any{
+				"bearer":     map[string]any{"type": "http", "scheme": "bearer", "description": "The admin token."},
+				"adminToken": map[string]any{"type": "apiKey", "in": "header", "name": "X-Admin-Token"},
+				"session":    map[string]any{"type": "apiKey", "in": "cookie", "name": "gateway_session"},
+			},
+		},
+	}
+}
+
+func (b *docBuilder) operation(ep *Endpoint) map[string]any {
+	op := map[string]any{
+		"summary":     ep.Summary,
+		"operationId": operationID(ep),
+		"tags":        []string{ep.Tag},
+	}
+	desc := ep.Description
+	if ep.Role != RolePublic {
+		desc = strings.TrimSpace("Least role: " + ep.Role.String() + ". " + desc)
+		op["security"] = []any{map[string]any{"bearer": []any{}}, map[string]any{"adminToken": []any{}}, map[string]any{"session": []any{}}}
+	} else {
+		op["security"] = []any{}
+	}
+	if desc != "" {
+		op["description"] = desc
+	}
+	var params []any
+	for _, m := range pathParam.FindAllStringSubmatch(ep.Path, -1) {
+		params = append(params, map[string]any{
+			"name": m[1], "in": "path", "required": true,
+			"schema": map[string]any{"type": "integer", "format": "int64", "minimum": 1},
+		})
+	}
+	for _, q := range ep.Query {
+		p := map[string]any{"name": q.Name, "in": "query", "required": q.Required, "schema": map[string]any{"type": q.Type}}
+		if q.Description != "" {
+			p["description"] = q.Description
+		}
+		params = append(params, p)
+	}
+	if len(params) > 0 {
+		op["parameters"] = params
+	}
+	if ep.Body != nil {
+		op["requestBody"] = map[string]any{
+			"required": true,
+			"content":  map[string]any{"application/json": map[string]any{"schema": b.ref(ep.Body, schema.Input)}},
+		}
+	}
+	responses := map[string]any{}
+	ok := map[string]any{"description": "OK"}
+	switch {
+	case ep.ResponseSchema != nil:
+		ok["content"] = map[string]any{contentType(ep): map[string]any{"schema": ep.ResponseSchema}}
+	case ep.Response != nil:
+		s := b.ref(ep.Response, schema.Output)
+		if ep.ResponseList {
+			s = map[string]any{"type": "array", "items": s}
+		}
+		ok["content"] = map[string]any{"application/json": map[string]any{"schema": s}}
+	case ep.ContentType != "":
+		ok["content"] = map[string]any{ep.ContentType: map[string]any{"schema": map[string]any{"type": "string"}}}
+	}
+	responses["200"] = ok
+	statuses := append([]int{}, ep.Statuses...)
+	if ep.Role != RolePublic {
+		statuses = append(statuses, 401, 403, 500)
+	}
+	for _, st := range statuses {
+		key := strconv.Itoa(st)
+		if _, dup := responses[key]; dup {
+			continue
+		}
+		r := map[string]any{"description": http.StatusText(st)}
+		if st >= 400 {
+			r["content"] = map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}
+		}
+		responses[key] = r
+	}
+	op["responses"] = responses
+	return op
+}
+
+func contentType(ep *Endpoint) string {
+	if ep.ContentType != "" {
+		return ep.ContentType
+	}
+	return "application/json"
+}
+
+func operationID(ep *Endpoint) string {
+	p := pathParam.ReplaceAllString(ep.Path, "by_$1")
+	p = strings.NewReplacer("/api/v1/", "", "/", "_", "-", "_", ".", "_").Replace(p)
+	return strings.ToLower(ep.Method) + "_" + strings.Trim(p, "_")
+}
+
+// ref registers the declaration's schema under its type name and returns a
+// $ref to it.
+func (b *docBuilder) ref(decl any, mode schema.Mode) map[string]any {
+	t := reflect.TypeOf(decl)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	name := t.Name()
+	if mode == schema.Input {
+		name += "Input"
+	}
+	if _, ok := b.schemas[name]; !ok {
+		b.schemas[name] = schema.JSONSchema(decl, mode)
+	}
+	return map[string]any{"$ref": "#/components/schemas/" + name}
+}
+
+// pluginSchemas adds one config schema per registered plugin type, so the
+// document shows every type's fields and defaults.
+func (b *docBuilder) pluginSchemas() {
+	types := plugins.Types()
+	sort.Slice(types, func(i, j int) bool { return types[i].Name < types[j].Name })
+	var refs []any
+	for _, t := range types {
+		name := "PluginConfig_" + strings.ReplaceAll(t.Name, "-", "_")
+		s := schema.JSONSchema(t.New(), schema.Input)
+		s["description"] = "config of the " + t.Name + " plugin type (default ordering " + strconv.Itoa(t.Ordering) + ")"
+		b.schemas[name] = s
+		refs = append(refs, map[string]any{"$ref": "#/components/schemas/" + name})
+	}
+	if len(refs) > 0 {
+		b.schemas["PluginConfig"] = map[string]any{"description": "The config object of a plugin; its shape depends on type.", "anyOf": refs}
+	}
+}
+
+// documentJSON is the document as JSON bytes (tests validate it).
+func documentJSON(a *API) []byte {
+	j, _ := json.Marshal(a.OpenAPI())
+	return j
+}

@@ -1,0 +1,18 @@
+package pluginapi
+
+import (
+	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/modules/process"
+)
+
+// PurgeProxyCache empties the process-wide proxy-cache store and returns how
+// many cached responses it removed (POST /api/v1/cache/purge).
+var PurgeProxyCache = process.PurgeProxyCache
+
+type purgeResult struct {
+	Purged int `json:"purged" doc:"How many cached responses were removed."`
+}
+
+func purgeCache(*adminext.Call) (any, error) {
+	return purgeResult{Purged: PurgeProxyCache()}, nil
+}

@@ -1,0 +1,139 @@
+// Package pluginapi is the admin API of plugins, consumers, credentials and
+// the proxy-cache purge:
+//
+//	GET/POST        /api/v1/plugins
+//	GET/PUT/DELETE  /api/v1/plugins/{id}
+//	POST            /api/v1/cache/purge
+//	GET/POST        /api/v1/consumers
+//	GET/PUT/DELETE  /api/v1/consumers/{id}
+//	GET/POST        /api/v1/consumers/{consumer_id}/credentials
+//	DELETE          /api/v1/credentials/{id}
+//
+// Every mutation goes through the control plane's Mutate: persisted in a
+// transaction, compiled and loaded into the running proxy before the answer.
+package pluginapi
+
+import (
+	"fmt"
+	"sort"
+
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+func init() {
+	adminext.RegisterEndpoints(pluginEndpoints)
+	adminext.RegisterEndpoints(consumerEndpoints)
+}
+
+var pluginResource = adminext.Resource[storage.Plugin]{
+	Kind:  "plugin",
+	Check: checkPlugin,
+	Order: "ordering, id",
+}
+
+// checkPlugin validates a plugin inside the mutation's transaction: the
+// scope rules already ran (storage.Plugin.Validate); here the type, the
+// referenced service or route, the config (normalized: every field, defaults
+// filled), the default ordering and the one-per-type-per-target rule.
+func checkPlugin(tx *gorm.DB, p *storage.Plugin) error {
+	t, ok := plugins.Lookup(p.Type)
+	if !ok {
+		return schema.Errorf("type", "unknown plugin type %q", p.Type)
+	}
+	if p.ServiceID != nil {
+		if err := adminext.Exists[storage.Service](tx, "service_id", *p.ServiceID); err != nil {
+			return err
+		}
+	}
+	if p.RouteID != nil {
+		if err := adminext.Exists[storage.Route](tx, "route_id", *p.RouteID); err != nil {
+			return err
+		}
+	}
+	cfg, err := plugins.NormalizeConfig(p.Type, p.Config)
+	if err != nil {
+		return err
+	}
+	p.Config = cfg
+	if p.Ordering == nil {
+		o := int32(t.Ordering)
+		p.Ordering = &o
+	}
+
+	q := tx.Model(&storage.Plugin{}).Where("type = ? AND scope = ?", p.Type, p.Scope)
+	target := "globally"
+	switch p.Scope {
+	case "service":
+		q = q.Where("service_id = ?", *p.ServiceID)
+		target = fmt.Sprintf("for service %d", *p.ServiceID)
+	case "route":
+		q = q.Where("route_id = ?", *p.RouteID)
+		target = fmt.Sprintf("for route %d", *p.RouteID)
+	}
+	if p.ID != 0 {
+		q = q.Where("id <> ?", p.ID)
+	}
+	var other []int64
+	if err := q.Limit(1).Pluck("id", &other).Error; err != nil {
+		return err
+	}
+	if len(other) > 0 {
+		return schema.Errorf("type", "a %s plugin already exists %s (plugin %d); one plugin of a type per scope target", p.Type, target, other[0])
+	}
+	return nil
+}
+
+const pluginDescription = "A plugin is scoped globally, to a service (service_id) or to a route (route_id). " +
+	"One plugin of a type per scope target: a second one, or a PUT moving a plugin onto an occupied target, is 400. " +
+	"For a request, the most specific enabled instance of each type applies (route, then service, then global); a disabled plugin neither applies nor shadows. " +
+	"Plugins run in ascending ordering, then id; ordering defaults to the type's default ordering. " +
+	"config is validated by the type's declaration (unknown fields are 400, errors name the field as config.<field>); answers show every config field with defaults filled. " +
+	"Only registered plugin types are accepted; others are 400 \"unknown plugin type\"."
+
+func pluginEndpoints() []*adminext.Endpoint {
+	eps := pluginResource.CRUD("/api/v1/plugins", "plugins", adminext.RoleViewer, adminext.RoleEditor, storage.Plugin{})
+	one, list := pluginOutputSchema()
+	for _, ep := range eps {
+		ep.Description = pluginDescription
+		switch {
+		case ep.Method == "GET" && ep.Path == "/api/v1/plugins":
+			ep.Summary = "List plugins (ordered by ordering, then id)"
+			ep.ResponseSchema = list
+		case ep.Method != "DELETE":
+			ep.ResponseSchema = one
+		}
+	}
+	eps = append(eps, &adminext.Endpoint{
+		Method: "POST", Path: "/api/v1/cache/purge", Role: adminext.RoleEditor, Tag: "plugins",
+		Summary:     "Purge the proxy cache",
+		Description: "Removes every in-memory proxy-cache entry of every proxy-cache plugin instance and answers how many were removed.",
+		Response:    purgeResult{},
+		Handle:      purgeCache,
+	})
+	return eps
+}
+
+// pluginOutputSchema is the answer schema of a plugin (and of the list):
+// the declaration's output schema, with config described per registered
+// type (if type is X then config is X's declaration).
+func pluginOutputSchema() (one, list map[string]any) {
+	one = schema.JSONSchema(storage.Plugin{}, schema.Output)
+	types := plugins.Types()
+	sort.SliceStable(types, func(i, j int) bool { return types[i].Name < types[j].Name })
+	var cases []any
+	for _, t := range types {
+		cases = append(cases, map[string]any{
+			"if":   map[string]any{"properties": map[string]any{"type": map[string]any{"const": t.Name}}},
+			"then": map[string]any{"properties": map[string]any{"config": schema.JSONSchema(t.New(), schema.Output)}},
+		})
+	}
+	if len(cases) > 0 {
+		one["allOf"] = cases
+	}
+	return one, map[string]any{"type": "array", "items": one}
+}
