@@ -1,0 +1,86 @@
+package traffic
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRequestSizeLimitConfig(t *testing.T) {
+	wantDefaults(t, "request-size-limit", `{}`, `{"max_bytes":1048576}`)
+	wantDefaults(t, "request-size-limit", `{"max_bytes":0}`, `{"max_bytes":0}`)
+	wantConfigErrors(t, "request-size-limit", map[string]string{
+		`{"max_bytes":-1}`:   "config.max_bytes",
+		`{"max_bytes":1.5}`:  "config.max_bytes",
+		`{"max_bytes":"1"}`:  "config.max_bytes",
+		`{"max_bytes":null}`: "config.max_bytes",
+		`{"limit":1}`:        "config.limit",
+	})
+	wantCaddyfile(t, "gateway_request_size_limit {\n max_bytes 10\n}", `{"handler":"gateway_request_size_limit","max_bytes":10}`)
+	if _, err := adaptCaddyfile(t, "gateway_request_size_limit {\n max_bytes ten\n}"); err == nil {
+		t.Error("Caddyfile max_bytes ten: no error")
+	}
+}
+
+// chunked is a body of n bytes without a declared length (sent chunked).
+func chunked(n int) io.Reader { return io.LimitReader(neverEnding('x'), int64(n)) }
+
+type neverEnding byte
+
+func (b neverEnding) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
+}
+
+func TestRequestSizeLimitDeclared(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "request-size-limit", `{"max_bytes":100}`)})
+	res := g.do(http.MethodPost, "/", strings.NewReader(strings.Repeat("a", 100)))
+	wantStatus(t, res, http.StatusOK)
+	if got := len(g.last().Body); got != 100 {
+		t.Fatalf("upstream got %d bytes", got)
+	}
+	res = g.do(http.MethodPost, "/", strings.NewReader(strings.Repeat("a", 101)))
+	wantStatus(t, res, http.StatusRequestEntityTooLarge)
+	wantErrorBody(t, res, "request body too large")
+	if n := len(g.upstreamSeen()); n != 1 {
+		t.Fatalf("oversized declared body reached the upstream (%d requests)", n)
+	}
+	wantStatus(t, g.get("/"), http.StatusOK) // no body
+}
+
+func TestRequestSizeLimitStreamed(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "request-size-limit", `{"max_bytes":65536}`)})
+	res := g.do(http.MethodPost, "/small", chunked(1000))
+	wantStatus(t, res, http.StatusOK)
+	if up := g.last(); len(up.Body) != 1000 || up.BodyErr != "" || len(up.Header.Values("Content-Length")) != 0 {
+		t.Fatalf("upstream got %d bytes, error %q, header %v", len(up.Body), up.BodyErr, up.Header)
+	}
+
+	res = g.do(http.MethodPost, "/big", chunked(4<<20))
+	wantStatus(t, res, http.StatusRequestEntityTooLarge)
+	wantErrorBody(t, res, "request body too large")
+	// the upstream, if the request got that far, never saw a complete body
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		reqs := g.upstreamSeen()
+		if len(reqs) == 2 {
+			if up := reqs[1]; up.BodyErr == "" || len(up.Body) > 65536 {
+				t.Fatalf("upstream read %d bytes, error %q", len(up.Body), up.BodyErr)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Log("the cut-off request never reached the upstream handler")
+}
+
+func TestRequestSizeLimitZero(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "request-size-limit", `{"max_bytes":0}`)})
+	wantStatus(t, g.get("/"), http.StatusOK)
+	wantStatus(t, g.do(http.MethodPost, "/", strings.NewReader("a")), http.StatusRequestEntityTooLarge)
+	wantStatus(t, g.do(http.MethodPost, "/", chunked(10)), http.StatusRequestEntityTooLarge)
+}

@@ -1,0 +1,107 @@
+package traffic
+
+import (
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "request-termination", Ordering: 900, New: func() plugins.Handler { return new(RequestTermination) }})
+	registerDirective("request-termination")
+}
+
+// RequestTermination is the request-termination plugin: it answers every
+// request itself, never proxying: {error: message} by default, or a raw
+// body (Caddy's static_response, placeholders allowed) with content_type.
+type RequestTermination struct {
+	Status      int     `json:"status" schema:"min=200,max=599" doc:"Response status. Default 503."`
+	Message     string  `json:"message" doc:"Error message of the JSON answer {error: message} (when body is null). Default \"service unavailable\"."`
+	Body        *string `json:"body" doc:"Raw response body instead of {error: message}; Caddy placeholders are replaced. Default null."`
+	ContentType string  `json:"content_type" doc:"Content-Type of a raw body. Default application/json."`
+
+	static *caddyhttp.StaticResponse
+}
+
+// SetDefaults implements schema.Defaulter.
+func (h *RequestTermination) SetDefaults() {
+	h.Status = http.StatusServiceUnavailable
+	h.Message = "service unavailable"
+	h.Body = nil
+	h.ContentType = "application/json"
+}
+
+// CaddyModule returns the Caddy module information.
+func (*RequestTermination) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_request_termination",
+		New: func() caddy.Module { return new(RequestTermination) },
+	}
+}
+
+// Provision checks the config with the admin API's rules (Caddy itself
+// only calls Validate) and sets up the static response of a raw body.
+func (h *RequestTermination) Provision(caddy.Context) error {
+	if err := schema.Check(h); err != nil {
+		return err
+	}
+	if h.Body != nil {
+		h.static = &caddyhttp.StaticResponse{
+			StatusCode: caddyhttp.WeakString(strconv.Itoa(h.Status)),
+			Body:       *h.Body,
+		}
+		if h.ContentType != "" {
+			h.static.Headers = http.Header{"Content-Type": {h.ContentType}}
+		}
+	}
+	return nil
+}
+
+// Validate implements schema.Validator and caddy.Validator.
+func (h *RequestTermination) Validate() error {
+	if h.ContentType != "" {
+		if _, _, err := mime.ParseMediaType(h.ContentType); err != nil {
+			return schema.Errorf("content_type", "must be a media type")
+		}
+	}
+	return nil
+}
+
+// ServeHTTP answers the request.
+func (h *RequestTermination) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if h.static == nil {
+		gwctx.WriteError(w, h.Status, h.Message)
+		return nil
+	}
+	return h.static.ServeHTTP(w, r, next)
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+//
+//	gateway_request_termination {
+//	    status 503
+//	    message "down for maintenance"
+//	    # or a raw body:
+//	    body "<h1>Back soon</h1>"
+//	    content_type "text/html; charset=utf-8"
+//	}
+func (h *RequestTermination) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return unmarshalCaddyfile(d, h)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*RequestTermination)(nil)
+	_ caddy.Validator             = (*RequestTermination)(nil)
+	_ caddyhttp.MiddlewareHandler = (*RequestTermination)(nil)
+	_ caddyfile.Unmarshaler       = (*RequestTermination)(nil)
+	_ schema.Defaulter            = (*RequestTermination)(nil)
+)

@@ -1,0 +1,52 @@
+package traffic
+
+import (
+	"net/http"
+	"testing"
+)
+
+func TestRequestTerminationConfig(t *testing.T) {
+	wantDefaults(t, "request-termination", `{}`,
+		`{"status":503,"message":"service unavailable","body":null,"content_type":"application/json"}`)
+	wantDefaults(t, "request-termination", `{"status":200,"body":"ok","content_type":"text/plain"}`,
+		`{"status":200,"message":"service unavailable","body":"ok","content_type":"text/plain"}`)
+	wantConfigErrors(t, "request-termination", map[string]string{
+		`{"status":100}`:            "config.status",
+		`{"status":600}`:            "config.status",
+		`{"body":5}`:                "config.body",
+		`{"content_type":"a b"}`:    "config.content_type",
+		`{"message":null}`:          "config.message",
+		`{"status":503,"extra":""}`: "config.extra",
+	})
+	wantCaddyfile(t, "gateway_request_termination {\n status 410\n body \"<h1>gone</h1>\"\n content_type text/html\n}",
+		`{"handler":"gateway_request_termination","status":410,"message":"service unavailable","body":"<h1>gone</h1>","content_type":"text/html"}`)
+}
+
+func TestRequestTerminationTraffic(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "request-termination", `{}`)})
+	res := g.get("/x")
+	wantStatus(t, res, http.StatusServiceUnavailable)
+	wantErrorBody(t, res, "service unavailable")
+
+	g = startGW(t, []string{handlerJSON(t, "request-termination", `{"status":418,"message":"teapot"}`)})
+	res = g.do(http.MethodPost, "/x", nil)
+	wantStatus(t, res, http.StatusTeapot)
+	wantErrorBody(t, res, "teapot")
+
+	g = startGW(t, []string{handlerJSON(t, "request-termination", `{"status":200,"body":"<p>maintenance on {http.request.uri.path}</p>","content_type":"text/html; charset=utf-8"}`)})
+	res = g.get("/page")
+	wantStatus(t, res, http.StatusOK)
+	if res.Body != "<p>maintenance on /page</p>" || res.Header.Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Fatalf("raw body %q, Content-Type %q", res.Body, res.Header.Get("Content-Type"))
+	}
+
+	g = startGW(t, []string{handlerJSON(t, "request-termination", `{"body":"{\"down\":true}"}`)})
+	res = g.get("/")
+	wantStatus(t, res, http.StatusServiceUnavailable)
+	if res.Body != `{"down":true}` || res.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("raw body %q, Content-Type %q", res.Body, res.Header.Get("Content-Type"))
+	}
+	if n := len(g.upstreamSeen()); n != 0 {
+		t.Fatalf("terminated requests reached the upstream (%d)", n)
+	}
+}

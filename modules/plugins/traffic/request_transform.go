@@ -1,0 +1,122 @@
+package traffic
+
+import (
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "request-transform", Ordering: 1100, New: func() plugins.Handler { return new(RequestTransform) }})
+	registerDirective("request-transform")
+}
+
+// RequestTransform is the request-transform plugin: it changes the headers
+// and query of the request the upstream receives. Header operations run in
+// the order remove, rename, set, add; query operations remove, then set.
+// Values (and header names of remove_headers) may use Caddy placeholders
+// such as {http.request.remote.host}; unknown placeholders are left as
+// they are.
+type RequestTransform struct {
+	RemoveHeaders []string          `json:"remove_headers" doc:"Header names to remove; a leading or trailing * is a wildcard (X-Internal-*)."`
+	RenameHeaders map[string]string `json:"rename_headers" doc:"Old name → new name; the values move (replacing the new name's), absent headers are left alone."`
+	SetHeaders    map[string]string `json:"set_headers" doc:"Name → value, replacing existing values (a Host entry changes the upstream Host)."`
+	AddHeaders    map[string]string `json:"add_headers" doc:"Name → value, added to existing values."`
+	RemoveQuery   []string          `json:"remove_query" doc:"Query parameter names to remove."`
+	SetQuery      map[string]string `json:"set_query" doc:"Query parameter name → value, replacing existing values."`
+
+	headers *headerOps
+}
+
+// SetDefaults implements schema.Defaulter.
+func (h *RequestTransform) SetDefaults() {
+	h.RemoveHeaders = []string{}
+	h.RenameHeaders = map[string]string{}
+	h.SetHeaders = map[string]string{}
+	h.AddHeaders = map[string]string{}
+	h.RemoveQuery = []string{}
+	h.SetQuery = map[string]string{}
+}
+
+// CaddyModule returns the Caddy module information.
+func (*RequestTransform) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_request_transform",
+		New: func() caddy.Module { return new(RequestTransform) },
+	}
+}
+
+// Provision checks the config with the admin API's rules (Caddy itself
+// only calls Validate) and prepares the header operations.
+func (h *RequestTransform) Provision(caddy.Context) error {
+	if err := schema.Check(h); err != nil {
+		return err
+	}
+	h.headers = newHeaderOps(h.RemoveHeaders, h.RenameHeaders, h.SetHeaders, h.AddHeaders)
+	return nil
+}
+
+// Validate implements schema.Validator and caddy.Validator.
+func (h *RequestTransform) Validate() error {
+	if err := checkHeaderOps(h.RemoveHeaders, h.RenameHeaders, h.SetHeaders, h.AddHeaders); err != nil {
+		return err
+	}
+	for i, k := range h.RemoveQuery {
+		if k == "" {
+			return schema.Errorf(idx("remove_query", i), "must not be empty")
+		}
+	}
+	if _, ok := h.SetQuery[""]; ok {
+		return schema.Errorf("set_query", "keys must not be empty")
+	}
+	return nil
+}
+
+// ServeHTTP transforms the request, then calls next.
+func (h *RequestTransform) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if !h.headers.empty() {
+		h.headers.applyToRequest(r)
+	}
+	if len(h.RemoveQuery) > 0 || len(h.SetQuery) > 0 {
+		repl := replacer(r)
+		q := r.URL.Query()
+		for _, k := range h.RemoveQuery {
+			q.Del(k)
+		}
+		for k, v := range h.SetQuery {
+			q.Set(k, repl.ReplaceKnown(v, ""))
+		}
+		r.URL.RawQuery = q.Encode()
+		r.RequestURI = r.URL.RequestURI()
+	}
+	return next.ServeHTTP(w, r)
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax (map fields
+// take one "key value" per line):
+//
+//	gateway_request_transform {
+//	    remove_headers X-Debug X-Internal-*
+//	    rename_headers X-Old X-New
+//	    set_headers X-Real-IP {http.request.remote.host}
+//	    add_headers X-Via gateway
+//	    remove_query debug
+//	    set_query source gateway
+//	}
+func (h *RequestTransform) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return unmarshalCaddyfile(d, h)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*RequestTransform)(nil)
+	_ caddy.Validator             = (*RequestTransform)(nil)
+	_ caddyhttp.MiddlewareHandler = (*RequestTransform)(nil)
+	_ caddyfile.Unmarshaler       = (*RequestTransform)(nil)
+	_ schema.Defaulter            = (*RequestTransform)(nil)
+)

@@ -1,0 +1,93 @@
+package traffic
+
+import (
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "response-transform", Ordering: 1300, New: func() plugins.Handler { return new(ResponseTransform) }})
+	registerDirective("response-transform")
+}
+
+// ResponseTransform is the response-transform plugin: it changes the
+// headers of the response the client receives, when the response header is
+// written (so the upstream's headers are there to remove or rename). The
+// operations run in the order remove, rename, set, add; values may use Caddy
+// placeholders.
+type ResponseTransform struct {
+	RemoveHeaders []string          `json:"remove_headers" doc:"Header names to remove; a leading or trailing * is a wildcard (X-Powered-*)."`
+	RenameHeaders map[string]string `json:"rename_headers" doc:"Old name → new name; the values move (replacing the new name's), absent headers are left alone."`
+	SetHeaders    map[string]string `json:"set_headers" doc:"Name → value, replacing existing values."`
+	AddHeaders    map[string]string `json:"add_headers" doc:"Name → value, added to existing values."`
+
+	headers *headerOps
+}
+
+// SetDefaults implements schema.Defaulter.
+func (h *ResponseTransform) SetDefaults() {
+	h.RemoveHeaders = []string{}
+	h.RenameHeaders = map[string]string{}
+	h.SetHeaders = map[string]string{}
+	h.AddHeaders = map[string]string{}
+}
+
+// CaddyModule returns the Caddy module information.
+func (*ResponseTransform) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_response_transform",
+		New: func() caddy.Module { return new(ResponseTransform) },
+	}
+}
+
+// Provision checks the config with the admin API's rules (Caddy itself
+// only calls Validate) and prepares the header operations.
+func (h *ResponseTransform) Provision(caddy.Context) error {
+	if err := schema.Check(h); err != nil {
+		return err
+	}
+	h.headers = newHeaderOps(h.RemoveHeaders, h.RenameHeaders, h.SetHeaders, h.AddHeaders)
+	return nil
+}
+
+// Validate implements schema.Validator and caddy.Validator.
+func (h *ResponseTransform) Validate() error {
+	return checkHeaderOps(h.RemoveHeaders, h.RenameHeaders, h.SetHeaders, h.AddHeaders)
+}
+
+// ServeHTTP calls next with a response writer that transforms the header.
+func (h *ResponseTransform) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if h.headers.empty() {
+		return next.ServeHTTP(w, r)
+	}
+	repl := replacer(r)
+	return next.ServeHTTP(newHeaderHook(w, func(hdr http.Header) { h.headers.apply(hdr, repl) }), r)
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax (map fields
+// take one "key value" per line):
+//
+//	gateway_response_transform {
+//	    remove_headers Server X-Powered-*
+//	    rename_headers X-Upstream-Time X-Time
+//	    set_headers Cache-Control no-store
+//	    add_headers X-Served-By gateway
+//	}
+func (h *ResponseTransform) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return unmarshalCaddyfile(d, h)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*ResponseTransform)(nil)
+	_ caddy.Validator             = (*ResponseTransform)(nil)
+	_ caddyhttp.MiddlewareHandler = (*ResponseTransform)(nil)
+	_ caddyfile.Unmarshaler       = (*ResponseTransform)(nil)
+	_ schema.Defaulter            = (*ResponseTransform)(nil)
+)

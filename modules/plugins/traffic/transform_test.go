@@ -1,0 +1,125 @@
+package traffic
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+)
+
+func TestRequestTransformConfig(t *testing.T) {
+	wantDefaults(t, "request-transform", `{}`,
+		`{"remove_headers":[],"rename_headers":{},"set_headers":{},"add_headers":{},"remove_query":[],"set_query":{}}`)
+	wantDefaults(t, "request-transform", `{"set_headers":{"X-A":"{http.request.remote.host}"},"remove_query":["q"]}`,
+		`{"remove_headers":[],"rename_headers":{},"set_headers":{"X-A":"{http.request.remote.host}"},"add_headers":{},"remove_query":["q"],"set_query":{}}`)
+	wantConfigErrors(t, "request-transform", map[string]string{
+		`{"remove_headers":["ok","bad header"]}`: "config.remove_headers[1]",
+		`{"rename_headers":{"A":"b c"}}`:         "config.rename_headers.A",
+		`{"set_headers":{"a b":"x"}}`:            "config.set_headers.a b",
+		`{"add_headers":{"X":"line\nbreak"}}`:    "config.add_headers.X",
+		`{"set_headers":{"X":1}}`:                "config.set_headers",
+		`{"remove_query":[""]}`:                  "config.remove_query[0]",
+		`{"set_query":{"":"v"}}`:                 "config.set_query",
+		`{"set_path":"/"}`:                       "config.set_path",
+	})
+	wantCaddyfile(t, "gateway_request_transform {\n set_headers X-Real-IP {http.request.remote.host}\n set_headers X-B b\n remove_headers X-Debug X-Internal-*\n set_query source gw\n}",
+		`{"handler":"gateway_request_transform","remove_headers":["X-Debug","X-Internal-*"],"rename_headers":{},"set_headers":{"X-Real-IP":"{http.request.remote.host}","X-B":"b"},"add_headers":{},"remove_query":[],"set_query":{"source":"gw"}}`)
+	if _, err := adaptCaddyfile(t, "gateway_request_transform {\n set_headers X-A\n}"); err == nil {
+		t.Error("Caddyfile map entry without a value: no error")
+	}
+}
+
+func TestRequestTransformTraffic(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "request-transform", `{
+		"remove_headers":["X-Debug","X-Internal-*"],
+		"rename_headers":{"X-Old":"X-New","X-Absent":"X-Never"},
+		"set_headers":{"X-Client":"{http.request.remote.host}","X-Set":"set","Host":"upstream.example","X-Unknown":"{not.a.placeholder}"},
+		"add_headers":{"X-Set":"added","X-Via":"gateway"},
+		"remove_query":["debug"],
+		"set_query":{"source":"gw","path":"{http.request.uri.path}"}}`)})
+	res := g.get("/p?debug=1&keep=a+b&source=client",
+		"X-Debug", "1", "X-Internal-Token", "t", "X-Old", "old", "X-New", "replaced", "X-Set", "client", "Host", "client.example")
+	wantStatus(t, res, http.StatusOK)
+	up := g.last()
+	h := up.Header
+	check := func(name string, want ...string) {
+		t.Helper()
+		got := h.Values(name)
+		if len(got) != len(want) {
+			t.Errorf("upstream %s = %q, want %q", name, got, want)
+			return
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("upstream %s = %q, want %q", name, got, want)
+			}
+		}
+	}
+	check("X-Debug")
+	check("X-Internal-Token")
+	check("X-Old")
+	check("X-New", "old")
+	check("X-Never")
+	check("X-Client", "127.0.0.1")
+	check("X-Set", "set", "added")
+	check("X-Via", "gateway")
+	check("X-Unknown", "{not.a.placeholder}")
+	if up.Host != "upstream.example" {
+		t.Errorf("upstream Host %q", up.Host)
+	}
+	u, _ := url.Parse(up.URI)
+	q := u.Query()
+	if u.Path != "/p" || q.Has("debug") || q.Get("keep") != "a b" || q.Get("source") != "gw" || q.Get("path") != "/p" || len(q) != 3 {
+		t.Errorf("upstream URI %q", up.URI)
+	}
+}
+
+func TestResponseTransformConfig(t *testing.T) {
+	wantDefaults(t, "response-transform", `{}`,
+		`{"remove_headers":[],"rename_headers":{},"set_headers":{},"add_headers":{}}`)
+	wantConfigErrors(t, "response-transform", map[string]string{
+		`{"remove_headers":[""]}`:     "config.remove_headers[0]",
+		`{"add_headers":{"X":"\r"}}`:  "config.add_headers.X",
+		`{"remove_query":["a"]}`:      "config.remove_query",
+		`{"rename_headers":{"a":""}}`: "config.rename_headers.a",
+	})
+	wantCaddyfile(t, "gateway_response_transform {\n remove_headers Server\n rename_headers X-A X-B\n add_headers X-C c\n}",
+		`{"handler":"gateway_response_transform","remove_headers":["Server"],"rename_headers":{"X-A":"X-B"},"set_headers":{},"add_headers":{"X-C":"c"}}`)
+}
+
+func TestResponseTransformTraffic(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "response-transform", `{
+		"remove_headers":["X-Powered-*","Server"],
+		"rename_headers":{"X-Upstream-Time":"X-Time"},
+		"set_headers":{"Cache-Control":"no-store","X-Path":"{http.request.uri.path}"},
+		"add_headers":{"X-Served-By":"gateway","Cache-Control":"private"}}`)},
+		withUpstream(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Powered-By", "php")
+			w.Header().Set("X-Powered-Engine", "x")
+			w.Header().Set("Server", "apache")
+			w.Header().Set("X-Upstream-Time", "12ms")
+			w.Header().Set("Cache-Control", "public")
+			w.Header().Add("X-Served-By", "upstream")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte("body"))
+		}))
+	res := g.get("/r")
+	wantStatus(t, res, http.StatusCreated)
+	if res.Body != "body" {
+		t.Fatalf("body %q", res.Body)
+	}
+	for name, want := range map[string][]string{
+		"X-Powered-By":     nil,
+		"X-Powered-Engine": nil,
+		"Server":           nil,
+		"X-Upstream-Time":  nil,
+		"X-Time":           {"12ms"},
+		"Cache-Control":    {"no-store", "private"},
+		"X-Path":           {"/r"},
+		"X-Served-By":      {"upstream", "gateway"},
+	} {
+		got := res.Header.Values(name)
+		if len(got) != len(want) || (len(want) > 0 && (got[0] != want[0] || got[len(got)-1] != want[len(want)-1])) {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+}
