@@ -1,0 +1,606 @@
+// Package proxycache holds the gateway's proxy-cache plugin type: upstream
+// responses kept in memory and served again until they expire. Entries live
+// in the process-wide store (process.ProxyCache) so they survive config
+// reloads; process.PurgeProxyCache empties it.
+package proxycache
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/modules/plugins/proxycache/cachestore"
+	"github.com/caddy-gateway/gateway/modules/process"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "proxy-cache", Ordering: 1000, New: func() plugins.Handler { return new(ProxyCache) }})
+	httpcaddyfile.RegisterHandlerDirective("gateway_proxy_cache", parseCaddyfile)
+	// Right before reverse_proxy: after encode (cached bodies are the
+	// upstream's, compressed per client), after the auth and rate-limit
+	// directives (a hit is still authenticated and counted).
+	httpcaddyfile.RegisterDirectiveOrder("gateway_proxy_cache", httpcaddyfile.Before, "reverse_proxy")
+}
+
+// Header is the response header telling what the cache did.
+const Header = "X-Cache-Status"
+
+// ProxyCache is the proxy-cache plugin.
+type ProxyCache struct {
+	TTLS              int64    `json:"ttl_s" schema:"min=1" doc:"Seconds a response is kept, unless its Cache-Control says otherwise (honor_cache_control)."`
+	Methods           []string `json:"methods" schema:"minItems=1" doc:"Request methods whose responses are cached."`
+	StatusCodes       []int    `json:"status_codes" schema:"minItems=1,min=100,max=599" doc:"Response statuses that are cached."`
+	ContentTypes      []string `json:"content_types" doc:"Media types cached (type/subtype or type/*); empty: any."`
+	MaxBodyBytes      int64    `json:"max_body_bytes" schema:"min=0" doc:"Larger responses are not cached."`
+	VaryHeaders       []string `json:"vary_headers" doc:"Request headers whose values are part of the cache key."`
+	HonorCacheControl bool     `json:"honor_cache_control" doc:"Obey Cache-Control: a request's no-cache/no-store bypasses the cache; a response's no-store, private, no-cache are not stored, its s-maxage/max-age set the TTL."`
+
+	// InstanceID is the plugin's id, set by the gateway's config compiler:
+	// entries are kept per instance in a process-wide store and survive
+	// reloads. Standalone configs (no id) are keyed by their settings.
+	InstanceID int64 `json:"instance_id,omitempty" schema:"internal"`
+
+	store  *cachestore.Store
+	prefix string
+	ctypes []string
+	vary   []string // canonical header names
+}
+
+// CaddyModule returns the Caddy module information.
+func (*ProxyCache) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_proxy_cache",
+		New: func() caddy.Module { return new(ProxyCache) },
+	}
+}
+
+// Provision implements caddy.Provisioner.
+func (p *ProxyCache) Provision(caddy.Context) error {
+	if p.TTLS == 0 {
+		p.TTLS = 300
+	}
+	if p.Methods == nil {
+		p.Methods = []string{"GET", "HEAD"}
+	}
+	if p.StatusCodes == nil {
+		p.StatusCodes = []int{200, 301, 404}
+	}
+	p.store = process.ProxyCache
+	p.ctypes = p.ctypes[:0]
+	for _, ct := range p.ContentTypes {
+		p.ctypes = append(p.ctypes, mediaType(ct))
+	}
+	p.vary = p.vary[:0]
+	for _, h := range p.VaryHeaders {
+		p.vary = append(p.vary, http.CanonicalHeaderKey(h))
+	}
+	slices.Sort(p.vary)
+	p.prefix = p.instanceKey()
+	return nil
+}
+
+// instanceKey is the store key prefix of this plugin instance: its id (or,
+// standalone, nothing) and a hash of its settings, so that changed caching
+// rules start with a fresh cache while unrelated reloads keep it.
+func (p *ProxyCache) instanceKey() string {
+	cfg, _ := json.Marshal(struct {
+		TTL    int64
+		M      []string
+		S      []int
+		C      []string
+		Max    int64
+		V      []string
+		Honour bool
+	}{p.TTLS, p.Methods, p.StatusCodes, p.ctypes, p.MaxBodyBytes, p.vary, p.HonorCacheControl})
+	sum := sha256.Sum256(cfg)
+	return "pc:" + strconv.FormatInt(p.InstanceID, 10) + ":" + hex.EncodeToString(sum[:8]) + ":"
+}
+
+// Validate implements caddy.Validator and schema.Validator.
+func (p *ProxyCache) Validate() error {
+	if p.TTLS < 1 {
+		return schema.Errorf("ttl_s", "must be at least 1")
+	}
+	if len(p.Methods) == 0 {
+		return schema.Errorf("methods", "must have at least 1 items")
+	}
+	for i, m := range p.Methods {
+		if !isToken(m) || strings.ToUpper(m) != m {
+			return schema.Errorf("methods["+strconv.Itoa(i)+"]", "must be an upper-case HTTP method")
+		}
+	}
+	if len(p.StatusCodes) == 0 {
+		return schema.Errorf("status_codes", "must have at least 1 items")
+	}
+	for i, s := range p.StatusCodes {
+		if s < 100 || s > 599 {
+			return schema.Errorf("status_codes["+strconv.Itoa(i)+"]", "must be 100..599")
+		}
+	}
+	for i, ct := range p.ContentTypes {
+		mt := mediaType(ct)
+		typ, sub, ok := strings.Cut(mt, "/")
+		if !ok || !isToken(typ) || (sub != "*" && !isToken(sub)) {
+			return schema.Errorf("content_types["+strconv.Itoa(i)+"]", "must be a media type (type/subtype or type/*)")
+		}
+	}
+	if p.MaxBodyBytes < 0 {
+		return schema.Errorf("max_body_bytes", "must be at least 0")
+	}
+	for i, h := range p.VaryHeaders {
+		if !isToken(h) {
+			return schema.Errorf("vary_headers["+strconv.Itoa(i)+"]", "must be a valid header name")
+		}
+	}
+	return nil
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (p *ProxyCache) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	store := p.store
+	if store == nil {
+		store = process.ProxyCache
+	}
+	if reason := p.bypass(r); reason != "" {
+		w.Header().Set(Header, "Bypass")
+		return next.ServeHTTP(w, r)
+	}
+	base := p.baseKey(r)
+	key := base
+	e, ok := store.Get(base)
+	if ok && e.VaryNames != nil {
+		key = variantKey(base, e.VaryNames, r)
+		e, ok = store.Get(key)
+	}
+	if ok && !tooOld(r, e) {
+		serveEntry(w, r, e)
+		return nil
+	}
+
+	w.Header().Set(Header, "Miss")
+	before := w.Header().Clone()
+	rec := &recorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, p: p, before: before}
+	if err := next.ServeHTTP(rec, r); err != nil {
+		return err
+	}
+	if !rec.storable || rec.overflow {
+		return nil
+	}
+	now := time.Now()
+	entry := &cachestore.Entry{
+		Status:  rec.status,
+		Header:  rec.header,
+		Body:    bytes.Clone(rec.buf.Bytes()),
+		Stored:  now,
+		Expires: now.Add(rec.ttl),
+	}
+	if len(rec.varyNames) > 0 {
+		store.Set(base, &cachestore.Entry{VaryNames: rec.varyNames, Stored: now, Expires: now.Add(rec.ttl)})
+		store.Set(variantKey(base, rec.varyNames, r), entry)
+	} else {
+		store.Set(base, entry)
+	}
+	return nil
+}
+
+// bypass says why a request is not served from (nor stored in) the cache,
+// or "".
+func (p *ProxyCache) bypass(r *http.Request) string {
+	if !slices.Contains(p.Methods, r.Method) {
+		return "method"
+	}
+	if r.Header.Get("Range") != "" {
+		return "range"
+	}
+	if p.HonorCacheControl {
+		cc := parseCacheControl(r.Header.Values("Cache-Control"))
+		if _, ok := cc["no-cache"]; ok {
+			return "no-cache"
+		}
+		if _, ok := cc["no-store"]; ok {
+			return "no-store"
+		}
+		if len(r.Header.Values("Cache-Control")) == 0 && strings.Contains(strings.ToLower(r.Header.Get("Pragma")), "no-cache") {
+			return "no-cache"
+		}
+	}
+	// A response to a request authorized by the upstream itself may be
+	// personal: only cache it when the gateway authenticated the consumer
+	// (who is then part of the key).
+	if r.Header.Get("Authorization") != "" {
+		if info := gwctx.From(r); info == nil || info.Consumer == nil {
+			return "authorization"
+		}
+	}
+	return ""
+}
+
+// tooOld applies a request's Cache-Control max-age to a cached entry.
+func tooOld(r *http.Request, e *cachestore.Entry) bool {
+	cc := parseCacheControl(r.Header.Values("Cache-Control"))
+	v, ok := cc["max-age"]
+	if !ok {
+		return false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return false
+	}
+	return time.Since(e.Stored) > time.Duration(n)*time.Second
+}
+
+// baseKey is the cache key of a request before response variants: plugin
+// instance, method, host, path, query, the vary_headers values and the
+// authenticated consumer (a per-consumer response is never served to
+// another consumer).
+func (p *ProxyCache) baseKey(r *http.Request) string {
+	h := sha256.New()
+	write := func(s string) {
+		io.WriteString(h, strconv.Itoa(len(s)))
+		io.WriteString(h, ":")
+		io.WriteString(h, s)
+	}
+	write(r.Method)
+	write(strings.ToLower(r.Host))
+	write(r.URL.Path)
+	write(r.URL.RawQuery)
+	for _, name := range p.vary {
+		write(name)
+		write(strings.Join(r.Header.Values(name), ","))
+	}
+	if info := gwctx.From(r); info != nil && info.Consumer != nil {
+		write("consumer:" + strconv.FormatInt(info.Consumer.ID, 10))
+	}
+	return p.prefix + string(h.Sum(nil))
+}
+
+// variantKey extends a base key with the values of the headers a response
+// varies on.
+func variantKey(base string, names []string, r *http.Request) string {
+	h := sha256.New()
+	io.WriteString(h, base)
+	for _, n := range names {
+		v := strings.Join(r.Header.Values(n), ",")
+		io.WriteString(h, "\x00"+n+"\x00"+strconv.Itoa(len(v))+":"+v)
+	}
+	return base + "/v:" + string(h.Sum(nil))
+}
+
+// serveEntry answers from the cache.
+func serveEntry(w http.ResponseWriter, r *http.Request, e *cachestore.Entry) {
+	h := w.Header()
+	for k, vs := range e.Header {
+		h[k] = slices.Clone(vs)
+	}
+	age := int64(time.Since(e.Stored) / time.Second)
+	h.Set("Age", strconv.FormatInt(age, 10))
+	h.Set(Header, "Hit")
+	w.WriteHeader(e.Status)
+	if r.Method != http.MethodHead && len(e.Body) > 0 {
+		_, _ = w.Write(e.Body)
+	}
+}
+
+// storableHeaders are the headers of a response worth replaying: those the
+// inner handlers (the upstream) set, without hop-by-hop ones.
+func storableHeaders(before, after http.Header) http.Header {
+	out := http.Header{}
+	for k, vs := range after {
+		if hopByHop[k] || k == Header || k == "Age" {
+			continue
+		}
+		if old, ok := before[k]; ok && slices.Equal(old, vs) {
+			continue // set by an outer handler for this request
+		}
+		out[k] = slices.Clone(vs)
+	}
+	return out
+}
+
+var hopByHop = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// recorder passes the response through while keeping a copy of a storable
+// one.
+type recorder struct {
+	*caddyhttp.ResponseWriterWrapper
+	p      *ProxyCache
+	before http.Header
+
+	wroteHeader bool
+	status      int
+	storable    bool
+	ttl         time.Duration
+	header      http.Header
+	varyNames   []string
+	buf         bytes.Buffer
+	overflow    bool
+}
+
+func (rec *recorder) WriteHeader(status int) {
+	if rec.wroteHeader {
+		return
+	}
+	if status >= 100 && status < 200 && status != http.StatusSwitchingProtocols {
+		rec.ResponseWriter.WriteHeader(status) // informational: not the response
+		return
+	}
+	rec.wroteHeader = true
+	rec.status = status
+	h := rec.ResponseWriter.Header()
+	rec.storable, rec.ttl, rec.varyNames = rec.p.storable(status, h)
+	if rec.storable {
+		rec.header = storableHeaders(rec.before, h)
+	} else {
+		h.Set(Header, "Bypass")
+	}
+	rec.ResponseWriter.WriteHeader(status)
+}
+
+func (rec *recorder) Write(b []byte) (int, error) {
+	if !rec.wroteHeader {
+		rec.WriteHeader(http.StatusOK)
+	}
+	if rec.storable && !rec.overflow {
+		if int64(rec.buf.Len()+len(b)) > rec.p.MaxBodyBytes {
+			rec.overflow = true
+			rec.buf = bytes.Buffer{}
+		} else {
+			rec.buf.Write(b)
+		}
+	}
+	return rec.ResponseWriter.Write(b)
+}
+
+// ReadFrom keeps io.Copy going through Write (the embedded wrapper's
+// ReadFrom would bypass the recording).
+func (rec *recorder) ReadFrom(r io.Reader) (int64, error) {
+	return io.Copy(writerOnly{rec}, r)
+}
+
+type writerOnly struct{ io.Writer }
+
+// storable decides whether a response may be stored, for how long, and the
+// request headers it varies on.
+func (p *ProxyCache) storable(status int, h http.Header) (bool, time.Duration, []string) {
+	if !slices.Contains(p.StatusCodes, status) {
+		return false, 0, nil
+	}
+	if len(p.ctypes) > 0 && !matchType(p.ctypes, mediaType(h.Get("Content-Type"))) {
+		return false, 0, nil
+	}
+	if cl := h.Get("Content-Length"); cl != "" {
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n > p.MaxBodyBytes {
+			return false, 0, nil
+		}
+	}
+	if len(h.Values("Set-Cookie")) > 0 {
+		return false, 0, nil // personal
+	}
+	var vary []string
+	for _, v := range h.Values("Vary") {
+		for _, f := range strings.Split(v, ",") {
+			f = strings.TrimSpace(f)
+			if f == "*" {
+				return false, 0, nil
+			}
+			if f != "" {
+				vary = append(vary, http.CanonicalHeaderKey(f))
+			}
+		}
+	}
+	slices.Sort(vary)
+	vary = slices.Compact(vary)
+	vary = slices.DeleteFunc(vary, func(n string) bool { return slices.Contains(p.vary, n) }) // already in the key
+	ttl := time.Duration(p.TTLS) * time.Second
+	if p.HonorCacheControl {
+		cc := parseCacheControl(h.Values("Cache-Control"))
+		for _, d := range []string{"no-store", "private", "no-cache"} {
+			if _, ok := cc[d]; ok {
+				return false, 0, nil
+			}
+		}
+		age, ok := cc["s-maxage"]
+		if !ok {
+			age, ok = cc["max-age"]
+		}
+		if ok {
+			n, err := strconv.ParseInt(age, 10, 64)
+			if err != nil || n <= 0 {
+				return false, 0, nil
+			}
+			ttl = time.Duration(n) * time.Second
+		} else if exp := h.Get("Expires"); exp != "" {
+			t, err := http.ParseTime(exp)
+			if err != nil || !t.After(time.Now()) {
+				return false, 0, nil
+			}
+			ttl = time.Until(t)
+		}
+	}
+	return true, ttl, vary
+}
+
+// parseCacheControl parses Cache-Control directives (lower-cased names,
+// unquoted values).
+func parseCacheControl(values []string) map[string]string {
+	out := map[string]string{}
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			name, val, _ := strings.Cut(strings.TrimSpace(part), "=")
+			name = strings.ToLower(strings.TrimSpace(name))
+			if name != "" {
+				out[name] = strings.Trim(strings.TrimSpace(val), `"`)
+			}
+		}
+	}
+	return out
+}
+
+// mediaType is the lower-cased type/subtype of a Content-Type value.
+func mediaType(ct string) string {
+	if mt, _, err := mime.ParseMediaType(ct); err == nil {
+		return mt
+	}
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
+}
+
+func matchType(list []string, mt string) bool {
+	for _, t := range list {
+		if t == mt {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(t, "/*"); ok && strings.HasPrefix(mt, prefix+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// SetDefaults implements schema.Defaulter.
+func (p *ProxyCache) SetDefaults() {
+	p.TTLS = 300
+	p.Methods = []string{"GET", "HEAD"}
+	p.StatusCodes = []int{200, 301, 404}
+	p.ContentTypes = []string{}
+	p.MaxBodyBytes = 1048576
+	p.VaryHeaders = []string{}
+	p.HonorCacheControl = true
+}
+
+// UnmarshalJSON fills the defaults before decoding, so a config that leaves
+// fields out (plain Caddy JSON) gets the same defaults as the admin API.
+func (p *ProxyCache) UnmarshalJSON(b []byte) error {
+	type plain ProxyCache
+	p.SetDefaults()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode((*plain)(p))
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+//
+//	gateway_proxy_cache [<ttl_s>] {
+//	    ttl_s <seconds>
+//	    methods <method...>
+//	    status_codes <code...>
+//	    content_types <type/subtype...>
+//	    max_body_bytes <n>
+//	    vary_headers <header...>
+//	    honor_cache_control [true|false]
+//	}
+func (p *ProxyCache) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	p.SetDefaults()
+	d.Next() // directive name
+	if d.NextArg() {
+		n, err := strconv.ParseInt(d.Val(), 10, 64)
+		if err != nil {
+			return d.Errf("ttl_s: %v", err)
+		}
+		p.TTLS = n
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	for d.NextBlock(0) {
+		name := d.Val()
+		switch name {
+		case "ttl_s", "max_body_bytes":
+			var s string
+			if !d.Args(&s) {
+				return d.ArgErr()
+			}
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return d.Errf("%s: %v", name, err)
+			}
+			if name == "ttl_s" {
+				p.TTLS = n
+			} else {
+				p.MaxBodyBytes = n
+			}
+		case "methods":
+			p.Methods = append([]string{}, d.RemainingArgs()...)
+		case "status_codes":
+			p.StatusCodes = []int{}
+			for _, a := range d.RemainingArgs() {
+				n, err := strconv.Atoi(a)
+				if err != nil {
+					return d.Errf("status_codes: %v", err)
+				}
+				p.StatusCodes = append(p.StatusCodes, n)
+			}
+		case "content_types":
+			p.ContentTypes = append([]string{}, d.RemainingArgs()...)
+		case "vary_headers":
+			p.VaryHeaders = append([]string{}, d.RemainingArgs()...)
+		case "honor_cache_control":
+			args := d.RemainingArgs()
+			switch len(args) {
+			case 0:
+				p.HonorCacheControl = true
+			case 1:
+				b, err := strconv.ParseBool(args[0])
+				if err != nil {
+					return d.Errf("honor_cache_control: %v", err)
+				}
+				p.HonorCacheControl = b
+			default:
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("unrecognized subdirective %q", name)
+		}
+	}
+	return nil
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	p := new(ProxyCache)
+	err := p.UnmarshalCaddyfile(h.Dispenser)
+	return p, err
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*ProxyCache)(nil)
+	_ caddy.Validator             = (*ProxyCache)(nil)
+	_ caddyhttp.MiddlewareHandler = (*ProxyCache)(nil)
+	_ caddyfile.Unmarshaler       = (*ProxyCache)(nil)
+	_ schema.Defaulter            = (*ProxyCache)(nil)
+	_ plugins.Handler             = (*ProxyCache)(nil)
+	_ http.ResponseWriter         = (*recorder)(nil)
+	_ io.ReaderFrom               = (*recorder)(nil)
+)

@@ -1,0 +1,243 @@
+package proxycache
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/modules/process"
+)
+
+func TestNormalize(t *testing.T) {
+	got, err := plugins.NormalizeConfig("proxy-cache", json.RawMessage(`{}`))
+	want := `{"ttl_s":300,"methods":["GET","HEAD"],"status_codes":[200,301,404],"content_types":[],"max_body_bytes":1048576,"vary_headers":[],"honor_cache_control":true}`
+	if err != nil || string(got) != want {
+		t.Fatalf("defaults:\n got %s %v\nwant %s", got, err, want)
+	}
+	got, err = plugins.NormalizeConfig("proxy-cache", json.RawMessage(`{"honor_cache_control":false,"content_types":["application/json","text/*"],"status_codes":[200]}`))
+	if err != nil || !strings.Contains(string(got), `"honor_cache_control":false`) || !strings.Contains(string(got), `"status_codes":[200]`) {
+		t.Fatalf("%s %v", got, err)
+	}
+	for cfg, want := range map[string]string{
+		`{"ttl_s":0}`:                      "config.ttl_s: must be at least 1",
+		`{"methods":[]}`:                   "config.methods",
+		`{"methods":["get"]}`:              "config.methods[0]",
+		`{"status_codes":[99]}`:            "config.status_codes[0]",
+		`{"status_codes":["200"]}`:         "config.status_codes: must be an integer",
+		`{"content_types":["json"]}`:       "config.content_types[0]",
+		`{"max_body_bytes":-1}`:            "config.max_body_bytes: must be at least 0",
+		`{"vary_headers":["a b"]}`:         "config.vary_headers[0]",
+		`{"ttl":60}`:                       "config.ttl: unknown field",
+		`{"instance_id":1}`:                "config.instance_id: unknown field",
+		`{"honor_cache_control":"true"}`:   "config.honor_cache_control: must be a boolean",
+		`{"honor_cache_control":null}`:     "config.honor_cache_control: must not be null",
+		`{"vary_headers":["X"],"bad":[1]}`: "config.bad: unknown field",
+	} {
+		_, err := plugins.NormalizeConfig("proxy-cache", json.RawMessage(cfg))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", cfg, err, want)
+		}
+	}
+}
+
+// origin is an upstream whose answers depend on the path; hits counts the
+// requests it served.
+func origin(t *testing.T, hits *atomic.Int64) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := hits.Add(1)
+		h := w.Header()
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		h.Set("X-Origin", "yes")
+		status := 200
+		switch r.URL.Path {
+		case "/nostore":
+			h.Set("Cache-Control", "no-store")
+		case "/private":
+			h.Set("Cache-Control", "private, max-age=60")
+		case "/nocache":
+			h.Set("Cache-Control", "no-cache")
+		case "/maxage1":
+			h.Set("Cache-Control", "public, max-age=1")
+		case "/smaxage":
+			h.Set("Cache-Control", "max-age=0, s-maxage=60")
+		case "/json":
+			h.Set("Content-Type", "application/json")
+		case "/404":
+			status = 404
+		case "/500":
+			status = 500
+		case "/cookie":
+			h.Set("Set-Cookie", "session=1")
+		case "/vary":
+			h.Set("Vary", "Accept-Language")
+		case "/big":
+			w.WriteHeader(200)
+			_, _ = w.Write([]byte(strings.Repeat("b", 2000)))
+			return
+		case "/stream": // chunked: the size is known only at the end
+			w.WriteHeader(200)
+			for i := 0; i < 4; i++ {
+				_, _ = w.Write([]byte(strings.Repeat("s", 500)))
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		w.WriteHeader(status)
+		fmt.Fprintf(w, "n=%d path=%s lang=%s", n, r.URL.Path, r.Header.Get("Accept-Language"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func cacheStatus(t *testing.T, res result, want string) {
+	t.Helper()
+	if got := res.Header.Get("X-Cache-Status"); got != want {
+		t.Fatalf("X-Cache-Status %q, want %q (status %d, body %q)", got, want, res.Status, res.Body)
+	}
+}
+
+func TestMissHitBypass(t *testing.T) {
+	process.PurgeProxyCache()
+	var hits atomic.Int64
+	up := origin(t, &hits)
+	base := startCaddy(t, up, map[string]any{"handler": "gateway_proxy_cache", "instance_id": 1, "max_body_bytes": 1000})
+
+	r1 := do(t, "GET", base+"/a?x=1")
+	wantStatus(t, r1, 200)
+	cacheStatus(t, r1, "Miss")
+	r2 := do(t, "GET", base+"/a?x=1")
+	cacheStatus(t, r2, "Hit")
+	if r2.Body != r1.Body || hits.Load() != 1 {
+		t.Fatalf("hit body %q vs %q, origin hits %d", r2.Body, r1.Body, hits.Load())
+	}
+	if r2.Header.Get("X-Origin") != "yes" || r2.Header.Get("Content-Type") != "text/plain; charset=utf-8" || r2.Header.Get("Age") == "" {
+		t.Fatalf("hit headers %v", r2.Header)
+	}
+	// key: query, method
+	cacheStatus(t, do(t, "GET", base+"/a?x=2"), "Miss")
+	h := do(t, "HEAD", base+"/a?x=1")
+	cacheStatus(t, h, "Miss")
+	h = do(t, "HEAD", base+"/a?x=1")
+	cacheStatus(t, h, "Hit")
+	if h.Body != "" {
+		t.Fatal("HEAD hit with a body")
+	}
+	// request bypasses
+	cacheStatus(t, do(t, "POST", base+"/a?x=1"), "Bypass")
+	n := hits.Load()
+	res := do(t, "GET", base+"/a?x=1", "Cache-Control", "no-cache")
+	cacheStatus(t, res, "Bypass")
+	cacheStatus(t, do(t, "GET", base+"/a?x=1", "Pragma", "no-cache"), "Bypass")
+	cacheStatus(t, do(t, "GET", base+"/a?x=1", "Authorization", "Bearer x"), "Bypass")
+	if hits.Load() != n+3 {
+		t.Fatal("bypassed requests must reach the origin")
+	}
+	cacheStatus(t, do(t, "GET", base+"/a?x=1"), "Hit")
+	// request max-age=0: refetch and store again
+	cacheStatus(t, do(t, "GET", base+"/a?x=1", "Cache-Control", "max-age=0"), "Miss")
+
+	// response bypasses: not stored, every request reaches the origin
+	for _, p := range []string{"/nostore", "/private", "/nocache", "/500", "/cookie", "/big", "/stream"} {
+		res := do(t, "GET", base+p)
+		cacheStatus(t, res, map[bool]string{true: "Miss", false: "Bypass"}[p == "/stream"])
+		if p == "/stream" && len(res.Body) != 2000 {
+			t.Fatalf("streamed body %d bytes", len(res.Body))
+		}
+		res = do(t, "GET", base+p)
+		if res.Header.Get("X-Cache-Status") == "Hit" {
+			t.Fatalf("%s was cached", p)
+		}
+	}
+	// 404 is cached by default
+	cacheStatus(t, do(t, "GET", base+"/404"), "Miss")
+	res = do(t, "GET", base+"/404")
+	cacheStatus(t, res, "Hit")
+	wantStatus(t, res, 404)
+	// s-maxage wins over max-age=0
+	cacheStatus(t, do(t, "GET", base+"/smaxage"), "Miss")
+	cacheStatus(t, do(t, "GET", base+"/smaxage"), "Hit")
+	// max-age=1 expires
+	cacheStatus(t, do(t, "GET", base+"/maxage1"), "Miss")
+	cacheStatus(t, do(t, "GET", base+"/maxage1"), "Hit")
+	time.Sleep(1100 * time.Millisecond)
+	cacheStatus(t, do(t, "GET", base+"/maxage1"), "Miss")
+
+	// response Vary: one entry per Accept-Language
+	cacheStatus(t, do(t, "GET", base+"/vary", "Accept-Language", "en"), "Miss")
+	cacheStatus(t, do(t, "GET", base+"/vary", "Accept-Language", "fr"), "Miss")
+	en := do(t, "GET", base+"/vary", "Accept-Language", "en")
+	cacheStatus(t, en, "Hit")
+	if !strings.Contains(en.Body, "lang=en") {
+		t.Fatalf("variant body %q", en.Body)
+	}
+
+	// purge
+	if n := process.PurgeProxyCache(); n < 5 {
+		t.Fatalf("purged %d", n)
+	}
+	cacheStatus(t, do(t, "GET", base+"/a?x=1"), "Miss")
+}
+
+func TestConfigRules(t *testing.T) {
+	process.PurgeProxyCache()
+	var hits atomic.Int64
+	up := origin(t, &hits)
+	base := startCaddy(t, up, map[string]any{
+		"handler": "gateway_proxy_cache", "instance_id": 2, "honor_cache_control": false,
+		"content_types": []string{"application/*"}, "status_codes": []int{200}, "vary_headers": []string{"x-tenant"},
+		"methods": []string{"GET"},
+	})
+	cacheStatus(t, do(t, "GET", base+"/json"), "Miss")
+	cacheStatus(t, do(t, "GET", base+"/json"), "Hit")
+	cacheStatus(t, do(t, "GET", base+"/json", "Cache-Control", "no-cache"), "Hit") // not honoured
+	cacheStatus(t, do(t, "GET", base+"/json", "X-Tenant", "a"), "Miss")
+	cacheStatus(t, do(t, "GET", base+"/json", "X-Tenant", "a"), "Hit")
+	cacheStatus(t, do(t, "GET", base+"/plain"), "Bypass") // content type
+	cacheStatus(t, do(t, "HEAD", base+"/json"), "Bypass") // method
+}
+
+func TestReloadKeepsEntries(t *testing.T) {
+	process.PurgeProxyCache()
+	var hits atomic.Int64
+	up := origin(t, &hits)
+	cfg := map[string]any{"handler": "gateway_proxy_cache", "instance_id": 3}
+	port := freePort(t) // the host is part of the key: keep it
+	base := startCaddyOn(t, port, up, cfg)
+	cacheStatus(t, do(t, "GET", base+"/r"), "Miss")
+	startCaddyOn(t, port, up, cfg)
+	cacheStatus(t, do(t, "GET", base+"/r"), "Hit")
+	// changed caching rules start over
+	cfg["ttl_s"] = 60
+	startCaddyOn(t, port, up, cfg)
+	cacheStatus(t, do(t, "GET", base+"/r"), "Miss")
+	// other instances do not share entries
+	startCaddyOn(t, port, up, map[string]any{"handler": "gateway_proxy_cache", "instance_id": 4})
+	cacheStatus(t, do(t, "GET", base+"/r"), "Miss")
+	if hits.Load() != 3 {
+		t.Fatalf("origin hits %d", hits.Load())
+	}
+}
+
+func TestCaddyfile(t *testing.T) {
+	process.PurgeProxyCache()
+	var hits atomic.Int64
+	up := origin(t, &hits)
+	base := startCaddyfile(t, up, `
+http://127.0.0.1:{PORT} {
+	reverse_proxy {UP}
+	gateway_proxy_cache 30 {
+		status_codes 200
+		honor_cache_control false
+	}
+}
+`)
+	cacheStatus(t, do(t, "GET", base+"/nostore"), "Miss")
+	cacheStatus(t, do(t, "GET", base+"/nostore"), "Hit")
+	cacheStatus(t, do(t, "GET", base+"/404"), "Bypass")
+}
