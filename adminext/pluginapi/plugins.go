@@ -14,6 +14,7 @@
 package pluginapi
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 
@@ -54,6 +55,9 @@ func checkPlugin(tx *gorm.DB, p *storage.Plugin) error {
 		if err := adminext.Exists[storage.Route](tx, "route_id", *p.RouteID); err != nil {
 			return err
 		}
+	}
+	if raw := bytes.TrimSpace(p.Config); len(raw) > 0 && raw[0] != '{' {
+		return schema.Errorf("config", "must be an object")
 	}
 	cfg, err := plugins.NormalizeConfig(p.Type, p.Config)
 	if err != nil {

@@ -1,0 +1,124 @@
+package pluginapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/modules/process"
+)
+
+// start runs a gateway with fresh process-wide plugin state (rate-limit
+// counters and cache entries are keyed by plugin id, which a new store
+// hands out again from 1).
+func start(t *testing.T) *testgw.Gateway {
+	t.Helper()
+	process.RateLimits.Reset("")
+	process.PurgeProxyCache()
+	return testgw.Start(t, nil)
+}
+
+// need skips a test when a plugin type is not registered (yet).
+func need(t *testing.T, types ...string) {
+	t.Helper()
+	for _, name := range types {
+		if _, ok := plugins.Lookup(name); !ok {
+			t.Skipf("plugin type %s is not registered", name)
+		}
+	}
+}
+
+// echo is an upstream answering what it received.
+func echo(t *testing.T) (addr string) {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"path": r.URL.Path, "query": r.URL.RawQuery, "headers": r.Header})
+	}))
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://")
+}
+
+type echoed struct {
+	Path    string      `json:"path"`
+	Query   string      `json:"query"`
+	Headers http.Header `json:"headers"`
+}
+
+type answer struct {
+	Status int
+	Body   string
+	Header http.Header
+}
+
+// proxy sends a proxied request with headers given as name, value pairs.
+func proxy(t *testing.T, g *testgw.Gateway, method, path string, hdr ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, g.ProxyURL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if strings.EqualFold(hdr[i], "Host") {
+			req.Host = hdr[i+1]
+			continue
+		}
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	resp, err := g.Client.Do(req)
+	if err != nil {
+		t.Fatalf("proxy %s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, string(b), resp.Header}
+}
+
+func (a answer) echo(t *testing.T) echoed {
+	t.Helper()
+	var e echoed
+	if err := json.Unmarshal([]byte(a.Body), &e); err != nil {
+		t.Fatalf("not an upstream answer (status %d): %q", a.Status, a.Body)
+	}
+	return e
+}
+
+// want400 sends a request that must answer 400 with an error containing
+// every fragment.
+func want(t *testing.T, g *testgw.Gateway, status int, method, path string, body any, fragments ...string) {
+	t.Helper()
+	st, b := g.Do(method, path, body)
+	if st != status {
+		t.Fatalf("%s %s %v: status %d, want %d: %s", method, path, body, st, status, b)
+	}
+	var e struct{ Error string }
+	if err := json.Unmarshal(b, &e); err != nil || e.Error == "" {
+		t.Fatalf("%s %s: not an error body: %s", method, path, b)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(e.Error, f) {
+			t.Fatalf("%s %s %v: error %q does not contain %q", method, path, body, e.Error, f)
+		}
+	}
+}
+
+func list(t *testing.T, g *testgw.Gateway, path string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	if st := g.JSON("GET", path, nil, &out); st != 200 {
+		t.Fatalf("GET %s: %d", path, st)
+	}
+	if out == nil {
+		t.Fatalf("GET %s: not an array", path)
+	}
+	return out
+}
+
+func id(v map[string]any) int64 { return testgw.ID(v) }
+
+func p(format string, args ...any) string { return fmt.Sprintf(format, args...) }
