@@ -1,0 +1,210 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+// Login is the password sign-in input.
+type Login struct {
+	Email    string `json:"email" schema:"required,format=email"`
+	Password string `json:"password" schema:"required,writeonly"`
+}
+
+// PasswordChange is the input of a user's own password change.
+type PasswordChange struct {
+	CurrentPassword *string `json:"current_password" schema:"writeonly" doc:"Required when the account has a password; SSO-only accounts may set a first password without it."`
+	NewPassword     string  `json:"new_password" schema:"required,writeonly,minLength=8,maxLength=1024"`
+}
+
+// SignedOut is the answer of logout.
+type SignedOut struct {
+	SignedOut bool `json:"signed_out"`
+}
+
+// Updated is the answer of a password change.
+type Updated struct {
+	Updated bool `json:"updated"`
+}
+
+const sessionDoc = "The session cookie gateway_session is HttpOnly, SameSite=Lax, Path=/, Max-Age 7 days, Secure when settings.public_url is https. " +
+	"It carries a 32-byte random token; only its SHA-256 is stored server-side, with a fixed expiry 7 days after sign-in. " +
+	"Every sign-in creates a new session (a session cookie sent along is ended: no fixation). Expired sessions are refused and deleted on use, and all expired sessions are purged at every sign-in and at start."
+
+func sessionEndpoints() []*adminext.Endpoint {
+	return []*adminext.Endpoint{
+		{Method: "POST", Path: "/api/v1/auth/login", Role: adminext.RolePublic, Tag: "auth",
+			Summary: "Sign in with email and password (public)",
+			Description: "Answers the Principal and sets the session cookie. " + sessionDoc + " " +
+				"Failed logins are limited per client IP (trusted_proxies honoured; IPv6 per /64): after 10 failures within 15 minutes every login attempt from that client answers 429 with Retry-After (seconds) until the oldest of those failures is 15 minutes old; a success does not reset the count. " +
+				"A Content-Type other than application/json (for example a cross-site HTML form) is refused with 400 (login CSRF). Unknown accounts cost the same time as wrong passwords.",
+			Body: Login{}, Response: adminext.Principal{}, Statuses: []int{400, 401, 429}, Handle: login},
+		{Method: "POST", Path: "/api/v1/auth/logout", Role: adminext.RoleViewer, Tag: "auth",
+			Summary:     "Sign out: delete the session and clear the cookie",
+			Description: "With token authentication there is no session; the cookie is cleared all the same. " + csrfRule,
+			Response:    SignedOut{}, Handle: logout},
+		{Method: "GET", Path: "/api/v1/auth/me", Role: adminext.RoleViewer, Tag: "auth",
+			Summary: "Who is calling", Response: adminext.Principal{}, Handle: me},
+		{Method: "PUT", Path: "/api/v1/auth/me/password", Role: adminext.RoleViewer, Tag: "auth",
+			Summary: "Change the signed-in user's own password",
+			Description: "Needs a session (400 for the admin token or open mode: they have no user). current_password is required when a password is set (400 when missing or wrong); SSO-only accounts may set a first password. " +
+				"The user's other sessions end; the current one stays. " + csrfRule,
+			Body: PasswordChange{}, Response: Updated{}, Statuses: []int{400}, Handle: changePassword},
+	}
+}
+
+// secureCookie: the cookie is Secure when the public URL is https.
+func secureCookie(db *gorm.DB) bool {
+	u, err := url.Parse(settingsRow(db).PublicURL)
+	return err == nil && strings.EqualFold(u.Scheme, "https")
+}
+
+// startSession creates a session for u and sets its cookie. A session the
+// request already carried is ended first: a sign-in always gets a new
+// session id.
+func startSession(db *gorm.DB, w http.ResponseWriter, r *http.Request, u *storage.AdminUser, method string) error {
+	tok, err := randomToken(32)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	purgeExpired(db)
+	err = db.Transaction(func(tx *gorm.DB) error {
+		if ck, err := r.Cookie(cookieName); err == nil && ck.Value != "" {
+			if err := tx.Where("token_hash = ?", sha256Hex(ck.Value)).Delete(&storage.AdminSession{}).Error; err != nil {
+				return err
+			}
+		}
+		sess := storage.AdminSession{TokenHash: sha256Hex(tok), UserID: u.ID, Method: method, CreatedAt: now, ExpiresAt: now.Add(sessionTTL)}
+		if err := tx.Create(&sess).Error; err != nil {
+			return err
+		}
+		u.LastLoginAt = &now
+		return tx.Model(&storage.AdminUser{}).Where("id = ?", u.ID).Update("last_login_at", now).Error
+	})
+	if err != nil {
+		return fmt.Errorf("creating session: %w", err)
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: tok, Path: "/",
+		MaxAge: int(sessionTTL / time.Second), Expires: now.Add(sessionTTL),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secureCookie(db),
+	})
+	return nil
+}
+
+func clearCookie(db *gorm.DB, w http.ResponseWriter) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, Expires: time.Unix(0, 0),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secureCookie(db)})
+}
+
+func login(c *adminext.Call) (any, error) {
+	s := svc(c)
+	db := s.db(c.Ctx())
+	key := limitKey(clientIP(c.R, settingsRow(db).TrustedProxies))
+	if wait, blocked := s.limiter.blocked(key); blocked {
+		c.W.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		return nil, &adminext.APIError{Status: http.StatusTooManyRequests, Msg: "too many failed logins from this address; try again later"}
+	}
+	if ct := c.R.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return nil, adminext.BadRequest("the request body must be sent as application/json")
+		}
+	}
+	in := &Login{}
+	if err := c.Decode(in); err != nil {
+		return nil, err
+	}
+	var u storage.AdminUser
+	err := db.Where("email_key = ?", emailKey(in.Email)).Take(&u).Error
+	if err != nil && !storage.IsNotFound(err) {
+		return nil, fmt.Errorf("reading user: %w", err)
+	}
+	found := err == nil
+	// checkPassword costs one hash even without an account or a password.
+	ok := checkPassword(u.PasswordHash, in.Password) && found && u.PasswordHash != ""
+	if !ok {
+		s.limiter.fail(key)
+		return nil, unauthorized("invalid email or password")
+	}
+	if err := startSession(db, c.W, c.R, &u, "password"); err != nil {
+		return nil, err
+	}
+	return &adminext.Principal{Role: u.Role, Method: "session", User: userView(&u)}, nil
+}
+
+func logout(c *adminext.Call) (any, error) {
+	db := svc(c).db(c.Ctx())
+	if ck, err := c.R.Cookie(cookieName); err == nil && ck.Value != "" {
+		if err := db.Where("token_hash = ?", sha256Hex(ck.Value)).Delete(&storage.AdminSession{}).Error; err != nil {
+			return nil, fmt.Errorf("deleting session: %w", err)
+		}
+	}
+	clearCookie(db, c.W)
+	return SignedOut{SignedOut: true}, nil
+}
+
+func me(c *adminext.Call) (any, error) {
+	p := adminext.PrincipalFrom(c.Ctx())
+	if p == nil {
+		return nil, unauthorized("authentication required")
+	}
+	return p, nil
+}
+
+func changePassword(c *adminext.Call) (any, error) {
+	p := adminext.PrincipalFrom(c.Ctx())
+	if p == nil || p.Method != "session" {
+		return nil, adminext.BadRequest("only a user signed in with a session has a password to change")
+	}
+	in := &PasswordChange{}
+	if err := c.Decode(in); err != nil {
+		return nil, err
+	}
+	db := svc(c).db(c.Ctx())
+	ck, err := c.R.Cookie(cookieName)
+	if err != nil {
+		return nil, unauthorized("authentication required")
+	}
+	u, sess, err := sessionUser(db, ck.Value)
+	if errors.Is(err, adminext.ErrUnauthenticated) {
+		return nil, unauthorized(err.Error())
+	}
+	if err != nil {
+		return nil, err
+	}
+	if u.PasswordHash != "" {
+		if in.CurrentPassword == nil || *in.CurrentPassword == "" {
+			return nil, adminext.BadRequest("current_password: is required")
+		}
+		if !checkPassword(u.PasswordHash, *in.CurrentPassword) {
+			return nil, adminext.BadRequest("current_password: is not correct")
+		}
+	}
+	h, err := hashPassword(in.NewPassword)
+	if err != nil {
+		return nil, err
+	}
+	err = db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Model(&storage.AdminUser{}).Where("id = ?", u.ID).Update("password_hash", h).Error; err != nil {
+			return err
+		}
+		return tx.Where("user_id = ? AND id <> ?", u.ID, sess.ID).Delete(&storage.AdminSession{}).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("updating password: %w", err)
+	}
+	return Updated{Updated: true}, nil
+}

@@ -1,0 +1,571 @@
+package auth
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"go.uber.org/zap"
+	"golang.org/x/oauth2"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/schema"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+const (
+	ssoStateTTL     = 10 * time.Minute
+	ssoMaxPending   = 10000 // pending sign-ins kept at most (oldest dropped)
+	ssoBindCookie   = "gateway_sso"
+	ssoCallbackPath = "/api/v1/auth/sso/callback"
+	ssoDefaultLabel = "Sign in with SSO"
+	providerTTL     = time.Hour
+	oidcHTTPTimeout = 10 * time.Second
+)
+
+// SsoConfig is the OpenID Connect configuration: the declaration of the
+// input (SsoConfigInput) and of the redacted config in answers.
+type SsoConfig struct {
+	Issuer            string   `json:"issuer" schema:"required,format=uri,minLength=1" doc:"The OpenID provider's issuer URL (discovery at /.well-known/openid-configuration). HTTPS; plain HTTP only for localhost, 127.0.0.1 and ::1."`
+	ClientID          string   `json:"client_id" schema:"required,minLength=1"`
+	ClientSecret      *string  `json:"client_secret,omitempty" schema:"writeonly" doc:"Never answered. Omitted or null keeps the stored one; an empty string removes it (public client, PKCE only)."`
+	ClientSecretSet   bool     `json:"client_secret_set" schema:"readonly"`
+	Label             string   `json:"label" doc:"The sign-in button label."`
+	AutoProvisionRole *string  `json:"auto_provision_role" schema:"enum=viewer|editor|admin" doc:"Role of users created at their first SSO sign-in; null: only pre-created users (matched by email) may sign in."`
+	AllowedDomains    []string `json:"allowed_domains" doc:"E-mail domains eligible for auto-provisioning (case-insensitive, exact); empty: any."`
+}
+
+// SetDefaults implements schema.Defaulter.
+func (s *SsoConfig) SetDefaults() {
+	s.Label = ssoDefaultLabel
+	s.AllowedDomains = []string{}
+}
+
+// Validate implements schema.Validator.
+func (s *SsoConfig) Validate() error {
+	u, err := url.Parse(s.Issuer)
+	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return schema.Errorf("issuer", "must be an absolute https URL without credentials, query or fragment")
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+	case "http":
+		if !isLocalhost(u.Hostname()) {
+			return schema.Errorf("issuer", "must use https (http only for localhost, 127.0.0.1 or ::1)")
+		}
+	default:
+		return schema.Errorf("issuer", "must use https (http only for localhost, 127.0.0.1 or ::1)")
+	}
+	if s.AllowedDomains == nil {
+		s.AllowedDomains = []string{}
+	}
+	for i, d := range s.AllowedDomains {
+		if d == "" || strings.ContainsAny(d, "@/ \t:") {
+			return schema.Errorf("allowed_domains["+strconv.Itoa(i)+"]", "must be an e-mail domain such as example.com")
+		}
+	}
+	return nil
+}
+
+func isLocalhost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && (ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback))
+}
+
+// SsoStatus is the answer of the SSO configuration endpoints.
+type SsoStatus struct {
+	Enabled bool       `json:"enabled"`
+	Config  *SsoConfig `json:"config"`
+}
+
+func ssoView(cfg *storage.SSOConfig) *SsoStatus {
+	if cfg == nil {
+		return &SsoStatus{}
+	}
+	domains := cfg.AllowedDomains
+	if domains == nil {
+		domains = []string{}
+	}
+	return &SsoStatus{Enabled: true, Config: &SsoConfig{
+		Issuer: cfg.Issuer, ClientID: cfg.ClientID, ClientSecretSet: cfg.ClientSecret != "",
+		Label: cfg.Label, AutoProvisionRole: cfg.AutoProvisionRole, AllowedDomains: domains,
+	}}
+}
+
+func loadSSOConfig(db *gorm.DB) (*storage.SSOConfig, error) {
+	var rows []storage.SSOConfig
+	if err := db.Where("id = ?", 1).Limit(1).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("reading SSO configuration: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return &rows[0], nil
+}
+
+const ssoFlowDoc = "OpenID Connect authorization code flow with PKCE (S256). The redirect_uri is settings.public_url + /api/v1/auth/sso/callback (the request's own origin when public_url is empty); it must be registered with the provider. " +
+	"State, nonce and PKCE verifier are kept server-side for 10 minutes and are single-use; the state is also bound to the browser that started the flow by a short-lived HttpOnly cookie gateway_sso (SameSite=Lax, Path=/api/v1/auth/sso/), so a callback URL cannot be replayed in another browser (login CSRF)."
+
+func ssoEndpoints() []*adminext.Endpoint {
+	return []*adminext.Endpoint{
+		{Method: "GET", Path: "/api/v1/sso/config", Role: adminext.RoleAdmin, Tag: "sso",
+			Summary: "The SSO configuration (client secret redacted)", Response: SsoStatus{}, Handle: getSSO},
+		{Method: "PUT", Path: "/api/v1/sso/config", Role: adminext.RoleAdmin, Tag: "sso",
+			Summary: "Configure SSO (OpenID Connect)",
+			Description: "Full replacement, except client_secret: omitted keeps the stored one. The issuer is not contacted here; discovery happens at sign-in. " +
+				ssoFlowDoc + " " + csrfRule,
+			Body: SsoConfig{}, Response: SsoStatus{}, Statuses: []int{400}, Handle: putSSO},
+		{Method: "DELETE", Path: "/api/v1/sso/config", Role: adminext.RoleAdmin, Tag: "sso",
+			Summary:     "Disable SSO",
+			Description: "Answers {enabled: false, config: null}; pending sign-ins are dropped. SSO-only accounts cannot sign in until they get a password. " + csrfRule,
+			Response:    SsoStatus{}, Handle: deleteSSO},
+		{Method: "GET", Path: "/api/v1/auth/sso/start", Role: adminext.RolePublic, Tag: "auth",
+			Summary:     "Start an SSO sign-in (browser navigation; public)",
+			Description: "303 to the provider's authorization endpoint with state, nonce and code_challenge (S256). 400 {error} when SSO is not configured; 500 when the provider's discovery document cannot be read. " + ssoFlowDoc,
+			Statuses:    []int{303, 400}, Raw: ssoStart},
+		{Method: "GET", Path: ssoCallbackPath, Role: adminext.RolePublic, Tag: "auth",
+			Summary: "SSO callback from the provider (public)",
+			Description: "Exchanges the code with the PKCE verifier, verifies the id_token with the provider's keys (signature, issuer, audience = client_id, expiry) and its nonce, then signs the user in (session cookie) and answers 303 to /. " +
+				"A user is matched by email (case-insensitive). Unknown users are created only when auto_provision_role is set and their email domain is in allowed_domains (when not empty). " +
+				"An email_verified claim that is false is refused. Every failure answers 303 to /?sso_error=<reason>, reason one of: " +
+				"provider error code (e.g. access_denied), invalid_state, not_configured, provider_unavailable, missing_code, exchange_failed, missing_id_token, invalid_id_token, id_token_expired, nonce_mismatch, email_missing, email_not_verified, not_provisioned, domain_not_allowed, server_error. " + sessionDoc,
+			Query: []adminext.QueryParam{
+				{Name: "code", Type: "string"}, {Name: "state", Type: "string"},
+				{Name: "error", Type: "string"}, {Name: "error_description", Type: "string"},
+			},
+			Statuses: []int{303}, Raw: ssoCallback},
+	}
+}
+
+func getSSO(c *adminext.Call) (any, error) {
+	cfg, err := loadSSOConfig(svc(c).db(c.Ctx()))
+	if err != nil {
+		return nil, err
+	}
+	return ssoView(cfg), nil
+}
+
+func putSSO(c *adminext.Call) (any, error) {
+	in := &SsoConfig{}
+	if err := c.Decode(in); err != nil {
+		return nil, err
+	}
+	s := svc(c)
+	db := s.db(c.Ctx())
+	var out *storage.SSOConfig
+	err := db.Transaction(func(tx *gorm.DB) error {
+		old, err := loadSSOConfig(tx)
+		if err != nil {
+			return err
+		}
+		row := &storage.SSOConfig{ID: 1, Issuer: in.Issuer, ClientID: in.ClientID, Label: in.Label,
+			AutoProvisionRole: in.AutoProvisionRole, AllowedDomains: in.AllowedDomains, UpdatedAt: time.Now().UTC()}
+		switch {
+		case in.ClientSecret != nil:
+			row.ClientSecret = *in.ClientSecret
+		case old != nil:
+			row.ClientSecret = old.ClientSecret
+		}
+		if err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, UpdateAll: true}).Create(row).Error; err != nil {
+			return err
+		}
+		out = row
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storing SSO configuration: %w", err)
+	}
+	s.oidc.forget()
+	return ssoView(out), nil
+}
+
+func deleteSSO(c *adminext.Call) (any, error) {
+	s := svc(c)
+	db := s.db(c.Ctx())
+	err := db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("id = ?", 1).Delete(&storage.SSOConfig{}).Error; err != nil {
+			return err
+		}
+		return tx.Where("1 = 1").Delete(&storage.SSOState{}).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("deleting SSO configuration: %w", err)
+	}
+	s.oidc.forget()
+	return &SsoStatus{}, nil
+}
+
+// ---- provider discovery ----
+
+type providerCache struct {
+	mu     sync.Mutex
+	m      map[string]cachedProvider
+	client *http.Client
+}
+
+type cachedProvider struct {
+	p  *oidc.Provider
+	at time.Time
+}
+
+func newProviderCache() *providerCache {
+	return &providerCache{m: map[string]cachedProvider{}, client: &http.Client{Timeout: oidcHTTPTimeout}}
+}
+
+// ctx carries the HTTP client (with its timeout) for go-oidc and oauth2.
+func (pc *providerCache) ctx(ctx context.Context) context.Context {
+	return oidc.ClientContext(ctx, pc.client)
+}
+
+func (pc *providerCache) get(ctx context.Context, issuer string) (*oidc.Provider, error) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if e, ok := pc.m[issuer]; ok && time.Since(e.at) < providerTTL {
+		return e.p, nil
+	}
+	dctx, cancel := context.WithTimeout(pc.ctx(context.WithoutCancel(ctx)), oidcHTTPTimeout)
+	defer cancel()
+	p, err := oidc.NewProvider(dctx, issuer)
+	if err != nil {
+		return nil, err
+	}
+	pc.m[issuer] = cachedProvider{p: p, at: time.Now()}
+	return p, nil
+}
+
+func (pc *providerCache) forget() {
+	pc.mu.Lock()
+	pc.m = map[string]cachedProvider{}
+	pc.mu.Unlock()
+}
+
+func oauthConfig(cfg *storage.SSOConfig, p *oidc.Provider, redirectURI string) *oauth2.Config {
+	return &oauth2.Config{
+		ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret,
+		Endpoint: p.Endpoint(), RedirectURL: redirectURI,
+		Scopes: []string{oidc.ScopeOpenID, "email", "profile"},
+	}
+}
+
+// callbackURL is public_url + the callback path, or the request's own
+// origin + the callback path when public_url is empty.
+func callbackURL(db *gorm.DB, r *http.Request) string {
+	base := strings.TrimRight(settingsRow(db).PublicURL, "/")
+	if base == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + r.Host
+	}
+	return base + ssoCallbackPath
+}
+
+// ---- start ----
+
+func ssoStart(c *adminext.Call) {
+	s := svc(c)
+	db := s.db(c.Ctx())
+	cfg, err := loadSSOConfig(db)
+	if err != nil {
+		c.Fail(err)
+		return
+	}
+	if cfg == nil {
+		c.Fail(adminext.BadRequest("SSO is not configured"))
+		return
+	}
+	prov, err := s.oidc.get(c.Ctx(), cfg.Issuer)
+	if err != nil {
+		c.CP.Logger().Warn("SSO provider discovery failed", zap.String("issuer", cfg.Issuer), zap.Error(err))
+		c.Fail(&adminext.APIError{Status: http.StatusInternalServerError, Msg: "the SSO provider's discovery document could not be read"})
+		return
+	}
+	state, err1 := randomToken(32)
+	nonce, err2 := randomToken(32)
+	binding, err3 := randomToken(32)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		c.Fail(err)
+		return
+	}
+	verifier := oauth2.GenerateVerifier()
+	redirectURI := callbackURL(db, c.R)
+	now := time.Now().UTC()
+	row := storage.SSOState{StateHash: sha256Hex(state), BindingHash: sha256Hex(binding), Nonce: nonce,
+		Verifier: verifier, RedirectURI: redirectURI, CreatedAt: now, ExpiresAt: now.Add(ssoStateTTL)}
+	err = db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("expires_at <= ?", now).Delete(&storage.SSOState{}).Error; err != nil {
+			return err
+		}
+		var n int64
+		if err := tx.Model(&storage.SSOState{}).Count(&n).Error; err != nil {
+			return err
+		}
+		if n >= ssoMaxPending {
+			// Unauthenticated callers can start sign-ins: keep the table
+			// bounded by dropping the oldest pending ones.
+			sub := tx.Model(&storage.SSOState{}).Select("id").Order("id").Limit(int(n - ssoMaxPending + 1))
+			if err := tx.Where("id IN (?)", sub).Delete(&storage.SSOState{}).Error; err != nil {
+				return err
+			}
+		}
+		return tx.Create(&row).Error
+	})
+	if err != nil {
+		c.Fail(fmt.Errorf("storing SSO state: %w", err))
+		return
+	}
+	http.SetCookie(c.W, &http.Cookie{Name: ssoBindCookie, Value: binding, Path: "/api/v1/auth/sso/",
+		MaxAge: int(ssoStateTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secureCookie(db)})
+	target := oauthConfig(cfg, prov, redirectURI).AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier))
+	c.W.Header().Set("Cache-Control", "no-store")
+	http.Redirect(c.W, c.R, target, http.StatusSeeOther)
+}
+
+// ---- callback ----
+
+// takeState consumes a pending sign-in: it is deleted whatever happens
+// next (single use); nil when unknown, already used or expired.
+func takeState(db *gorm.DB, state string) (*storage.SSOState, error) {
+	if state == "" {
+		return nil, nil
+	}
+	var rows []storage.SSOState
+	if err := db.Where("state_hash = ?", sha256Hex(state)).Limit(1).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	res := db.Where("id = ?", rows[0].ID).Delete(&storage.SSOState{})
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.RowsAffected != 1 || !time.Now().Before(rows[0].ExpiresAt) {
+		return nil, nil // consumed by a concurrent callback, or expired
+	}
+	return &rows[0], nil
+}
+
+var errorCode = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+type ssoClaims struct {
+	Email         string `json:"email"`
+	EmailVerified any    `json:"email_verified"`
+	Name          string `json:"name"`
+}
+
+// verified: a missing claim counts as verified (not every provider sends
+// it); false, "false" or anything else but true is unverified.
+func (cl *ssoClaims) verified() bool {
+	switch v := cl.EmailVerified.(type) {
+	case nil:
+		return true
+	case bool:
+		return v
+	case string:
+		return strings.EqualFold(v, "true")
+	}
+	return false
+}
+
+func ssoCallback(c *adminext.Call) {
+	s := svc(c)
+	ctx := c.Ctx()
+	db := s.db(ctx)
+	log := c.CP.Logger().Named("sso")
+	secure := secureCookie(db)
+	clearBinding := func() {
+		http.SetCookie(c.W, &http.Cookie{Name: ssoBindCookie, Value: "", Path: "/api/v1/auth/sso/", MaxAge: -1,
+			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure})
+	}
+	fail := func(reason string, err error) {
+		fields := []zap.Field{zap.String("reason", reason)}
+		if err != nil {
+			fields = append(fields, zap.Error(err))
+		}
+		log.Info("SSO sign-in failed", fields...)
+		clearBinding()
+		c.W.Header().Set("Cache-Control", "no-store")
+		http.Redirect(c.W, c.R, "/?sso_error="+url.QueryEscape(reason), http.StatusSeeOther)
+	}
+	q := c.R.URL.Query()
+	st, err := takeState(db, q.Get("state"))
+	if err != nil {
+		fail("server_error", err)
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		if !errorCode.MatchString(e) {
+			e = "provider_error"
+		}
+		fail(e, nil)
+		return
+	}
+	if st == nil {
+		fail("invalid_state", nil)
+		return
+	}
+	bc, err := c.R.Cookie(ssoBindCookie)
+	if err != nil || subtle.ConstantTimeCompare([]byte(sha256Hex(bc.Value)), []byte(st.BindingHash)) != 1 {
+		fail("invalid_state", errors.New("the state was not started by this browser"))
+		return
+	}
+	cfg, err := loadSSOConfig(db)
+	if err != nil {
+		fail("server_error", err)
+		return
+	}
+	if cfg == nil {
+		fail("not_configured", nil)
+		return
+	}
+	code := q.Get("code")
+	if code == "" {
+		fail("missing_code", nil)
+		return
+	}
+	prov, err := s.oidc.get(ctx, cfg.Issuer)
+	if err != nil {
+		fail("provider_unavailable", err)
+		return
+	}
+	octx, cancel := context.WithTimeout(s.oidc.ctx(ctx), oidcHTTPTimeout)
+	defer cancel()
+	tok, err := oauthConfig(cfg, prov, st.RedirectURI).Exchange(octx, code, oauth2.VerifierOption(st.Verifier))
+	if err != nil {
+		fail("exchange_failed", err)
+		return
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		fail("missing_id_token", nil)
+		return
+	}
+	idt, err := prov.Verifier(&oidc.Config{ClientID: cfg.ClientID}).Verify(octx, raw)
+	if err != nil {
+		var te *oidc.TokenExpiredError
+		if errors.As(err, &te) {
+			fail("id_token_expired", err)
+		} else {
+			fail("invalid_id_token", err)
+		}
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(st.Nonce)) != 1 {
+		fail("nonce_mismatch", nil)
+		return
+	}
+	var cl ssoClaims
+	if err := idt.Claims(&cl); err != nil {
+		fail("invalid_id_token", err)
+		return
+	}
+	if cl.Email == "" || validEmail(cl.Email) != nil {
+		fail("email_missing", nil)
+		return
+	}
+	if !cl.verified() {
+		fail("email_not_verified", nil)
+		return
+	}
+	u, reason, err := ssoUser(db, cfg, &cl)
+	if reason != "" {
+		fail(reason, err)
+		return
+	}
+	if err := startSession(db, c.W, c.R, u, "sso"); err != nil {
+		fail("server_error", err)
+		return
+	}
+	log.Info("SSO sign-in", zap.Int64("user_id", u.ID))
+	clearBinding()
+	c.W.Header().Set("Cache-Control", "no-store")
+	http.Redirect(c.W, c.R, "/", http.StatusSeeOther)
+}
+
+// ssoUser finds the user with the claims' email, or provisions one when the
+// configuration allows it. A non-empty reason is a refusal.
+func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, cl *ssoClaims) (*storage.AdminUser, string, error) {
+	key := emailKey(cl.Email)
+	find := func() (*storage.AdminUser, error) {
+		var rows []storage.AdminUser
+		if err := db.Where("email_key = ?", key).Limit(1).Find(&rows).Error; err != nil {
+			return nil, err
+		}
+		if len(rows) == 0 {
+			return nil, nil
+		}
+		return &rows[0], nil
+	}
+	u, err := find()
+	if err != nil {
+		return nil, "server_error", err
+	}
+	if u != nil {
+		return u, "", nil
+	}
+	if cfg.AutoProvisionRole == nil {
+		return nil, "not_provisioned", nil
+	}
+	if len(cfg.AllowedDomains) > 0 {
+		domain := key[strings.LastIndex(key, "@")+1:]
+		ok := false
+		for _, d := range cfg.AllowedDomains {
+			if strings.EqualFold(d, domain) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return nil, "domain_not_allowed", nil
+		}
+	}
+	row := storage.AdminUser{Email: cl.Email, EmailKey: key, Name: cl.Name, Role: *cfg.AutoProvisionRole}
+	err = db.Transaction(func(tx *gorm.DB) error {
+		if row.Role != "admin" {
+			m, err := loadMode(tx)
+			if err != nil {
+				return err
+			}
+			admins, err := countAdmins(tx)
+			if err != nil {
+				return err
+			}
+			if admins == 0 && m.tokenHash == "" {
+				return errNoAdmin
+			}
+		}
+		return tx.Create(&row).Error
+	})
+	switch {
+	case errors.Is(err, errNoAdmin):
+		return nil, "not_provisioned", err
+	case storage.IsConflict(err):
+		// Provisioned by a concurrent sign-in.
+		if u, err := find(); err == nil && u != nil {
+			return u, "", nil
+		}
+		return nil, "server_error", err
+	case err != nil:
+		return nil, "server_error", err
+	}
+	return &row, "", nil
+}
+
+var errNoAdmin = errors.New("no admin user and no admin token exist: the first user must be an admin")
