@@ -6,6 +6,7 @@ package gateway
 
 import (
 	_ "github.com/caddy-gateway/gateway/adminext/auth"
+	_ "github.com/caddy-gateway/gateway/adminext/pluginapi"
 	_ "github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/proxycache"
