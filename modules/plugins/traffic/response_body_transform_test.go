@@ -1,0 +1,171 @@
+package traffic
+
+import (
+	"bytes"
+	"compress/gzip"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestResponseBodyTransformConfig(t *testing.T) {
+	wantDefaults(t, "response-body-transform", `{}`,
+		`{"replace":[],"json_remove":[],"json_set":{},"content_types":["application/json","text/html","text/plain"],"max_body_bytes":1048576}`)
+	wantDefaults(t, "response-body-transform", `{"replace":[{"pattern":"a+"}],"json_set":{"a.b":{"c":[1,2]}}}`,
+		`{"replace":[{"pattern":"a+","with":""}],"json_remove":[],"json_set":{"a.b":{"c":[1,2]}},"content_types":["application/json","text/html","text/plain"],"max_body_bytes":1048576}`)
+	wantConfigErrors(t, "response-body-transform", map[string]string{
+		`{"replace":[{"pattern":"a("}]}`:             "config.replace[0].pattern",
+		`{"replace":[{"pattern":"a"},{"with":"x"}]}`: "config.replace[1].pattern",
+		`{"replace":[{"pattern":"(?=x)"}]}`:          "config.replace[0].pattern", // lookahead: not RE2
+		`{"replace":{"pattern":"a"}}`:                "config.replace",
+		`{"json_remove":["a..b"]}`:                   "config.json_remove[0]",
+		`{"json_set":{".a":1}}`:                      "config.json_set..a",
+		`{"content_types":["html"]}`:                 "config.content_types[0]",
+		`{"max_body_bytes":0}`:                       "config.max_body_bytes",
+		`{"json_patch":[]}`:                          "config.json_patch",
+	})
+	if _, err := normalized(t, "response-body-transform", `{"replace":[{"pattern":"a","flags":"i"}]}`); err == nil {
+		t.Error("unknown field in a replace rule accepted")
+	}
+	wantCaddyfile(t, "gateway_response_body_transform {\n replace \"a(b)\" \"$1\"\n replace x\n json_remove a.b c\n json_set meta.n 5\n json_set meta.s hello\n content_types text/*\n}",
+		`{"handler":"gateway_response_body_transform","replace":[{"pattern":"a(b)","with":"$1"},{"pattern":"x","with":""}],"json_remove":["a.b","c"],"json_set":{"meta.n":5,"meta.s":"hello"},"content_types":["text/*"],"max_body_bytes":1048576}`)
+	if _, err := adaptCaddyfile(t, "gateway_response_body_transform {\n replace a b c\n}"); err == nil {
+		t.Error("Caddyfile replace with 3 arguments: no error")
+	}
+}
+
+const upstreamJSON = `{"user":{"name":"a","password":"p"},"items":[{"secret":1,"id":1},{"id":2}],"url":"http://internal.example/x","html":"<b>&</b>","n":1.50}`
+
+// fixed answers body with content type ct (and Content-Length unless
+// chunked), with an ETag.
+func fixed(ct, body string, chunked bool, hdr ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", ct)
+		w.Header().Set("ETag", `"v1"`)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			w.Header().Set(hdr[i], hdr[i+1])
+		}
+		if !chunked {
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			_, _ = w.Write([]byte(body))
+			return
+		}
+		for i := 0; i < len(body); i += 1000 {
+			_, _ = w.Write([]byte(body[i:min(i+1000, len(body))]))
+			w.(http.Flusher).Flush()
+		}
+	}
+}
+
+func bodyRulesConfig(extra string) string {
+	return `{"replace":[{"pattern":"http://internal\\.example","with":"https://api.example.com"}],
+	"json_remove":["user.password","items.0.secret","missing.path"],
+	"json_set":{"user.name":"b","meta.gateway":true}` + extra + `}`
+}
+
+func TestResponseBodyTransformJSON(t *testing.T) {
+	g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
+		withUpstream(fixed("application/json; charset=utf-8", upstreamJSON, false)))
+	res := g.get("/")
+	wantStatus(t, res, http.StatusOK)
+	want := `{"user":{"name":"b"},"items":[{"id":1},{"id":2}],"url":"https://api.example.com/x","html":"<b>&</b>","n":1.50,"meta":{"gateway":true}}`
+	if res.Body != want {
+		t.Fatalf("body\n %s\nwant\n %s", res.Body, want)
+	}
+	if res.Header.Get("Content-Length") != strconv.Itoa(len(want)) || res.ContentLength != int64(len(want)) {
+		t.Fatalf("Content-Length %q for %d bytes", res.Header.Get("Content-Length"), len(want))
+	}
+	if res.Header.Get("ETag") != "" {
+		t.Fatal("changed body kept its ETag")
+	}
+	// HEAD passes untouched
+	wantStatus(t, g.do(http.MethodHead, "/", nil), http.StatusOK)
+}
+
+func TestResponseBodyTransformText(t *testing.T) {
+	page := `<a href="http://internal.example/a">x</a> {"user":{"password":"p"}}`
+	g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
+		withUpstream(fixed("text/html", page, true)))
+	res := g.get("/")
+	want := `<a href="https://api.example.com/a">x</a> {"user":{"password":"p"}}` // JSON rules only for JSON
+	if res.Body != want || res.ContentLength != int64(len(want)) {
+		t.Fatalf("body %q (length %d), want %q", res.Body, res.ContentLength, want)
+	}
+
+	// not listed: streams through unchanged
+	g = startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
+		withUpstream(fixed("application/xml", "<u>http://internal.example</u>", false)))
+	res = g.get("/")
+	if res.Body != "<u>http://internal.example</u>" || res.Header.Get("ETag") != `"v1"` {
+		t.Fatalf("unlisted type changed: %q", res.Body)
+	}
+
+	// no match: the original, ETag kept
+	g = startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
+		withUpstream(fixed("text/plain", "nothing to see", false)))
+	res = g.get("/")
+	if res.Body != "nothing to see" || res.Header.Get("ETag") != `"v1"` {
+		t.Fatalf("unchanged body: %q, ETag %q", res.Body, res.Header.Get("ETag"))
+	}
+}
+
+func TestResponseBodyTransformTooLarge(t *testing.T) {
+	big := strings.Repeat("http://internal.example ", 500) // 12000 bytes
+	for _, chunked := range []bool{false, true} {
+		g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(`,"max_body_bytes":5000`))},
+			withUpstream(fixed("text/plain", big, chunked)))
+		res := g.get("/")
+		wantStatus(t, res, http.StatusOK)
+		if res.Body != big {
+			t.Fatalf("chunked=%v: body over max_body_bytes changed (%d bytes)", chunked, len(res.Body))
+		}
+	}
+	// within the limit, chunked: transformed
+	small := strings.Repeat("http://internal.example ", 100)
+	g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(`,"max_body_bytes":5000`))},
+		withUpstream(fixed("text/plain", small, true)))
+	if res := g.get("/"); res.Body != strings.ReplaceAll(small, "http://internal.example", "https://api.example.com") {
+		t.Fatalf("chunked body within the limit not transformed: %q", res.Body[:60])
+	}
+}
+
+func gzipped(s string) string {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, _ = zw.Write([]byte(s))
+	_ = zw.Close()
+	return buf.String()
+}
+
+func TestResponseBodyTransformCompressed(t *testing.T) {
+	want := `{"user":{"name":"b"},"items":[{"id":1},{"id":2}],"url":"https://api.example.com/x","html":"<b>&</b>","n":1.50,"meta":{"gateway":true}}`
+	// an upstream that compresses itself
+	g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
+		withUpstream(fixed("application/json", gzipped(upstreamJSON), false, "Content-Encoding", "gzip")))
+	res := g.get("/", "Accept-Encoding", "gzip")
+	if res.Header.Get("Content-Encoding") != "gzip" || res.ContentLength != int64(len(res.Body)) {
+		t.Fatalf("Content-Encoding %q, Content-Length %d for %d bytes", res.Header.Get("Content-Encoding"), res.ContentLength, len(res.Body))
+	}
+	if got := decoded(t, res); got != want {
+		t.Fatalf("decoded body %s", got)
+	}
+
+	// the gateway's default ordering: body transform (1310) outside compression (1400)
+	big := strings.Replace(upstreamJSON, `"n":1.50`, `"n":1.50,"pad":"`+strings.Repeat("z", 2000)+`"`, 1)
+	g = startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig("")), handlerJSON(t, "response-compression", `{}`)},
+		withUpstream(fixed("application/json", big, false)))
+	for _, enc := range []string{"zstd", "gzip", ""} {
+		res = g.get("/", "Accept-Encoding", enc)
+		if res.Header.Get("Content-Encoding") != enc {
+			t.Fatalf("Accept-Encoding %q: Content-Encoding %q", enc, res.Header.Get("Content-Encoding"))
+		}
+		got := decoded(t, res)
+		if !strings.HasPrefix(got, `{"user":{"name":"b"},`) || !strings.HasSuffix(got, `"meta":{"gateway":true}}`) || strings.Contains(got, "internal.example") {
+			t.Fatalf("%s: body not transformed: %.80s", enc, got)
+		}
+		if res.ContentLength != int64(len(res.Body)) {
+			t.Fatalf("%s: Content-Length %d for %d bytes", enc, res.ContentLength, len(res.Body))
+		}
+	}
+}
