@@ -9,6 +9,7 @@ import (
 	_ "github.com/caddy-gateway/gateway/adminext/pluginapi"
 	_ "github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/httplog"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/proxycache"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"

@@ -1,0 +1,371 @@
+// Package httplog holds the gateway's http-log plugin type: completed
+// request records are queued and posted as JSON arrays to an HTTP collector
+// in the background. Senders are process-wide (process.HTTPLog), keyed by
+// plugin instance, so a reload keeps the queue.
+package httplog
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/modules/plugins/httplog/logsender"
+	"github.com/caddy-gateway/gateway/modules/process"
+	"github.com/caddy-gateway/gateway/modules/records"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "http-log", Ordering: 1500, New: func() plugins.Handler { return new(HTTPLog) }})
+	httpcaddyfile.RegisterHandlerDirective("gateway_http_log", parseCaddyfile)
+	// Outside the auth, rate-limit and cache directives (and Caddy's own
+	// basic_auth), so that the 401/403/429 answers they make are logged too.
+	httpcaddyfile.RegisterDirectiveOrder("gateway_http_log", httpcaddyfile.Before, "basic_auth")
+}
+
+// HTTPLog is the http-log plugin.
+type HTTPLog struct {
+	Endpoint        string            `json:"endpoint" schema:"required,format=uri" doc:"Collector URL (http or https) the batches are sent to."`
+	Method          string            `json:"method" schema:"enum=POST|PUT|PATCH" doc:"HTTP method of the batch requests."`
+	Headers         map[string]string `json:"headers" doc:"Extra request headers of the batch requests (e.g. Authorization)."`
+	BatchMaxSize    int               `json:"batch_max_size" schema:"min=1,max=10000" doc:"Most records per batch; a full batch is sent at once."`
+	FlushIntervalMS int64             `json:"flush_interval_ms" schema:"min=1,max=3600000" doc:"Queued records are sent at least this often."`
+	TimeoutMS       int64             `json:"timeout_ms" schema:"min=1,max=600000" doc:"Timeout of one batch request."`
+	QueueMaxSize    int               `json:"queue_max_size" schema:"min=1,max=1000000" doc:"Records waiting beyond this are dropped (and counted)."`
+
+	// InstanceID is the plugin's id, set by the gateway's config compiler:
+	// the sender (queue and goroutine) is kept per instance in a
+	// process-wide registry and survives reloads. Standalone configs (no
+	// id) are keyed by their settings.
+	InstanceID int64 `json:"instance_id,omitempty" schema:"internal"`
+
+	sender *logsender.Sender
+}
+
+// CaddyModule returns the Caddy module information.
+func (*HTTPLog) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_http_log",
+		New: func() caddy.Module { return new(HTTPLog) },
+	}
+}
+
+// Provision implements caddy.Provisioner: it acquires the instance's
+// process-wide sender.
+func (h *HTTPLog) Provision(caddy.Context) error {
+	if err := h.Validate(); err != nil {
+		return err
+	}
+	h.sender = process.HTTPLog.Acquire(h.senderKey(), logsender.Config{
+		Endpoint:      h.Endpoint,
+		Method:        h.Method,
+		Headers:       h.Headers,
+		BatchMaxSize:  h.BatchMaxSize,
+		FlushInterval: time.Duration(h.FlushIntervalMS) * time.Millisecond,
+		Timeout:       time.Duration(h.TimeoutMS) * time.Millisecond,
+		QueueMaxSize:  h.QueueMaxSize,
+	})
+	return nil
+}
+
+// senderKey is the registry key of this instance's sender: its id, or
+// (standalone) a hash of its settings.
+func (h *HTTPLog) senderKey() string {
+	if h.InstanceID > 0 {
+		return "id:" + strconv.FormatInt(h.InstanceID, 10)
+	}
+	b, _ := json.Marshal(h)
+	sum := sha256.Sum256(b)
+	return "cfg:" + hex.EncodeToString(sum[:8])
+}
+
+// Cleanup implements caddy.CleanerUpper: the sender keeps running while a
+// newer config holds it, and stops after a grace period otherwise.
+func (h *HTTPLog) Cleanup() error {
+	process.HTTPLog.Release(h.sender)
+	return nil
+}
+
+// Validate implements caddy.Validator and schema.Validator.
+func (h *HTTPLog) Validate() error {
+	u, err := url.Parse(h.Endpoint)
+	if h.Endpoint == "" {
+		return schema.Errorf("endpoint", "is required")
+	}
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return schema.Errorf("endpoint", "must be an http or https URL")
+	}
+	switch h.Method {
+	case "POST", "PUT", "PATCH":
+	default:
+		return schema.Errorf("method", "must be one of POST, PUT, PATCH")
+	}
+	for k, v := range h.Headers {
+		if !isToken(k) {
+			return schema.Errorf("headers", "%q is not a valid header name", k)
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return schema.Errorf("headers."+k, "must not contain line breaks")
+		}
+	}
+	if h.BatchMaxSize < 1 || h.BatchMaxSize > 10000 {
+		return schema.Errorf("batch_max_size", "must be 1..10000")
+	}
+	if h.FlushIntervalMS < 1 {
+		return schema.Errorf("flush_interval_ms", "must be at least 1")
+	}
+	if h.TimeoutMS < 1 {
+		return schema.Errorf("timeout_ms", "must be at least 1")
+	}
+	if h.QueueMaxSize < 1 {
+		return schema.Errorf("queue_max_size", "must be at least 1")
+	}
+	return nil
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler. In the gateway the proxy
+// server builds the record once the response is done and hands it to the
+// sinks of the request, this plugin's sender among them. Used on its own,
+// the outermost http-log plugin builds the record itself.
+func (h *HTTPLog) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	info, r := gwctx.Ensure(r)
+	if h.sender != nil {
+		info.Sinks = append(info.Sinks, h.sender)
+	}
+	if info.RecordBuilt {
+		return next.ServeHTTP(w, r)
+	}
+	info.RecordBuilt = true // this plugin builds it (for inner http-log plugins too)
+
+	method, host, path := r.Method, r.Host, r.URL.Path
+	rec := &recorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	err := next.ServeHTTP(rec, r)
+
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+		if err != nil {
+			status = http.StatusInternalServerError
+			var he caddyhttp.HandlerError
+			if errors.As(err, &he) && he.StatusCode != 0 {
+				status = he.StatusCode
+			}
+		}
+	}
+	record := &records.Record{
+		ID:        process.HTTPLog.NextRecordID(),
+		Time:      info.Start.UTC(),
+		Method:    method,
+		Scheme:    "http",
+		Host:      host,
+		Path:      path,
+		Status:    status,
+		LatencyMS: float64(time.Since(info.Start).Microseconds()) / 1000,
+		BytesSent: rec.bytes,
+		ClientIP:  strPtr(gwctx.ClientIP(r)),
+		UserAgent: strPtr(r.UserAgent()),
+		RequestID: strPtr(info.RequestID),
+		Target:    strPtr(info.Target),
+	}
+	if r.TLS != nil {
+		record.Scheme = "https"
+	}
+	if info.RouteID != 0 {
+		record.RouteID = &info.RouteID
+	}
+	if info.ServiceID != 0 {
+		record.ServiceID = &info.ServiceID
+	}
+	if info.Consumer != nil {
+		id := info.Consumer.ID
+		record.ConsumerID = &id
+	}
+	for _, s := range info.Sinks {
+		s.Enqueue(record)
+	}
+	return err
+}
+
+// Dropped is the number of records this instance's sender dropped because
+// its queue was full (the sender is shared by reloads of the instance).
+func (h *HTTPLog) Dropped() uint64 {
+	if h.sender == nil {
+		return 0
+	}
+	return h.sender.Dropped()
+}
+
+// Stats describes this instance's sender.
+func (h *HTTPLog) Stats() logsender.Stats {
+	if h.sender == nil {
+		return logsender.Stats{}
+	}
+	return h.sender.Stats()
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// recorder notes the status and size of a response it passes through.
+type recorder struct {
+	*caddyhttp.ResponseWriterWrapper
+	status int
+	bytes  int64
+}
+
+func (rec *recorder) WriteHeader(status int) {
+	if rec.status == 0 && (status >= 200 || status == http.StatusSwitchingProtocols) {
+		rec.status = status
+	}
+	rec.ResponseWriter.WriteHeader(status)
+}
+
+func (rec *recorder) Write(b []byte) (int, error) {
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	n, err := rec.ResponseWriter.Write(b)
+	rec.bytes += int64(n)
+	return n, err
+}
+
+// ReadFrom keeps io.Copy going through Write (the embedded wrapper's
+// ReadFrom would bypass the counting).
+func (rec *recorder) ReadFrom(r io.Reader) (int64, error) {
+	return io.Copy(writerOnly{rec}, r)
+}
+
+type writerOnly struct{ io.Writer }
+
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// SetDefaults implements schema.Defaulter.
+func (h *HTTPLog) SetDefaults() {
+	h.Endpoint = ""
+	h.Method = "POST"
+	h.Headers = map[string]string{}
+	h.BatchMaxSize = 100
+	h.FlushIntervalMS = 1000
+	h.TimeoutMS = 5000
+	h.QueueMaxSize = 10000
+}
+
+// UnmarshalJSON fills the defaults before decoding, so a config that leaves
+// fields out (plain Caddy JSON) gets the same defaults as the admin API.
+func (h *HTTPLog) UnmarshalJSON(b []byte) error {
+	type plain HTTPLog
+	h.SetDefaults()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode((*plain)(h))
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+//
+//	gateway_http_log [<endpoint>] {
+//	    endpoint <url>
+//	    method POST|PUT|PATCH
+//	    header <name> <value>
+//	    batch_max_size <n>
+//	    flush_interval_ms <ms>
+//	    timeout_ms <ms>
+//	    queue_max_size <n>
+//	}
+func (h *HTTPLog) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	h.SetDefaults()
+	d.Next() // directive name
+	if d.NextArg() {
+		h.Endpoint = d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	for d.NextBlock(0) {
+		name := d.Val()
+		switch name {
+		case "endpoint":
+			if !d.Args(&h.Endpoint) {
+				return d.ArgErr()
+			}
+		case "method":
+			if !d.Args(&h.Method) {
+				return d.ArgErr()
+			}
+		case "header", "headers":
+			var k, v string
+			if !d.Args(&k, &v) {
+				return d.ArgErr()
+			}
+			h.Headers[k] = v
+		case "batch_max_size", "queue_max_size", "flush_interval_ms", "timeout_ms":
+			var s string
+			if !d.Args(&s) {
+				return d.ArgErr()
+			}
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return d.Errf("%s: %v", name, err)
+			}
+			switch name {
+			case "batch_max_size":
+				h.BatchMaxSize = int(n)
+			case "queue_max_size":
+				h.QueueMaxSize = int(n)
+			case "flush_interval_ms":
+				h.FlushIntervalMS = n
+			case "timeout_ms":
+				h.TimeoutMS = n
+			}
+		default:
+			return d.Errf("unrecognized subdirective %q", name)
+		}
+	}
+	return nil
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	l := new(HTTPLog)
+	err := l.UnmarshalCaddyfile(h.Dispenser)
+	return l, err
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*HTTPLog)(nil)
+	_ caddy.Validator             = (*HTTPLog)(nil)
+	_ caddy.CleanerUpper          = (*HTTPLog)(nil)
+	_ caddyhttp.MiddlewareHandler = (*HTTPLog)(nil)
+	_ caddyfile.Unmarshaler       = (*HTTPLog)(nil)
+	_ schema.Defaulter            = (*HTTPLog)(nil)
+	_ plugins.Handler             = (*HTTPLog)(nil)
+)

@@ -1,0 +1,388 @@
+package httplog
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
+	"github.com/caddy-gateway/gateway/modules/process"
+	"github.com/caddy-gateway/gateway/modules/records"
+)
+
+func init() {
+	// short grace and backoff so that tests see senders stop and retry
+	process.HTTPLog.SetGrace(200 * time.Millisecond)
+	process.HTTPLog.SetRetry(20*time.Millisecond, 100*time.Millisecond, 2*time.Second)
+}
+
+func TestNormalize(t *testing.T) {
+	got, err := plugins.NormalizeConfig("http-log", json.RawMessage(`{"endpoint":"http://127.0.0.1:9/logs"}`))
+	want := `{"endpoint":"http://127.0.0.1:9/logs","method":"POST","headers":{},"batch_max_size":100,"flush_interval_ms":1000,"timeout_ms":5000,"queue_max_size":10000}`
+	if err != nil || string(got) != want {
+		t.Fatalf("defaults:\n got %s %v\nwant %s", got, err, want)
+	}
+	got, err = plugins.NormalizeConfig("http-log", json.RawMessage(`{"endpoint":"https://logs.example.com/x","method":"PUT","headers":{"Authorization":"Bearer t"},"batch_max_size":10000}`))
+	if err != nil || !strings.Contains(string(got), `"headers":{"Authorization":"Bearer t"}`) {
+		t.Fatalf("%s %v", got, err)
+	}
+	for cfg, want := range map[string]string{
+		`{}`:                                             "config.endpoint: is required",
+		`{"endpoint":""}`:                                "config.endpoint: is required",
+		`{"endpoint":"ftp://x/y"}`:                       "config.endpoint: must be an http or https URL",
+		`{"endpoint":"/relative"}`:                       "config.endpoint: must be an http or https URL",
+		`{"endpoint":"http://x","method":"GET"}`:         "config.method: must be one of",
+		`{"endpoint":"http://x","batch_max_size":0}`:     "config.batch_max_size: must be at least 1",
+		`{"endpoint":"http://x","batch_max_size":10001}`: "config.batch_max_size: must be at most 10000",
+		`{"endpoint":"http://x","flush_interval_ms":0}`:  "config.flush_interval_ms: must be at least 1",
+		`{"endpoint":"http://x","timeout_ms":0}`:         "config.timeout_ms: must be at least 1",
+		`{"endpoint":"http://x","queue_max_size":0}`:     "config.queue_max_size: must be at least 1",
+		`{"endpoint":"http://x","headers":{"a b":"c"}}`:  "config.headers",
+		`{"endpoint":"http://x","headers":{"a":1}}`:      "config.headers",
+		`{"endpoint":"http://x","batch_size":1}`:         "config.batch_size: unknown field",
+		`{"endpoint":"http://x","instance_id":1}`:        "config.instance_id: unknown field",
+	} {
+		_, err := plugins.NormalizeConfig("http-log", json.RawMessage(cfg))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", cfg, err, want)
+		}
+	}
+}
+
+// collector is a log endpoint that records the batches it receives.
+type collector struct {
+	*httptest.Server
+	mu      sync.Mutex
+	batches [][]records.Record
+	headers []http.Header
+	methods []string
+	delay   time.Duration
+	status  int
+}
+
+func newCollector(t *testing.T, delay time.Duration) *collector {
+	c := &collector{delay: delay, status: 200}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c.delay > 0 {
+			select {
+			case <-time.After(c.delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		b, _ := io.ReadAll(r.Body)
+		var batch []records.Record
+		if err := json.Unmarshal(b, &batch); err != nil {
+			t.Errorf("collector: body is not a JSON array of records: %v: %s", err, b)
+		}
+		c.mu.Lock()
+		c.batches = append(c.batches, batch)
+		c.headers = append(c.headers, r.Header.Clone())
+		c.methods = append(c.methods, r.Method)
+		status := c.status
+		c.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *collector) records() []records.Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []records.Record
+	for _, b := range c.batches {
+		out = append(out, b...)
+	}
+	return out
+}
+
+func (c *collector) waitFor(t *testing.T, n int, within time.Duration) []records.Record {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got := c.records()
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("collector got %d records, want %d", len(got), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestDelivery(t *testing.T) {
+	up := upstream(t)
+	col := newCollector(t, 0)
+	list := []consumers.Consumer{{ID: 5, Username: "alice", Credentials: []consumers.Credential{{ID: 1, Type: "key-auth", Key: "ka"}}}}
+	base := startCaddy(t, up,
+		map[string]any{"handler": "gateway_http_log", "endpoint": col.URL + "/ingest", "batch_max_size": 3,
+			"flush_interval_ms": 50, "headers": map[string]string{"Authorization": "Bearer logs"}, "method": "PUT", "instance_id": 100},
+		map[string]any{"handler": "gateway_key_auth", "consumers": list})
+
+	for i := 0; i < 4; i++ {
+		wantStatus(t, do(t, "GET", base+"/ok?x=1", "apikey", "ka", "User-Agent", "tester/1"), 200)
+	}
+	wantStatus(t, do(t, "GET", base+"/denied"), 401)
+	got := col.waitFor(t, 5, 5*time.Second)
+	if len(got) != 5 {
+		t.Fatalf("%d records", len(got))
+	}
+	col.mu.Lock()
+	for i, b := range col.batches {
+		if len(b) > 3 {
+			t.Errorf("batch of %d records", len(b))
+		}
+		if col.headers[i].Get("Authorization") != "Bearer logs" || col.headers[i].Get("Content-Type") != "application/json" || col.methods[i] != "PUT" {
+			t.Errorf("batch request: %s %v", col.methods[i], col.headers[i])
+		}
+	}
+	col.mu.Unlock()
+	var last int64
+	for i, r := range got {
+		if r.ID <= last {
+			t.Errorf("ids not increasing: %d after %d", r.ID, last)
+		}
+		last = r.ID
+		if r.Method != "GET" || r.Scheme != "http" || !strings.HasPrefix(r.Host, "127.0.0.1:") || r.Time.IsZero() || r.LatencyMS <= 0 {
+			t.Errorf("record %d: %+v", i, r)
+		}
+		if r.ClientIP == nil || *r.ClientIP != "127.0.0.1" {
+			t.Errorf("client_ip %v", r.ClientIP)
+		}
+		if r.RouteID != nil || r.ServiceID != nil || r.RequestID != nil {
+			t.Errorf("unknown fields must be null: %+v", r)
+		}
+		if r.Path == "/ok" {
+			if r.Status != 200 || r.ConsumerID == nil || *r.ConsumerID != 5 || r.BytesSent == 0 || r.UserAgent == nil || *r.UserAgent != "tester/1" {
+				t.Errorf("ok record: %+v", r)
+			}
+		} else if r.Path != "/denied" || r.Status != 401 || r.ConsumerID != nil {
+			t.Errorf("denied record: %+v", r)
+		}
+	}
+	// the records are JSON with every field present (nulls where unknown)
+	col.mu.Lock()
+	n := len(col.batches)
+	col.mu.Unlock()
+	if n < 2 {
+		t.Errorf("%d batches for 5 records of max 3", n)
+	}
+}
+
+func TestCollectorDown(t *testing.T) {
+	up := upstream(t)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close() // connection refused from now on
+	base := startCaddy(t, up, map[string]any{"handler": "gateway_http_log", "endpoint": deadURL,
+		"batch_max_size": 2, "flush_interval_ms": 10, "queue_max_size": 5, "timeout_ms": 200, "instance_id": 101})
+	before := process.HTTPLog.Dropped()
+	start := time.Now()
+	for i := 0; i < 30; i++ {
+		wantStatus(t, do(t, "GET", base+"/"), 200)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("30 requests took %v with the collector down", el)
+	}
+	st := statsOf(t, "id:101")
+	if st.Dropped == 0 || process.HTTPLog.Dropped()-before != st.Dropped {
+		t.Fatalf("drops not counted: %+v (total %d)", st, process.HTTPLog.Dropped()-before)
+	}
+	if st.Queued > 5 {
+		t.Fatalf("queue over its bound: %+v", st)
+	}
+	if st.Dropped+uint64(st.Queued) > 30 || st.Dropped < 30-5-2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestSlowCollector(t *testing.T) {
+	up := upstream(t)
+	col := newCollector(t, 2*time.Second)
+	base := startCaddy(t, up, map[string]any{"handler": "gateway_http_log", "endpoint": col.URL,
+		"batch_max_size": 1, "flush_interval_ms": 10, "queue_max_size": 3, "timeout_ms": 300, "instance_id": 102})
+	start := time.Now()
+	for i := 0; i < 20; i++ {
+		res := do(t, "GET", base+"/")
+		wantStatus(t, res, 200)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("requests took %v with a slow collector", el)
+	}
+	if st := statsOf(t, "id:102"); st.Dropped == 0 {
+		t.Fatalf("no drops: %+v", st)
+	}
+	// the sender times out and retries; nothing was delivered
+	time.Sleep(400 * time.Millisecond)
+	if st := statsOf(t, "id:102"); st.Sent != 0 {
+		t.Fatalf("sent %+v", st)
+	}
+}
+
+func statsOf(t *testing.T, key string) (out struct {
+	Queued         int
+	Dropped, Sent  uint64
+	Failed, Sender uint64
+}) {
+	t.Helper()
+	for _, s := range process.HTTPLog.Stats() {
+		if s.Key == key {
+			out.Queued, out.Dropped, out.Sent, out.Failed = s.Queued, s.Dropped, s.Sent, s.Failed
+			return out
+		}
+	}
+	t.Fatalf("no sender %s in %+v", key, process.HTTPLog.Stats())
+	return out
+}
+
+func TestReloadKeepsQueueAndRemovalStops(t *testing.T) {
+	up := upstream(t)
+	col := newCollector(t, 0)
+	cfg := map[string]any{"handler": "gateway_http_log", "endpoint": col.URL, "flush_interval_ms": 60000, "instance_id": 103}
+	base := startCaddy(t, up, cfg)
+	for i := 0; i < 3; i++ {
+		wantStatus(t, do(t, "GET", base+"/q"), 200)
+	}
+	if st := statsOf(t, "id:103"); st.Queued != 3 {
+		t.Fatalf("queued %+v", st)
+	}
+	// reload: same sender, queue kept (the old config's cleanup releases it)
+	startCaddy(t, up, cfg)
+	time.Sleep(300 * time.Millisecond) // past the grace period
+	if st := statsOf(t, "id:103"); st.Queued != 3 || len(col.records()) != 0 {
+		t.Fatalf("after reload %+v", st)
+	}
+	// a changed flush interval applies to the running sender at once
+	cfg["flush_interval_ms"] = 20
+	startCaddy(t, up, cfg)
+	if got := col.waitFor(t, 3, 3*time.Second); len(got) != 3 {
+		t.Fatalf("%d records", len(got))
+	}
+
+	// the plugin disappears: its sender flushes and stops after the grace
+	cfg["flush_interval_ms"] = 60000
+	base = startCaddy(t, up, cfg)
+	wantStatus(t, do(t, "GET", base+"/last"), 200)
+	n := process.HTTPLog.Len()
+	startCaddy(t, up) // no http-log
+	got := col.waitFor(t, 4, 3*time.Second)
+	if got[3].Path != "/last" {
+		t.Fatalf("flushed %+v", got[3])
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for process.HTTPLog.Len() >= n {
+		if time.Now().After(deadline) {
+			t.Fatalf("sender not stopped: %+v", process.HTTPLog.Stats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRetry(t *testing.T) {
+	up := upstream(t)
+	col := newCollector(t, 0)
+	col.mu.Lock()
+	col.status = 503
+	col.mu.Unlock()
+	base := startCaddy(t, up, map[string]any{"handler": "gateway_http_log", "endpoint": col.URL, "flush_interval_ms": 10, "instance_id": 104})
+	wantStatus(t, do(t, "GET", base+"/retry"), 200)
+	time.Sleep(150 * time.Millisecond) // a few failed attempts
+	col.mu.Lock()
+	attempts := len(col.batches)
+	col.batches = nil
+	col.status = 200
+	col.mu.Unlock()
+	if attempts < 2 {
+		t.Fatalf("%d attempts", attempts)
+	}
+	got := col.waitFor(t, 1, 3*time.Second)
+	if got[0].Path != "/retry" {
+		t.Fatalf("%+v", got[0])
+	}
+	if st := statsOf(t, "id:104"); st.Sent != 1 || st.Failed != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+// In the gateway the proxy server builds the record: the plugin only adds
+// its sender to the request's sinks.
+func TestGatewayMode(t *testing.T) {
+	col := newCollector(t, 0)
+	h := &HTTPLog{}
+	h.SetDefaults()
+	h.Endpoint = col.URL
+	h.FlushIntervalMS = 10
+	h.InstanceID = 105
+	if err := h.Provision(caddy.Context{}); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Cleanup()
+	info := &gwctx.Info{Start: time.Now(), RecordBuilt: true}
+	r := gwctx.With(httptest.NewRequest("GET", "/g", nil), info)
+	w := httptest.NewRecorder()
+	called := false
+	err := h.ServeHTTP(w, r, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		called = true
+		w.WriteHeader(204)
+		return nil
+	}))
+	if err != nil || !called || len(info.Sinks) != 1 {
+		t.Fatalf("err %v called %v sinks %d", err, called, len(info.Sinks))
+	}
+	time.Sleep(50 * time.Millisecond)
+	if len(col.records()) != 0 {
+		t.Fatal("the plugin built a record in gateway mode")
+	}
+	info.Sinks[0].Enqueue(&records.Record{ID: 42, Path: "/g", Status: 204})
+	if got := col.waitFor(t, 1, 2*time.Second); got[0].ID != 42 {
+		t.Fatalf("%+v", got[0])
+	}
+	if h.Dropped() != 0 {
+		t.Fatal("dropped")
+	}
+}
+
+func TestCaddyfile(t *testing.T) {
+	up := upstream(t)
+	col := newCollector(t, 0)
+	base := startCaddyfile(t, up, `
+http://127.0.0.1:{PORT} {
+	reverse_proxy {UP}
+	gateway_key_auth {
+		consumer bob {
+			key kb
+		}
+	}
+	gateway_http_log `+col.URL+` {
+		header X-Log-Token abc
+		batch_max_size 1
+		flush_interval_ms 20
+	}
+}
+`)
+	wantStatus(t, do(t, "GET", base+"/cf"), 401) // logged: http-log runs first
+	wantStatus(t, do(t, "GET", base+"/cf", "apikey", "kb"), 200)
+	got := col.waitFor(t, 2, 3*time.Second)
+	statuses := map[int]bool{got[0].Status: true, got[1].Status: true}
+	if !statuses[401] || !statuses[200] {
+		t.Fatalf("%+v", got)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if col.headers[0].Get("X-Log-Token") != "abc" {
+		t.Fatal("header")
+	}
+}

@@ -1,0 +1,441 @@
+// Package logsender delivers request records to HTTP collectors for the
+// http-log plugin: per plugin instance a bounded queue (Enqueue never blocks;
+// records beyond the bound are dropped and counted) and one background
+// goroutine that posts JSON arrays of records in batches, retrying with
+// exponential backoff, never on a request's path.
+//
+// Senders live in a process-wide Registry (package process) keyed by plugin
+// instance, so a config reload neither loses the queue nor restarts the
+// sender; a sender whose plugin disappears (no config holds it any more for
+// a grace period) flushes what it has and stops.
+package logsender
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddy-gateway/gateway/modules/records"
+)
+
+// Defaults of a Registry.
+const (
+	DefaultGrace        = 10 * time.Second
+	DefaultRetryBase    = 250 * time.Millisecond
+	DefaultRetryMax     = 30 * time.Second
+	DefaultRetryWindow  = 60 * time.Second
+	maxErrorBodyToDrain = 64 << 10
+)
+
+// Config is what a sender delivers where.
+type Config struct {
+	Endpoint      string
+	Method        string
+	Headers       map[string]string
+	BatchMaxSize  int
+	FlushInterval time.Duration
+	Timeout       time.Duration
+	QueueMaxSize  int
+}
+
+func (c *Config) normalize() {
+	if c.Method == "" {
+		c.Method = http.MethodPost
+	}
+	if c.BatchMaxSize < 1 {
+		c.BatchMaxSize = 100
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Second
+	}
+	if c.QueueMaxSize < 1 {
+		c.QueueMaxSize = 10000
+	}
+}
+
+// Registry holds the senders of a process. Safe for concurrent use.
+type Registry struct {
+	mu      sync.Mutex
+	senders map[string]*Sender
+	grace   time.Duration
+	retry   struct{ base, max, window time.Duration }
+
+	recordID atomic.Int64
+	dropped  atomic.Uint64 // over all senders, stopped ones included
+	sent     atomic.Uint64
+	failed   atomic.Uint64
+}
+
+// NewRegistry returns a registry whose senders stop grace after their last
+// plugin instance is released.
+func NewRegistry(grace time.Duration) *Registry {
+	g := &Registry{senders: map[string]*Sender{}, grace: grace}
+	g.retry.base, g.retry.max, g.retry.window = DefaultRetryBase, DefaultRetryMax, DefaultRetryWindow
+	return g
+}
+
+// SetGrace changes the grace period of later releases.
+func (g *Registry) SetGrace(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.grace = d
+}
+
+// SetRetry changes the backoff of later retries: the first wait, the longest
+// wait, and how long a batch is retried before it is given up (counted as
+// failed).
+func (g *Registry) SetRetry(base, max, window time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.retry.base, g.retry.max, g.retry.window = base, max, window
+}
+
+// NextRecordID returns increasing ids for records built outside the
+// gateway's proxy server (a plugin used on its own).
+func (g *Registry) NextRecordID() int64 { return g.recordID.Add(1) }
+
+// Acquire returns the sender under key, started if new, with cfg applied,
+// and counts a reference to it (release it with Release).
+func (g *Registry) Acquire(key string, cfg Config) *Sender {
+	cfg.normalize()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.senders[key]
+	if s == nil {
+		s = &Sender{
+			key:    key,
+			reg:    g,
+			cfg:    cfg,
+			wake:   make(chan struct{}, 1),
+			stop:   make(chan struct{}),
+			done:   make(chan struct{}),
+			client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		}
+		g.senders[key] = s
+		go s.run()
+	} else {
+		s.setConfig(cfg)
+	}
+	s.refs++
+	s.gen++
+	return s
+}
+
+// Release drops a reference taken by Acquire. A sender without references
+// flushes its queue and stops after the grace period, unless acquired again
+// meanwhile.
+func (g *Registry) Release(s *Sender) {
+	if s == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s.refs > 0 {
+		s.refs--
+	}
+	if s.refs > 0 {
+		return
+	}
+	gen := s.gen
+	time.AfterFunc(g.grace, func() {
+		g.mu.Lock()
+		if s.refs > 0 || s.gen != gen || g.senders[s.key] != s {
+			g.mu.Unlock()
+			return
+		}
+		delete(g.senders, s.key)
+		g.mu.Unlock()
+		close(s.stop)
+	})
+}
+
+// Stats describes one sender.
+type Stats struct {
+	Key      string `json:"key"`
+	Endpoint string `json:"endpoint"`
+	Queued   int    `json:"queued"`
+	Sent     uint64 `json:"sent"`
+	Dropped  uint64 `json:"dropped"`
+	Failed   uint64 `json:"failed"`
+	Batches  uint64 `json:"batches"`
+}
+
+// Stats lists the running senders.
+func (g *Registry) Stats() []Stats {
+	g.mu.Lock()
+	list := make([]*Sender, 0, len(g.senders))
+	for _, s := range g.senders {
+		list = append(list, s)
+	}
+	g.mu.Unlock()
+	out := make([]Stats, 0, len(list))
+	for _, s := range list {
+		out = append(out, s.Stats())
+	}
+	slices.SortFunc(out, func(a, b Stats) int {
+		if a.Key < b.Key {
+			return -1
+		}
+		if a.Key > b.Key {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Dropped is the number of records dropped because a queue was full, over
+// all senders since the process started.
+func (g *Registry) Dropped() uint64 { return g.dropped.Load() }
+
+// Sent is the number of records delivered, over all senders.
+func (g *Registry) Sent() uint64 { return g.sent.Load() }
+
+// Failed is the number of records given up after retries, over all senders.
+func (g *Registry) Failed() uint64 { return g.failed.Load() }
+
+// Len is the number of running senders.
+func (g *Registry) Len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.senders)
+}
+
+// Sender queues records and delivers them in the background. It is a
+// records.Sink.
+type Sender struct {
+	key    string
+	reg    *Registry
+	client *http.Client
+
+	refs, gen int // guarded by reg.mu
+
+	mu    sync.Mutex
+	cfg   Config
+	queue []*records.Record
+
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	dropped, sent, failed, batches atomic.Uint64
+}
+
+// Enqueue adds a record to the queue without ever blocking; a full queue
+// drops it (counted).
+func (s *Sender) Enqueue(r *records.Record) {
+	if r == nil {
+		return
+	}
+	c := *r
+	s.mu.Lock()
+	if len(s.queue) >= s.cfg.QueueMaxSize {
+		s.mu.Unlock()
+		s.dropped.Add(1)
+		s.reg.dropped.Add(1)
+		return
+	}
+	s.queue = append(s.queue, &c)
+	full := len(s.queue) >= s.cfg.BatchMaxSize
+	s.mu.Unlock()
+	if full {
+		s.signal()
+	}
+}
+
+func (s *Sender) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Sender) setConfig(cfg Config) {
+	s.mu.Lock()
+	changed := !reflect.DeepEqual(s.cfg, cfg)
+	s.cfg = cfg
+	s.mu.Unlock()
+	if changed {
+		s.signal() // pick up a new flush interval now
+	}
+}
+
+// Dropped is the number of records this sender dropped (queue full).
+func (s *Sender) Dropped() uint64 { return s.dropped.Load() }
+
+// Stats describes the sender.
+func (s *Sender) Stats() Stats {
+	s.mu.Lock()
+	q, ep := len(s.queue), s.cfg.Endpoint
+	s.mu.Unlock()
+	return Stats{Key: s.key, Endpoint: ep, Queued: q, Sent: s.sent.Load(), Dropped: s.dropped.Load(), Failed: s.failed.Load(), Batches: s.batches.Load()}
+}
+
+// Done is closed once the sender has stopped.
+func (s *Sender) Done() <-chan struct{} { return s.done }
+
+// take removes up to one batch from the queue; with fullOnly, only a full
+// batch.
+func (s *Sender) take(fullOnly bool) ([]*records.Record, Config) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(len(s.queue), s.cfg.BatchMaxSize)
+	if n == 0 || (fullOnly && n < s.cfg.BatchMaxSize) {
+		return nil, s.cfg
+	}
+	batch := slices.Clone(s.queue[:n])
+	clear(s.queue[:n])
+	s.queue = s.queue[n:]
+	if len(s.queue) == 0 {
+		s.queue = nil // let the backing array go
+	}
+	return batch, s.cfg
+}
+
+func (s *Sender) interval() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.FlushInterval
+}
+
+func (s *Sender) run() {
+	defer close(s.done)
+	iv := s.interval()
+	timer := time.NewTimer(iv)
+	defer timer.Stop()
+	for {
+		flushAll := false
+		select {
+		case <-s.stop:
+			s.flushOnce()
+			return
+		case <-s.wake:
+		case <-timer.C:
+			flushAll = true
+		}
+		for {
+			batch, cfg := s.take(!flushAll)
+			if batch == nil {
+				break
+			}
+			if !s.deliver(batch, cfg, true) {
+				break // stopping
+			}
+		}
+		if flushAll || s.interval() != iv {
+			iv = s.interval()
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(iv)
+		}
+	}
+}
+
+// flushOnce sends what is left, one attempt per batch (the plugin is gone).
+func (s *Sender) flushOnce() {
+	for {
+		batch, cfg := s.take(false)
+		if batch == nil {
+			return
+		}
+		s.deliver(batch, cfg, false)
+	}
+}
+
+// deliver posts a batch, retrying with exponential backoff for up to the
+// retry window. It returns false when the sender is stopping.
+func (s *Sender) deliver(batch []*records.Record, cfg Config, retry bool) bool {
+	body, err := json.Marshal(batch)
+	if err != nil {
+		s.giveUp(len(batch))
+		return true
+	}
+	s.reg.mu.Lock()
+	wait, maxWait, window := s.reg.retry.base, s.reg.retry.max, s.reg.retry.window
+	s.reg.mu.Unlock()
+	deadline := time.Now().Add(window)
+	for {
+		err := s.post(body, cfg)
+		if err == nil {
+			s.batches.Add(1)
+			s.sent.Add(uint64(len(batch)))
+			s.reg.sent.Add(uint64(len(batch)))
+			return true
+		}
+		if !retry || time.Now().Add(wait).After(deadline) {
+			s.giveUp(len(batch))
+			return true
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-s.stop:
+			t.Stop()
+			// one last try for this batch, then the rest of the queue
+			if s.post(body, cfg) == nil {
+				s.batches.Add(1)
+				s.sent.Add(uint64(len(batch)))
+				s.reg.sent.Add(uint64(len(batch)))
+			} else {
+				s.giveUp(len(batch))
+			}
+			s.flushOnce()
+			return false
+		case <-t.C:
+		}
+		wait = min(wait*2, maxWait)
+	}
+}
+
+func (s *Sender) giveUp(n int) {
+	s.failed.Add(uint64(n))
+	s.reg.failed.Add(uint64(n))
+}
+
+var errStatus = errors.New("collector answered with an error status")
+
+func (s *Sender) post(body []byte, cfg Config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, cfg.Method, cfg.Endpoint, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "caddy-gateway-http-log")
+	for k, v := range cfg.Headers {
+		if http.CanonicalHeaderKey(k) == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBodyToDrain))
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("%w: %d", errStatus, resp.StatusCode)
+	}
+	return nil
+}
+
+// Interface guard
+var _ records.Sink = (*Sender)(nil)

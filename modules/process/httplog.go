@@ -1,0 +1,11 @@
+package process
+
+import "github.com/caddy-gateway/gateway/modules/plugins/httplog/logsender"
+
+// HTTPLog holds the http-log plugin's senders (queue and background
+// delivery goroutine per plugin instance). They must outlive config reloads:
+// every admin API mutation loads a fresh config, and a sender that started
+// over on each reload would lose its queued records and its retry state. A
+// sender whose plugin is gone from the config for the grace period flushes
+// and stops. Counters: HTTPLog.Dropped(), HTTPLog.Stats().
+var HTTPLog = logsender.NewRegistry(logsender.DefaultGrace)
