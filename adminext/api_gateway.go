@@ -53,7 +53,7 @@ func cascadeService(tx *gorm.DB, id int64) error {
 		}
 		if len(kept) != len(r.Splits) {
 			r.Splits = kept
-			if err := tx.Model(&r).Update("splits", r.Splits).Error; err != nil {
+			if err := tx.Save(&r).Error; err != nil {
 				return err
 			}
 		}

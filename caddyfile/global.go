@@ -5,6 +5,7 @@
 //		gateway {
 //			admin_listen 127.0.0.1:9080
 //			database sqlite ./data/gateway.db   # or: database postgres <dsn>
+//			database_postgres <dsn>             # when non-empty, overrides database
 //			http_listen :8080
 //			https_listen :8443
 //			caddy_admin localhost:2019          # optional
@@ -29,6 +30,7 @@ func init() {
 
 func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 	app := new(adminext.App)
+	var postgresDSN string
 	d.Next() // the option name
 	if d.NextArg() {
 		return nil, d.ArgErr()
@@ -46,6 +48,16 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 			}
 			// An empty value (an unset {$GATEWAY_POSTGRES_DSN}) keeps the default.
 			app.Database, app.DSN = args[0], args[1]
+		case "database_postgres":
+			// PostgreSQL when a DSN is given, e.g. from an environment
+			// variable that is empty by default.
+			args := d.RemainingArgs()
+			if len(args) > 1 {
+				return nil, d.ArgErr()
+			}
+			if len(args) == 1 && args[0] != "" {
+				postgresDSN = args[0]
+			}
 		case "http_listen":
 			if !d.AllArgs(&app.HTTPListen) {
 				return nil, d.ArgErr()
@@ -71,6 +83,9 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 		default:
 			return nil, d.Errf("unknown gateway option %q", d.Val())
 		}
+	}
+	if postgresDSN != "" {
+		app.Database, app.DSN = "postgres", postgresDSN
 	}
 	return httpcaddyfile.App{Name: "gateway", Value: caddyconfig(app)}, nil
 }

@@ -1,0 +1,44 @@
+# Caddy Gateway. The two commands that matter:
+#   make run   build bin/caddy and run the gateway with ./Caddyfile (SQLite under ./data)
+#   make test  all tests
+GO        ?= go
+BIN       := bin/caddy
+export CGO_ENABLED := 1
+
+.PHONY: all build run test test-short vet bench bench-router bench-mutation bench-proxy clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/caddy
+
+run: build
+	mkdir -p data
+	./$(BIN) run --config Caddyfile --adapter caddyfile
+
+vet:
+	$(GO) vet ./...
+
+# Go tests of every package (unit, integration against real upstreams on
+# 127.0.0.1, the in-process gateway, the built binary).
+test: vet build
+	$(GO) test -count=1 -timeout 20m ./...
+
+test-short:
+	$(GO) test -count=1 -short ./...
+
+# Benchmarks (see bench/README.md). bench-proxy installs wrk from Debian's
+# packages when missing and compares the gateway with plain Caddy.
+bench: bench-router bench-mutation bench-proxy
+
+bench-router:
+	$(GO) test -run '^$$' -bench Match -benchmem ./modules/router/
+
+bench-mutation:
+	$(GO) test -run '^$$' -bench MutationToLive -benchtime 20x ./adminext/tests/
+
+bench-proxy: build
+	bash bench/proxy.sh
+
+clean:
+	rm -rf bin
