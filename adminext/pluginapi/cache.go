@@ -9,10 +9,11 @@ import (
 // many cached responses it removed (POST /api/v1/cache/purge).
 var PurgeProxyCache = process.PurgeProxyCache
 
-type purgeResult struct {
+// PurgeResult is the answer of POST /api/v1/cache/purge.
+type PurgeResult struct {
 	Purged int `json:"purged" doc:"How many cached responses were removed."`
 }
 
 func purgeCache(*adminext.Call) (any, error) {
-	return purgeResult{Purged: PurgeProxyCache()}, nil
+	return PurgeResult{Purged: PurgeProxyCache()}, nil
 }

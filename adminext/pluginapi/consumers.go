@@ -57,7 +57,7 @@ func consumerEndpoints() []*adminext.Endpoint {
 		&adminext.Endpoint{Method: "POST", Path: "/api/v1/consumers/{consumer_id}/credentials", Role: adminext.RoleEditor, Tag: "credentials",
 			Summary:     "Add a credential to a consumer",
 			Description: credentialDescription,
-			Body:        CredentialInput{}, ResponseSchema: one, Statuses: []int{400}, Handle: createCredential},
+			Body:        Credential{}, ResponseSchema: one, Statuses: []int{400}, Handle: createCredential},
 		&adminext.Endpoint{Method: "DELETE", Path: "/api/v1/credentials/{id}", Role: adminext.RoleEditor, Tag: "credentials",
 			Summary: "Delete a credential", Response: adminext.Deleted{}, Statuses: []int{404}, Handle: credentialResource.Remove},
 	)

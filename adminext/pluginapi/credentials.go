@@ -24,9 +24,11 @@ const credentialDescription = "The fields that apply depend on type; the others 
 	"algorithm (HS256 default, HS384, HS512, RS256, ES256), secret (required for HS*, write-only), public_key (PEM, required for RS256 (RSA) and ES256 (ECDSA P-256)). " +
 	"Answers never carry password, password hash or secret."
 
-// CredentialInput declares a credential create request: one declaration
-// for the three types, whose Validate applies the rules of its type.
-type CredentialInput struct {
+// Credential declares the input of a credential create request (the
+// OpenAPI document calls it CredentialInput): one declaration for the three
+// types, whose Validate applies the rules of its type. Answers are
+// KeyAuthCredential, BasicAuthCredential or JWTCredential.
+type Credential struct {
 	Type      string  `json:"type" schema:"required,enum=key-auth|basic-auth|jwt"`
 	Key       *string `json:"key" schema:"minLength=1" doc:"key-auth: the API key; jwt: the value matched against the token's key claim (iss). Optional: 32 random bytes, hex, when absent. Unique per type."`
 	Username  *string `json:"username" schema:"minLength=1" doc:"basic-auth only, required; unique among basic-auth credentials."`
@@ -37,7 +39,7 @@ type CredentialInput struct {
 }
 
 // Validate implements schema.Validator: the rules of the credential's type.
-func (in *CredentialInput) Validate() error {
+func (in *Credential) Validate() error {
 	allowed := map[string]map[string]bool{
 		"key-auth":   {"key": true},
 		"basic-auth": {"username": true, "password": true},
@@ -116,7 +118,7 @@ func checkPublicKey(alg, pemText string) error {
 
 // row builds the stored credential (hashing the password, generating an
 // absent key).
-func (in *CredentialInput) row(consumerID int64) (*storage.Credential, error) {
+func (in *Credential) row(consumerID int64) (*storage.Credential, error) {
 	cr := &storage.Credential{ConsumerID: consumerID, Type: in.Type}
 	switch in.Type {
 	case "key-auth", "jwt":
@@ -258,7 +260,7 @@ func createCredential(c *adminext.Call) (any, error) {
 	if err != nil {
 		return nil, adminext.BadRequest("consumer_id: no such consumer")
 	}
-	in := new(CredentialInput)
+	in := new(Credential)
 	if err := c.Decode(in); err != nil {
 		return nil, err
 	}

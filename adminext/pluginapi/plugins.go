@@ -116,7 +116,7 @@ func pluginEndpoints() []*adminext.Endpoint {
 		Method: "POST", Path: "/api/v1/cache/purge", Role: adminext.RoleEditor, Tag: "plugins",
 		Summary:     "Purge the proxy cache",
 		Description: "Removes every in-memory proxy-cache entry of every proxy-cache plugin instance and answers how many were removed.",
-		Response:    purgeResult{},
+		Response:    PurgeResult{},
 		Handle:      purgeCache,
 	})
 	return eps

@@ -3,6 +3,8 @@ package pluginapi_test
 import (
 	"reflect"
 	"testing"
+
+	"github.com/caddy-gateway/gateway/adminext"
 )
 
 func TestPluginCRUD(t *testing.T) {
@@ -140,5 +142,32 @@ func TestPluginCRUD(t *testing.T) {
 	g.JSON("GET", "/api/v1/config", nil, &cfgInfo)
 	if cfgInfo.Plugins != 2 {
 		t.Fatalf("config counts %d plugins, want 2", cfgInfo.Plugins)
+	}
+}
+
+func TestEndpointRoles(t *testing.T) {
+	start(t)
+	want := map[string]adminext.Role{
+		"GET /api/v1/plugins": adminext.RoleViewer, "POST /api/v1/plugins": adminext.RoleEditor,
+		"GET /api/v1/plugins/{id}": adminext.RoleViewer, "PUT /api/v1/plugins/{id}": adminext.RoleEditor,
+		"DELETE /api/v1/plugins/{id}": adminext.RoleEditor, "POST /api/v1/cache/purge": adminext.RoleEditor,
+		"GET /api/v1/consumers": adminext.RoleViewer, "POST /api/v1/consumers": adminext.RoleEditor,
+		"GET /api/v1/consumers/{id}": adminext.RoleViewer, "PUT /api/v1/consumers/{id}": adminext.RoleEditor,
+		"DELETE /api/v1/consumers/{id}":                    adminext.RoleEditor,
+		"GET /api/v1/consumers/{consumer_id}/credentials":  adminext.RoleViewer,
+		"POST /api/v1/consumers/{consumer_id}/credentials": adminext.RoleEditor,
+		"DELETE /api/v1/credentials/{id}":                  adminext.RoleEditor,
+	}
+	for _, ep := range adminext.Current().API().Endpoints() {
+		k := ep.Method + " " + ep.Path
+		if r, ok := want[k]; ok {
+			if ep.Role != r {
+				t.Errorf("%s: role %s, want %s", k, ep.Role, r)
+			}
+			delete(want, k)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("endpoints missing: %v", want)
 	}
 }
