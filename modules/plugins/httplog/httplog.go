@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -144,7 +145,7 @@ func (h *HTTPLog) Validate() error {
 // the outermost http-log plugin builds the record itself.
 func (h *HTTPLog) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	info, r := gwctx.Ensure(r)
-	if h.sender != nil {
+	if h.sender != nil && !slices.Contains(info.Sinks, records.Sink(h.sender)) {
 		info.Sinks = append(info.Sinks, h.sender)
 	}
 	if info.RecordBuilt {
@@ -153,6 +154,9 @@ func (h *HTTPLog) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	info.RecordBuilt = true // this plugin builds it (for inner http-log plugins too)
 
 	method, host, path := r.Method, r.Host, r.URL.Path
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
+		path = orig.URL.Path // the path the client asked for, before rewrites
+	}
 	rec := &recorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	err := next.ServeHTTP(rec, r)
 
@@ -199,6 +203,19 @@ func (h *HTTPLog) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		s.Enqueue(record)
 	}
 	return err
+}
+
+// RecordSink returns this instance's sender (nil before Provision). A router
+// that runs plugins in ordering can register it on a request's Info before
+// the chain runs, so that requests answered by an earlier plugin (401, 403,
+// 429, cache hits) are logged too: ServeHTTP only registers it when the
+// request reaches this plugin. Registering twice is harmless: ServeHTTP
+// does not add a sink that is already there.
+func (h *HTTPLog) RecordSink() records.Sink {
+	if h.sender == nil {
+		return nil
+	}
+	return h.sender
 }
 
 // Dropped is the number of records this instance's sender dropped because

@@ -339,8 +339,14 @@ func TestGatewayMode(t *testing.T) {
 		w.WriteHeader(204)
 		return nil
 	}))
-	if err != nil || !called || len(info.Sinks) != 1 {
+	if err != nil || !called || len(info.Sinks) != 1 || info.Sinks[0] != h.RecordSink() {
 		t.Fatalf("err %v called %v sinks %d", err, called, len(info.Sinks))
+	}
+	// a router that registered the sink up front: not added twice
+	info2 := &gwctx.Info{Start: time.Now(), RecordBuilt: true, Sinks: []records.Sink{h.RecordSink()}}
+	_ = h.ServeHTTP(httptest.NewRecorder(), gwctx.With(httptest.NewRequest("GET", "/g", nil), info2), caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil }))
+	if len(info2.Sinks) != 1 {
+		t.Fatalf("%d sinks", len(info2.Sinks))
 	}
 	time.Sleep(50 * time.Millisecond)
 	if len(col.records()) != 0 {
