@@ -43,7 +43,7 @@ type SsoConfig struct {
 	ClientSecret      *string  `json:"client_secret,omitempty" schema:"writeonly" doc:"Never answered. Omitted or null keeps the stored one; an empty string removes it (public client, PKCE only)."`
 	ClientSecretSet   bool     `json:"client_secret_set" schema:"readonly"`
 	Label             string   `json:"label" doc:"The sign-in button label."`
-	AutoProvisionRole *string  `json:"auto_provision_role" schema:"enum=viewer|editor|admin" doc:"Role of users created at their first SSO sign-in; null: only pre-created users (matched by email) may sign in."`
+	AutoProvisionRole *string  `json:"auto_provision_role" doc:"viewer, editor, admin or null: the role of users created at their first SSO sign-in; null: only pre-created users (matched by email) may sign in."`
 	AllowedDomains    []string `json:"allowed_domains" doc:"E-mail domains eligible for auto-provisioning (case-insensitive, exact); empty: any."`
 }
 
@@ -67,6 +67,9 @@ func (s *SsoConfig) Validate() error {
 		}
 	default:
 		return schema.Errorf("issuer", "must use https (http only for localhost, 127.0.0.1 or ::1)")
+	}
+	if r := s.AutoProvisionRole; r != nil && *r != "viewer" && *r != "editor" && *r != "admin" {
+		return schema.Errorf("auto_provision_role", "must be one of viewer, editor, admin, or null")
 	}
 	if s.AllowedDomains == nil {
 		s.AllowedDomains = []string{}

@@ -1,0 +1,214 @@
+package auth_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+func TestSessions(t *testing.T) {
+	e := start(t)
+	tok := e.anon().token()
+	adm := e.withToken(tok)
+	adm.user("alice@example.com", "admin", "alice-password")
+
+	b := e.browser()
+	a := b.login("Alice@Example.com", "alice-password")
+	p := a.m(t)
+	user, _ := p["user"].(map[string]any)
+	if p["method"] != "session" || p["role"] != "admin" || user["email"] != "alice@example.com" || user["has_password"] != true {
+		t.Fatalf("principal: %v", p)
+	}
+	ck := setCookieOf(a, "gateway_session")
+	if ck == nil || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Path != "/" || ck.MaxAge != 7*24*3600 || ck.Secure {
+		t.Fatalf("session cookie: %+v", ck)
+	}
+	if len(ck.Value) < 43 {
+		t.Fatalf("session token too short: %d", len(ck.Value))
+	}
+	first := ck.Value
+
+	// Session fixation: every login gets a new session id, and the one
+	// sent along stops working.
+	b.login("alice@example.com", "alice-password")
+	second := b.cookie("gateway_session")
+	if second == "" || second == first {
+		t.Fatal("login kept the session id")
+	}
+	old := e.anon()
+	old.setCookie("gateway_session", first)
+	old.want(401, "GET", "/api/v1/auth/me", nil)
+	// A planted cookie value is never adopted.
+	planted := e.anon()
+	planted.setCookie("gateway_session", "attacker-chosen-value")
+	planted.login("alice@example.com", "alice-password")
+	if v := planted.cookie("gateway_session"); v == "attacker-chosen-value" || v == "" {
+		t.Fatal("planted session id adopted")
+	}
+
+	// Server-side only the hash is stored.
+	db := e.db()
+	var rows []storage.AdminSession
+	if err := db.DB.Find(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.TokenHash == second || len(r.TokenHash) != 64 {
+			t.Fatalf("session row stores %q", r.TokenHash)
+		}
+	}
+
+	// me / logout.
+	b.want(200, "GET", "/api/v1/auth/me", nil)
+	out := b.want(200, "POST", "/api/v1/auth/logout", nil, "Content-Type", "application/json")
+	if out.m(t)["signed_out"] != true {
+		t.Fatalf("logout: %s", out.Body)
+	}
+	if c := setCookieOf(out, "gateway_session"); c == nil || c.MaxAge >= 0 || c.Value != "" {
+		t.Fatalf("logout did not clear the cookie: %+v", c)
+	}
+	reuse := e.anon()
+	reuse.setCookie("gateway_session", second)
+	reuse.want(401, "GET", "/api/v1/auth/me", nil)
+	b.want(401, "GET", "/api/v1/auth/me", nil)
+
+	// Wrong password, unknown account, bad input.
+	e.anon().want(401, "POST", "/api/v1/auth/login", map[string]string{"email": "alice@example.com", "password": "wrong-password"})
+	e.anon().want(401, "POST", "/api/v1/auth/login", map[string]string{"email": "nobody@example.com", "password": "alice-password"})
+	e.anon().want(400, "POST", "/api/v1/auth/login", map[string]string{"email": "alice@example.com"})
+	e.anon().want(400, "POST", "/api/v1/auth/login", `{"email":"alice@example.com","password":"alice-password"`)
+
+	// Expired sessions are refused and deleted.
+	b.login("alice@example.com", "alice-password")
+	if err := db.DB.Model(&storage.AdminSession{}).Where("1 = 1").Update("expires_at", time.Now().Add(-time.Minute)).Error; err != nil {
+		t.Fatal(err)
+	}
+	b.want(401, "GET", "/api/v1/auth/me", nil)
+	var n int64
+	b.login("alice@example.com", "alice-password") // purges all expired ones
+	db.DB.Model(&storage.AdminSession{}).Where("expires_at <= ?", time.Now()).Count(&n)
+	if n != 0 {
+		t.Fatalf("%d expired sessions left after a login", n)
+	}
+
+	// Secure cookie when public_url is https.
+	settings := adm.want(200, "GET", "/api/v1/settings", nil).m(t)
+	delete(settings, "updated_at")
+	settings["public_url"] = "https://gateway.example.com"
+	adm.want(200, "PUT", "/api/v1/settings", settings)
+	if ck := setCookieOf(e.anon().login("alice@example.com", "alice-password"), "gateway_session"); ck == nil || !ck.Secure {
+		t.Fatalf("cookie not Secure with an https public_url: %+v", ck)
+	}
+}
+
+func TestPasswordChange(t *testing.T) {
+	e := start(t)
+	tok := e.anon().token()
+	adm := e.withToken(tok)
+	adm.user("bob@example.com", "viewer", "bob-password")
+	b, other := e.browser(), e.browser()
+	b.login("bob@example.com", "bob-password")
+	other.login("bob@example.com", "bob-password")
+
+	// Only a session has a password to change.
+	adm.want(400, "PUT", "/api/v1/auth/me/password", map[string]any{"new_password": "whatever-1"})
+	e.anon().want(401, "PUT", "/api/v1/auth/me/password", map[string]any{"new_password": "whatever-1"})
+	b.want(400, "PUT", "/api/v1/auth/me/password", map[string]any{"new_password": "new-bob-password"})
+	b.want(400, "PUT", "/api/v1/auth/me/password", map[string]any{"current_password": "wrong-password", "new_password": "new-bob-password"})
+	b.want(400, "PUT", "/api/v1/auth/me/password", map[string]any{"current_password": "bob-password", "new_password": "short"})
+	r := b.want(200, "PUT", "/api/v1/auth/me/password", map[string]any{"current_password": "bob-password", "new_password": "new-bob-password"})
+	if r.m(t)["updated"] != true {
+		t.Fatalf("answer: %s", r.Body)
+	}
+	// The current session stays, the others end.
+	b.want(200, "GET", "/api/v1/auth/me", nil)
+	other.want(401, "GET", "/api/v1/auth/me", nil)
+	e.anon().want(401, "POST", "/api/v1/auth/login", map[string]string{"email": "bob@example.com", "password": "bob-password"})
+	e.anon().login("bob@example.com", "new-bob-password")
+	e.noSecret("bob-password", "new-bob-password", "$argon2id$")
+}
+
+// CSRF rule: session-authenticated mutating requests need
+// Content-Type: application/json; token-authenticated ones are exempt.
+func TestCSRF(t *testing.T) {
+	e := start(t)
+	tok := e.anon().token()
+	adm := e.withToken(tok)
+	adm.user("carol@example.com", "admin", "carol-password")
+	vid := itoa(adm.want(200, "POST", "/api/v1/users", map[string]any{"email": "v@example.com", "role": "viewer", "password": "password-1"}).m(t)["id"])
+	s := e.browser()
+	s.login("carol@example.com", "carol-password")
+
+	body := `{"name":"svc"}`
+	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"} {
+		a := s.want(403, "POST", "/api/v1/services", body, "Content-Type", ct)
+		if !strings.Contains(a.errText(t), "Content-Type") {
+			t.Fatalf("403 message: %s", a.Body)
+		}
+	}
+	s.want(403, "DELETE", "/api/v1/users/"+vid, nil)
+	s.want(403, "PUT", "/api/v1/auth/me/password", `{"current_password":"carol-password","new_password":"whatever-123"}`, "Content-Type", "text/plain")
+	s.want(403, "POST", "/api/v1/auth/logout", nil)
+	s.want(200, "GET", "/api/v1/services", nil) // safe methods need nothing
+	s.want(200, "POST", "/api/v1/services", body, "Content-Type", "application/json; charset=utf-8")
+	s.want(200, "DELETE", "/api/v1/users/"+vid, nil, "Content-Type", "application/json")
+	// Token-authenticated requests are exempt.
+	adm.want(200, "POST", "/api/v1/services", body, "Content-Type", "text/plain")
+	vid = itoa(adm.want(200, "POST", "/api/v1/users", map[string]any{"email": "v@example.com", "role": "viewer", "password": "password-1"}).m(t)["id"])
+	adm.want(200, "DELETE", "/api/v1/users/"+vid, nil)
+	// Login CSRF: a form-encoded (or text/plain) login is refused.
+	e.anon().want(400, "POST", "/api/v1/auth/login", `{"email":"carol@example.com","password":"carol-password"}`, "Content-Type", "text/plain")
+	// The rule is in the OpenAPI document.
+	resp, err := http.Get(e.g.AdminURL + "/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(doc), "CSRF rule") {
+		t.Fatal("the CSRF rule is not documented in the OpenAPI document")
+	}
+}
+
+func TestLoginLimit(t *testing.T) {
+	e := start(t)
+	e.anon().user("dave@example.com", "admin", "dave-password")
+	adm := e.browser()
+	adm.login("dave@example.com", "dave-password")
+	settings := adm.want(200, "GET", "/api/v1/settings", nil).m(t)
+	delete(settings, "updated_at")
+	settings["trusted_proxies"] = []string{"127.0.0.1"}
+	adm.want(200, "PUT", "/api/v1/settings", settings)
+	c := e.browser()
+	bad := map[string]string{"email": "dave@example.com", "password": "wrong-password"}
+	for i := 0; i < 10; i++ {
+		c.want(401, "POST", "/api/v1/auth/login", bad)
+	}
+	for _, body := range []map[string]string{bad, {"email": "dave@example.com", "password": "dave-password"}} {
+		a := c.want(429, "POST", "/api/v1/auth/login", body)
+		ra, err := strconv.Atoi(a.Header.Get("Retry-After"))
+		if err != nil || ra < 1 || ra > 15*60 {
+			t.Fatalf("Retry-After %q", a.Header.Get("Retry-After"))
+		}
+	}
+
+	// Per client IP: behind a trusted proxy, X-Forwarded-For decides.
+	for i := 0; i < 10; i++ {
+		c.want(401, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", "203.0.113.7")
+	}
+	c.want(429, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", "203.0.113.7")
+	c.want(429, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", "198.51.100.1, 203.0.113.7")
+	c.want(200, "POST", "/api/v1/auth/login", map[string]string{"email": "dave@example.com", "password": "dave-password"}, "X-Forwarded-For", "203.0.113.8")
+	// IPv6 clients count per /64.
+	for i := 0; i < 10; i++ {
+		c.want(401, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", fmt.Sprintf("2001:db8:1:2::%x", i+1))
+	}
+	c.want(429, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", "2001:db8:1:2:ffff::1")
+	c.want(401, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", "2001:db8:1:3::1")
+}
