@@ -63,3 +63,11 @@ func TestIPRestrictionTrustedProxy(t *testing.T) {
 	wantStatus(t, g.get("/", "X-Forwarded-For", "198.51.100.1"), http.StatusOK)
 	wantStatus(t, g.get("/"), http.StatusOK)
 }
+
+// Inside the gateway the router's client address (gwctx.Info.ClientIP) decides.
+func TestIPRestrictionRouterClientIP(t *testing.T) {
+	g := startGW(t, []string{`{"handler":"test_gwinfo","client_ip":"203.0.113.5"}`, handlerJSON(t, "ip-restriction", `{"allow":["127.0.0.1"]}`)})
+	wantStatus(t, g.get("/"), http.StatusForbidden)
+	g = startGW(t, []string{`{"handler":"test_gwinfo","client_ip":"203.0.113.5"}`, handlerJSON(t, "ip-restriction", `{"allow":["203.0.113.0/24"]}`)})
+	wantStatus(t, g.get("/"), http.StatusOK)
+}

@@ -66,6 +66,9 @@ func (h *Redirect) Validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
 			return schema.Errorf("location", "must be an absolute http or https URL")
 		}
+		if h.KeepPath && (u.RawQuery != "" || u.ForceQuery) {
+			return schema.Errorf("location", "must not have a query when keep_path is true (the request's path and query are appended)")
+		}
 	}
 	if h.HTTPSPort < 0 || h.HTTPSPort > 65535 {
 		return schema.Errorf("https_port", "must be a port number")

@@ -8,13 +8,14 @@ import (
 func TestRedirectConfig(t *testing.T) {
 	wantDefaults(t, "redirect", `{"to_https":true}`,
 		`{"to_https":true,"location":"","status":308,"keep_path":true}`)
-	wantDefaults(t, "redirect", `{"location":"https://new.example/base","status":301,"keep_path":false}`,
-		`{"to_https":false,"location":"https://new.example/base","status":301,"keep_path":false}`)
+	wantDefaults(t, "redirect", `{"location":"https://new.example/base?from=old","status":301,"keep_path":false}`,
+		`{"to_https":false,"location":"https://new.example/base?from=old","status":301,"keep_path":false}`)
 	wantConfigErrors(t, "redirect", map[string]string{
 		`{}`: "config.location",
 		`{"to_https":true,"location":"https://x.example"}`: "config.location",
 		`{"location":"/relative"}`:                         "config.location",
 		`{"location":"ftp://x.example"}`:                   "config.location",
+		`{"location":"https://x.example/?a=1"}`:            "config.location",
 		`{"to_https":true,"status":200}`:                   "config.status",
 		`{"to_https":true,"status":304}`:                   "config.status",
 		`{"to_https":true,"https_port":8443}`:              "config.https_port", // internal: not part of the API
