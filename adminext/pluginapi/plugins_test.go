@@ -1,10 +1,13 @@
 package pluginapi_test
 
 import (
+	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/modules/plugins"
 )
 
 func TestPluginCRUD(t *testing.T) {
@@ -170,4 +173,55 @@ func TestEndpointRoles(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("endpoints missing: %v", want)
 	}
+}
+
+// TestEveryRegisteredType creates an instance of every registered type on
+// one route: configs are normalized (the OpenAPI check validates each answer
+// against its type's output schema) and all of them compile into the
+// running proxy together.
+func TestEveryRegisteredType(t *testing.T) {
+	g := start(t)
+	svc := g.Service("svc", "127.0.0.1:9")
+	route := g.Route("r", svc, nil)
+	minimal := map[string]map[string]any{
+		"rate-limit":     {"limit": 1000},
+		"ip-restriction": {"allow": []string{"127.0.0.1"}},
+		"acl":            {"allow": []string{"g"}},
+		"redirect":       {"location": "https://example.com"},
+		"http-log":       {"endpoint": "http://127.0.0.1:9/"},
+	}
+	var tested []string
+	for _, ty := range plugins.Types() {
+		body := map[string]any{"type": ty.Name, "scope": "route", "route_id": route}
+		st, b := g.Do("POST", "/api/v1/plugins", body)
+		if st == 400 {
+			cfg, ok := minimal[ty.Name]
+			if !ok {
+				t.Fatalf("%s needs config: %s (add a minimal config to this test)", ty.Name, b)
+			}
+			if !strings.Contains(string(b), "config.") {
+				t.Fatalf("%s: the error does not name the config field: %s", ty.Name, b)
+			}
+			body["config"] = cfg
+			st, b = g.Do("POST", "/api/v1/plugins", body)
+		}
+		if st != 200 {
+			t.Fatalf("%s: %d %s", ty.Name, st, b)
+		}
+		var pl map[string]any
+		if err := json.Unmarshal(b, &pl); err != nil {
+			t.Fatal(err)
+		}
+		if pl["ordering"] != float64(ty.Ordering) {
+			t.Fatalf("%s: ordering %v, want %d", ty.Name, pl["ordering"], ty.Ordering)
+		}
+		if _, internal := pl["config"].(map[string]any)["instance_id"]; internal {
+			t.Fatalf("%s: the answer shows the compiler's instance_id: %s", ty.Name, b)
+		}
+		tested = append(tested, ty.Name)
+	}
+	if l := list(t, g, "/api/v1/plugins"); len(l) != len(tested) {
+		t.Fatalf("listed %d plugins, created %d", len(l), len(tested))
+	}
+	t.Logf("registered types tested: %s", strings.Join(tested, ", "))
 }
