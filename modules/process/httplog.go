@@ -1,6 +1,13 @@
 package process
 
-import "github.com/caddy-gateway/gateway/modules/plugins/httplog/logsender"
+import (
+	"context"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-gateway/gateway/modules/plugins/httplog/logsender"
+)
 
 // HTTPLog holds the http-log plugin's senders (queue and background
 // delivery goroutine per plugin instance). They must outlive config reloads:
@@ -9,3 +16,12 @@ import "github.com/caddy-gateway/gateway/modules/plugins/httplog/logsender"
 // sender whose plugin is gone from the config for the grace period flushes
 // and stops. Counters: HTTPLog.Dropped(), HTTPLog.Stats().
 var HTTPLog = logsender.NewRegistry(logsender.DefaultGrace)
+
+func init() {
+	// On process exit, deliver what is queued (bounded wait).
+	caddy.OnExit(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		HTTPLog.Shutdown(ctx)
+	})
+}

@@ -161,6 +161,29 @@ func (g *Registry) Release(s *Sender) {
 	})
 }
 
+// Shutdown stops every sender at once: each sends what it has queued (one
+// attempt per batch) and stops. It returns when all have stopped or ctx is
+// done. For process exit; senders acquired afterwards start afresh.
+func (g *Registry) Shutdown(ctx context.Context) {
+	g.mu.Lock()
+	list := make([]*Sender, 0, len(g.senders))
+	for k, s := range g.senders {
+		list = append(list, s)
+		delete(g.senders, k)
+	}
+	g.mu.Unlock()
+	for _, s := range list {
+		close(s.stop)
+	}
+	for _, s := range list {
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // Stats describes one sender.
 type Stats struct {
 	Key      string `json:"key"`

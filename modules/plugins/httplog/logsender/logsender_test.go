@@ -1,0 +1,77 @@
+package logsender
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddy-gateway/gateway/modules/records"
+)
+
+func TestQueueBoundAndShutdownFlush(t *testing.T) {
+	var got atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var batch []records.Record
+		if err := json.NewDecoder(r.Body).Decode(&batch); err != nil {
+			t.Error(err)
+		}
+		got.Add(int64(len(batch)))
+	}))
+	defer srv.Close()
+
+	g := NewRegistry(time.Hour)
+	s := g.Acquire("k", Config{Endpoint: srv.URL, BatchMaxSize: 100, FlushInterval: time.Hour, QueueMaxSize: 5})
+	for i := 0; i < 8; i++ {
+		s.Enqueue(&records.Record{ID: int64(i)})
+	}
+	if st := s.Stats(); st.Queued != 5 || st.Dropped != 3 || g.Dropped() != 3 {
+		t.Fatalf("%+v", st)
+	}
+	// the same key is the same sender; a release keeps it for the grace
+	if g.Acquire("k", Config{Endpoint: srv.URL, FlushInterval: time.Hour, QueueMaxSize: 5}) != s {
+		t.Fatal("new sender for the same key")
+	}
+	g.Release(s)
+	g.Release(s)
+	if g.Len() != 1 {
+		t.Fatal("released before the grace period")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	g.Shutdown(ctx)
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("sender still running")
+	}
+	if got.Load() != 5 || g.Len() != 0 || g.Sent() != 5 {
+		t.Fatalf("delivered %d, senders %d", got.Load(), g.Len())
+	}
+}
+
+func TestReleaseStopsAfterGrace(t *testing.T) {
+	g := NewRegistry(50 * time.Millisecond)
+	s := g.Acquire("k", Config{Endpoint: "http://127.0.0.1:9/"})
+	g.Release(s)
+	// re-acquired within the grace: kept
+	if g.Acquire("k", Config{Endpoint: "http://127.0.0.1:9/"}) != s {
+		t.Fatal("not kept")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if g.Len() != 1 {
+		t.Fatal("stopped while held")
+	}
+	g.Release(s)
+	select {
+	case <-s.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("not stopped after the grace period")
+	}
+	if g.Len() != 0 {
+		t.Fatal("still registered")
+	}
+}
