@@ -5,12 +5,16 @@
 package gateway
 
 import (
+	_ "github.com/caddy-gateway/gateway/adminext"
 	_ "github.com/caddy-gateway/gateway/adminext/auth"
 	_ "github.com/caddy-gateway/gateway/adminext/pluginapi"
+	_ "github.com/caddy-gateway/gateway/caddyfile"
+	_ "github.com/caddy-gateway/gateway/modules/lb"
 	_ "github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/httplog"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/proxycache"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"
+	_ "github.com/caddy-gateway/gateway/modules/router"
 )

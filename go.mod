@@ -17,6 +17,8 @@ require (
 	gorm.io/gorm v1.31.2
 )
 
+require github.com/coder/websocket v1.8.15 // indirect
+
 require (
 	cel.dev/cel-go v0.32.0 // indirect
 	cel.dev/expr v0.25.3 // indirect

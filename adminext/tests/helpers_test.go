@@ -1,0 +1,5 @@
+package tests
+
+import "github.com/caddyserver/caddy/v2"
+
+func stopGateway() error { return caddy.Stop() }

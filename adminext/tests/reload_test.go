@@ -1,0 +1,185 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+// TestReloadUnderLoad: concurrent clients proxy while 50 mutations land.
+// The proxy's listeners and servers live for the process, so no request may
+// fail: keep-alive GETs, keep-alive POSTs, and a fresh connection per GET.
+func TestReloadUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	g := testgw.Start(t, nil)
+	up := echo(t, "up")
+	sid := g.Service("s", addr(up))
+	rid := g.Route("load", sid, map[string]any{"paths": []string{"/load"}})
+
+	keepAlive := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 10 * time.Second}
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	type kind struct {
+		name   string
+		client *http.Client
+		post   bool
+	}
+	kinds := []kind{{"keep-alive GET", keepAlive, false}, {"keep-alive POST", keepAlive, true}, {"fresh GET", fresh, false}}
+
+	var ok, failed atomic.Int64
+	var failMu sync.Mutex
+	var failures []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, k := range kinds {
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func(k kind) {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					var req *http.Request
+					if k.post {
+						req, _ = http.NewRequest("POST", g.ProxyURL+"/load/post", strings.NewReader(fmt.Sprintf(`{"n":%d}`, i)))
+					} else {
+						req, _ = http.NewRequest("GET", g.ProxyURL+"/load/get", nil)
+					}
+					resp, err := k.client.Do(req)
+					if err == nil {
+						_, err = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if err == nil && resp.StatusCode != 200 {
+							err = fmt.Errorf("status %d", resp.StatusCode)
+						}
+					}
+					if err != nil {
+						failed.Add(1)
+						failMu.Lock()
+						if len(failures) < 10 {
+							failures = append(failures, k.name+": "+err.Error())
+						}
+						failMu.Unlock()
+						continue
+					}
+					ok.Add(1)
+				}
+			}(k)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	for i := 0; i < 50; i++ {
+		switch i % 3 {
+		case 0:
+			g.Route(fmt.Sprintf("other-%d", i), sid, map[string]any{"paths": []string{fmt.Sprintf("/other/%d", i)}})
+		case 1:
+			g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", rid), map[string]any{"name": "load", "service_id": sid, "paths": []string{"/load"}, "priority": i})
+		case 2:
+			g.Service(fmt.Sprintf("svc-%d", i), "127.0.0.1:9")
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d requests proxied during 50 mutations, %d failed", ok.Load(), failed.Load())
+	if failed.Load() != 0 {
+		t.Fatalf("%d requests failed during reloads, e.g. %v", failed.Load(), failures)
+	}
+	if ok.Load() < 200 {
+		t.Fatalf("only %d requests proxied", ok.Load())
+	}
+}
+
+// TestLongStreamsSurviveMutations: a proxied WebSocket and a long streaming
+// download keep going while 20 unrelated mutations land.
+func TestLongStreamsSurviveMutations(t *testing.T) {
+	g := testgw.Start(t, nil)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ws":
+			c, err := websocket.Accept(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer c.CloseNow()
+			for {
+				typ, msg, err := c.Read(r.Context())
+				if err != nil {
+					return
+				}
+				if err := c.Write(r.Context(), typ, append([]byte("echo:"), msg...)); err != nil {
+					return
+				}
+			}
+		case "/download":
+			w.Header().Set("Content-Type", "application/octet-stream")
+			for i := 0; i < 40; i++ {
+				fmt.Fprintf(w, "chunk-%02d\n", i)
+				w.(http.Flusher).Flush()
+				time.Sleep(40 * time.Millisecond)
+			}
+		}
+	}))
+	t.Cleanup(up.Close)
+	sid := g.Service("s", addr(up))
+	g.Route("streams", sid, nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws://"+g.ProxyAddr+"/ws", nil)
+	if err != nil {
+		t.Fatalf("websocket through the gateway: %v", err)
+	}
+	defer ws.CloseNow()
+
+	download := make(chan []byte, 1)
+	go func() {
+		resp, err := http.Get(g.ProxyURL + "/download")
+		if err != nil {
+			download <- []byte(err.Error())
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b = append(b, []byte(" ERROR: "+err.Error())...)
+		}
+		download <- b
+	}()
+
+	for i := 0; i < 20; i++ {
+		g.Service(fmt.Sprintf("unrelated-%d", i), "127.0.0.1:9")
+		msg := fmt.Sprintf("m%d", i)
+		if err := ws.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatalf("websocket write after mutation %d: %v", i, err)
+		}
+		_, got, err := ws.Read(ctx)
+		if err != nil || string(got) != "echo:"+msg {
+			t.Fatalf("websocket read after mutation %d: %q %v", i, got, err)
+		}
+	}
+	var want bytes.Buffer
+	for i := 0; i < 40; i++ {
+		fmt.Fprintf(&want, "chunk-%02d\n", i)
+	}
+	if got := <-download; !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("streaming download cut by mutations: got %d bytes: %.200s", len(got), got)
+	}
+	ws.Close(websocket.StatusNormalClosure, "")
+}

@@ -1,0 +1,143 @@
+package tests
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+// A mutation whose config cannot go live (here: a listener address that is
+// taken) is answered 400, leaves the store as it was and the proxy serving.
+func TestFailedMutationKeepsLastGoodConfig(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", addr(echo(t, "up")))
+	g.Route("all", sid, nil)
+	before := g.Must("GET", "/api/v1/settings", nil)
+	version := g.Must("GET", "/api/v1/config", nil)["version"]
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	st, body := g.Do("PUT", "/api/v1/settings", map[string]any{"http_listen": taken.Addr().String()})
+	wantError(t, st, body, 400, "http_listen")
+
+	after := g.Must("GET", "/api/v1/settings", nil)
+	if after["http_listen"] != before["http_listen"] || after["updated_at"] != before["updated_at"] {
+		t.Fatalf("settings changed by a failed mutation: %v → %v", before, after)
+	}
+	if v := g.Must("GET", "/api/v1/config", nil)["version"]; v != version {
+		t.Fatalf("live version moved from %v to %v", version, v)
+	}
+	if st, _, _ := g.Get("", "/x"); st != 200 {
+		t.Fatalf("proxy after a failed mutation: %d", st)
+	}
+	// And the gateway still takes mutations.
+	g.Route("more", sid, map[string]any{"paths": []string{"/more"}})
+}
+
+// Listener changes apply at once: the new address serves, the old closes.
+func TestSettingsListenerChangeAppliesLive(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", addr(echo(t, "up")))
+	g.Route("all", sid, nil)
+	old := g.ProxyURL
+	newAddr := testgw.FreeAddr(t)
+	got := g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": newAddr})
+	if got["http_listen"] != newAddr || got["https_listen"] == "" || got["acme_directory_url"] != "letsencrypt" {
+		t.Fatalf("settings answer: %v", got)
+	}
+	resp, err := http.Get("http://" + newAddr + "/x")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("new listener: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	waitFor(t, "old listener closed", func() bool {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Second}
+		resp, err := c.Get(old + "/x")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err != nil
+	})
+}
+
+// When the store becomes unreachable, proxied traffic is unaffected; the
+// admin API answers 500 instead of pretending.
+func TestStoreUnreachableProxyUnaffected(t *testing.T) {
+	g := testgw.Start(t, &testgw.Options{NoOpenAPICheck: true})
+	sid := g.Service("s", addr(echo(t, "up")))
+	g.Route("all", sid, nil)
+	sqlDB, err := adminext.Current().Store().DB.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.Close()
+	for i := 0; i < 20; i++ {
+		if st, _, _ := g.Get("", fmt.Sprintf("/x/%d", i)); st != 200 {
+			t.Fatalf("proxy with the store down: %d", st)
+		}
+	}
+	st, body := g.Do("POST", "/api/v1/services", map[string]any{"name": "x"})
+	wantError(t, st, body, 500, "internal error")
+	st, _ = g.Do("GET", "/api/v1/services", nil)
+	if st != 500 {
+		t.Fatalf("list with the store down: %d", st)
+	}
+	if st, _, _ := g.Get("", "/after"); st != 200 {
+		t.Fatalf("proxy after failed mutations: %d", st)
+	}
+}
+
+// Site blocks the user already has keep serving beside the gateway, also
+// across gateway mutations.
+func TestUserSitesKeepWorking(t *testing.T) {
+	site := testgw.FreeAddr(t)
+	g := testgw.Start(t, &testgw.Options{Apps: map[string]any{
+		"http": map[string]any{"servers": map[string]any{"user": map[string]any{
+			"listen": []string{site},
+			"routes": []any{map[string]any{"handle": []any{map[string]any{"handler": "static_response", "body": "user site"}}}},
+		}}},
+	}})
+	check := func() {
+		t.Helper()
+		resp, err := http.Get("http://" + site + "/")
+		if err != nil {
+			t.Fatalf("user site: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "user site" {
+			t.Fatalf("user site answered %q", b)
+		}
+	}
+	check()
+	sid := g.Service("s", addr(echo(t, "up")))
+	g.Route("all", sid, nil)
+	check()
+	if st, _, _ := g.Get("", "/"); st != 200 {
+		t.Fatalf("gateway route: %d", st)
+	}
+}
+
+// A restart serves the stored configuration.
+func TestRestartServesStoredConfig(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", addr(echo(t, "up")))
+	g.Route("all", sid, nil)
+	dsn := g.DSN
+	if err := stopGateway(); err != nil {
+		t.Fatal(err)
+	}
+	g2 := testgw.Start(t, &testgw.Options{DSN: dsn})
+	if st, body, _ := g2.Get("", "/x"); st != 200 {
+		t.Fatalf("after restart: %d %s", st, body)
+	}
+}
