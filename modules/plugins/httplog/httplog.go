@@ -95,13 +95,6 @@ func (h *HTTPLog) senderKey() string {
 	return "cfg:" + hex.EncodeToString(sum[:8])
 }
 
-// Cleanup implements caddy.CleanerUpper: the sender keeps running while a
-// newer config holds it, and stops after a grace period otherwise.
-func (h *HTTPLog) Cleanup() error {
-	process.HTTPLog.Release(h.sender)
-	return nil
-}
-
 // Validate implements caddy.Validator and schema.Validator.
 func (h *HTTPLog) Validate() error {
 	u, err := url.Parse(h.Endpoint)
@@ -203,6 +196,13 @@ func (h *HTTPLog) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		s.Enqueue(record)
 	}
 	return err
+}
+
+// Cleanup implements caddy.CleanerUpper: the sender keeps running while a
+// newer config holds it, and stops after a grace period otherwise.
+func (h *HTTPLog) Cleanup() error {
+	process.HTTPLog.Release(h.sender)
+	return nil
 }
 
 // RecordSink returns this instance's sender (nil before Provision). A router
