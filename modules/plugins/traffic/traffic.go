@@ -36,7 +36,7 @@ import (
 //
 //	gateway_request_id, gateway_hsts, gateway_ip_restriction, header,
 //	gateway_cors, request_body, …, gateway_redirect, redir, …, forward_auth,
-//	(auth directives), gateway_request_size_limit, gateway_request_termination,
+//	(auth, rate-limit), gateway_request_size_limit, gateway_request_termination,
 //	request_header, gateway_request_transform, gateway_response_transform,
 //	encode, gateway_response_compression, gateway_response_body_transform,
 //	push, …, reverse_proxy
