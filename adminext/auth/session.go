@@ -23,6 +23,9 @@ type Login struct {
 	Password string `json:"password" schema:"required,writeonly"`
 }
 
+// Validate implements schema.Validator.
+func (l *Login) Validate() error { return validEmail(l.Email) }
+
 // PasswordChange is the input of a user's own password change.
 type PasswordChange struct {
 	CurrentPassword *string `json:"current_password" schema:"writeonly" doc:"Required when the account has a password; SSO-only accounts may set a first password without it."`

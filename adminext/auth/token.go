@@ -26,6 +26,7 @@ func tokenEndpoints() []*adminext.Endpoint {
 				"In open mode this enables authentication. With authentication enabled the caller must be an admin (the current token, or an admin session); " +
 				"the previous token stops working at once. The token is accepted as Authorization: Bearer <token> or X-Admin-Token: <token> " +
 				"(and as the access_token query parameter on /api/v1/events only); it is compared in constant time (SHA-256 of the presented value against the stored hash). " +
+				"A request presenting an invalid token is 401 even when it also carries a valid session cookie. " +
 				csrfRule,
 			Response: AdminToken{}, Handle: createToken},
 		{Method: "DELETE", Path: "/api/v1/admin/token", Role: adminext.RoleAdmin, Tag: "auth",
