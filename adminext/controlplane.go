@@ -312,7 +312,7 @@ func (cp *ControlPlane) Mutate(ctx context.Context, fn func(tx *gorm.DB) error) 
 		if err := fn(tx); err != nil {
 			return err
 		}
-		snap, err := storage.LoadSnapshot(tx)
+		snap, err := cp.store.LoadSnapshot(tx)
 		if err != nil {
 			return err
 		}
@@ -338,7 +338,7 @@ func (cp *ControlPlane) Mutate(ctx context.Context, fn func(tx *gorm.DB) error) 
 
 // reloadLocked compiles and loads the store's configuration (cp.mu held).
 func (cp *ControlPlane) reloadLocked() error {
-	snap, err := storage.LoadSnapshot(cp.store.DB)
+	snap, err := cp.store.LoadSnapshot(cp.store.DB)
 	if err != nil {
 		return err
 	}

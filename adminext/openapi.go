@@ -48,7 +48,7 @@ func docEndpoints() []*Endpoint {
 		{Method: "GET", Path: "/openapi.yaml", Role: RolePublic, Tag: "system", Summary: "This OpenAPI 3.1 document (YAML)",
 			ContentType: "application/yaml", Raw: serveOpenAPIYAML},
 		{Method: "GET", Path: "/openapi.json", Role: RolePublic, Tag: "system", Summary: "This OpenAPI 3.1 document (JSON)",
-			ContentType: "application/json", Raw: serveOpenAPIJSON},
+			ResponseSchema: map[string]any{"type": "object"}, Raw: serveOpenAPIJSON},
 		{Method: "GET", Path: "/docs", Role: RolePublic, Tag: "system", Summary: "API reference rendered from the OpenAPI document",
 			ContentType: "text/html", Raw: serveDocs},
 	}

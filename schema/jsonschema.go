@@ -163,6 +163,9 @@ func applyTags(s map[string]any, f *field) {
 				vals = append(vals, e)
 			}
 		}
+		if f.nullable && target == s {
+			vals = append(vals, nil) // null is a value of a nullable enum too
+		}
 		target["enum"] = vals
 	}
 	if f.format != "" {

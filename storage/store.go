@@ -20,6 +20,8 @@ import (
 type Store struct {
 	DB   *gorm.DB
 	Kind string // "sqlite" or "postgres"
+
+	routes routeCache
 }
 
 // models lists every table the store migrates. Other packages (admin
@@ -155,17 +157,24 @@ var snapshotLoaders []SnapshotLoader
 // RegisterSnapshotLoader adds a loader. Call from init only.
 func RegisterSnapshotLoader(l SnapshotLoader) { snapshotLoaders = append(snapshotLoaders, l) }
 
-// LoadSnapshot reads everything the compiler needs, in id order.
-func LoadSnapshot(db *gorm.DB) (*Snapshot, error) {
+// LoadSnapshot reads everything the compiler needs, in id order. Routes,
+// the table that grows largest, come through the store's route cache: only
+// rows whose updated_at changed since the last snapshot are read again.
+func (s *Store) LoadSnapshot(db *gorm.DB) (*Snapshot, error) {
 	snap := &Snapshot{Extra: map[string]any{}}
 	if err := db.First(&snap.Settings, 1).Error; err != nil {
 		return nil, fmt.Errorf("reading settings: %w", err)
 	}
+	routes, err := s.routes.load(db)
+	if err != nil {
+		return nil, fmt.Errorf("reading routes: %w", err)
+	}
+	snap.Routes = routes
 	for _, q := range []struct {
 		name string
 		dst  any
 	}{
-		{"services", &snap.Services}, {"targets", &snap.Targets}, {"routes", &snap.Routes},
+		{"services", &snap.Services}, {"targets", &snap.Targets},
 		{"stream routes", &snap.StreamRoutes}, {"plugins", &snap.Plugins},
 		{"consumers", &snap.Consumers}, {"credentials", &snap.Credentials},
 	} {

@@ -109,3 +109,11 @@ func TestDocsPage(t *testing.T) {
 		t.Fatal("docs page loads assets from elsewhere")
 	}
 }
+
+func TestOpenAPIJSONMatchesYAML(t *testing.T) {
+	g := testgw.Start(t, nil)
+	var doc map[string]any
+	if st := g.JSON("GET", "/openapi.json", nil, &doc); st != 200 || doc["openapi"] != "3.1.0" {
+		t.Fatalf("/openapi.json: %d %v", st, doc["openapi"])
+	}
+}

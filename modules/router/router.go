@@ -22,6 +22,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/records"
 )
 
 func init() {
@@ -53,8 +54,12 @@ type Router struct {
 }
 
 type compiledRoute struct {
-	route  *Route
-	chain  caddyhttp.Handler
+	route *Route
+	chain caddyhttp.Handler
+	// sinks of the chain's record sinks (http-log): registered before the
+	// chain runs, so requests that an earlier plugin answers (401, 429, a
+	// cache hit) are logged too.
+	sinks  []records.Sink
 	splits []int64 // cumulative weights, aligned with route.Splits
 	total  int64
 }
@@ -134,6 +139,13 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 			chains[key] = chain
 		}
 		cr := &compiledRoute{route: r, chain: chain}
+		for _, id := range r.Plugins {
+			if rs, ok := plugins[id].(recordSinker); ok {
+				if sink := rs.RecordSink(); sink != nil {
+					cr.sinks = append(cr.sinks, sink)
+				}
+			}
+		}
 		for _, s := range r.Splits {
 			cr.total += int64(s.Weight)
 			cr.splits = append(cr.splits, cr.total)
@@ -153,6 +165,10 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	}
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
+
+// recordSinker is a plugin that wants the request record of every request
+// through its route, whether or not the chain reaches it.
+type recordSinker interface{ RecordSink() records.Sink }
 
 // compose wraps terminal in the middlewares, first one outermost.
 func compose(mws []caddyhttp.MiddlewareHandler, terminal caddyhttp.Handler) caddyhttp.Handler {
@@ -213,6 +229,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	info.RouteName = route.Name
 	info.MatchedPath = m.MatchedPath
 	info.ServiceID = cr.pickService()
+	info.Sinks = append(info.Sinks, cr.sinks...)
 
 	if route.StripPath {
 		r.URL.Path = UpstreamPath(route, m.MatchedPath, r.URL.Path)
