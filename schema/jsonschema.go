@@ -127,9 +127,9 @@ func nullable(s map[string]any) map[string]any {
 }
 
 func applyTags(s map[string]any, f *field) {
-	target := s
+	target, onItems := s, false
 	if items, ok := s["items"].(map[string]any); ok && (len(f.enum) > 0 || f.min != nil || f.max != nil) {
-		target = items // item rules for arrays
+		target, onItems = items, true // item rules for arrays
 	}
 	if f.min != nil {
 		target["minimum"] = *f.min
@@ -163,7 +163,7 @@ func applyTags(s map[string]any, f *field) {
 				vals = append(vals, e)
 			}
 		}
-		if f.nullable && target == s {
+		if f.nullable && !onItems {
 			vals = append(vals, nil) // null is a value of a nullable enum too
 		}
 		target["enum"] = vals
