@@ -122,6 +122,13 @@ func Start(t testing.TB, opts *Options) *Gateway {
 	if err := adminext.WaitReady(ctx); err != nil {
 		t.Fatalf("gateway not ready: %v", err)
 	}
+	if cp := adminext.Current(); cp == nil || cp.AdminAddr() != adminAddr {
+		got := "none"
+		if cp != nil {
+			got = cp.AdminAddr()
+		}
+		t.Fatalf("the running control plane serves its admin API on %s, not on %s: a previous gateway of this process was not stopped", got, adminAddr)
+	}
 	if !opts.NoOpenAPICheck {
 		g.OpenAPI = LoadValidator(t, g.AdminURL)
 	}
