@@ -87,10 +87,10 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 	if postgresDSN != "" {
 		app.Database, app.DSN = "postgres", postgresDSN
 	}
-	return httpcaddyfile.App{Name: "gateway", Value: caddyconfig(app)}, nil
+	return httpcaddyfile.App{Name: "gateway", Value: toJSON(app)}, nil
 }
 
-func caddyconfig(app *adminext.App) json.RawMessage {
+func toJSON(app *adminext.App) json.RawMessage {
 	b, _ := json.Marshal(app)
 	return b
 }

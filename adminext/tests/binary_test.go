@@ -1,0 +1,103 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+// TestBinaryRunsShippedCaddyfile runs bin/caddy (make build) the way `make
+// run` does, with the shipped Caddyfile and its environment variables,
+// creates a service, a target and a route through the admin API, proxies
+// traffic, and stops it with SIGTERM (exit 0).
+func TestBinaryRunsShippedCaddyfile(t *testing.T) {
+	bin, _ := filepath.Abs("../../bin/caddy")
+	if _, err := os.Stat(bin); err != nil {
+		t.Skip("bin/caddy not built (make build)")
+	}
+	caddyfile, _ := filepath.Abs("../../Caddyfile")
+	dir := t.TempDir()
+	adminAddr, proxyAddr, caddyAdmin := testgw.FreeAddr(t), testgw.FreeAddr(t), testgw.FreeAddr(t)
+	cmd := exec.Command(bin, "run", "--config", caddyfile, "--adapter", "caddyfile")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GATEWAY_ADMIN_LISTEN="+adminAddr, "GATEWAY_HTTP_LISTEN="+proxyAddr,
+		"GATEWAY_HTTPS_LISTEN="+testgw.FreeAddr(t), "CADDY_ADMIN="+caddyAdmin,
+		"XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "HOME="+dir)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	}()
+
+	admin := "http://" + adminAddr
+	post := func(path, body string) map[string]any {
+		t.Helper()
+		var resp *http.Response
+		var err error
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			resp, err = http.Post(admin+path, "application/json", strings.NewReader(body))
+			if err == nil && resp.StatusCode == 200 {
+				break
+			}
+			if resp != nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				err = fmt.Errorf("%d %s", resp.StatusCode, b)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("POST %s: %v\n%s", path, err, logs.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return out
+	}
+	up := echo(t, "binary")
+	svc := post("/api/v1/services", `{"name":"web"}`)
+	post(fmt.Sprintf("/api/v1/services/%d/targets", testgw.ID(svc)), fmt.Sprintf(`{"host":"127.0.0.1","port":%d}`, port(up)))
+	post("/api/v1/routes", fmt.Sprintf(`{"name":"all","service_id":%d,"paths":["/"]}`, testgw.ID(svc)))
+	resp, err := http.Get("http://" + proxyAddr + "/hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || decodeEcho(t, string(b)).Path != "/hello" {
+		t.Fatalf("proxied: %d %s", resp.StatusCode, b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "gateway.db")); err != nil {
+		t.Fatalf("SQLite store not under ./data: %v", err)
+	}
+
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no exit after SIGTERM\n%s", logs.String())
+	}
+}

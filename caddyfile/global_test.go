@@ -1,0 +1,78 @@
+package caddyfile
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+)
+
+func adapt(t *testing.T, src string) map[string]any {
+	t.Helper()
+	out, warns, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
+	if err != nil {
+		t.Fatalf("adapt: %v", err)
+	}
+	if len(warns) > 0 {
+		t.Logf("warnings: %v", warns)
+	}
+	var cfg map[string]any
+	_ = json.Unmarshal(out, &cfg)
+	return cfg
+}
+
+func gatewayApp(cfg map[string]any) map[string]any {
+	return cfg["apps"].(map[string]any)["gateway"].(map[string]any)
+}
+
+func TestShippedCaddyfileDefaults(t *testing.T) {
+	src, err := os.ReadFile("../Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"GATEWAY_ADMIN_LISTEN", "GATEWAY_DB", "GATEWAY_POSTGRES_DSN", "GATEWAY_HTTP_LISTEN", "GATEWAY_HTTPS_LISTEN", "CADDY_ADMIN"} {
+		t.Setenv(v, "")
+		os.Unsetenv(v)
+	}
+	gw := gatewayApp(adapt(t, string(src)))
+	want := map[string]any{"admin_listen": "127.0.0.1:9080", "database": "sqlite", "dsn": "./data/gateway.db",
+		"http_listen": ":8080", "https_listen": ":8443", "caddy_admin": "localhost:2019"}
+	for k, v := range want {
+		if gw[k] != v {
+			t.Errorf("%s = %v, want %v", k, gw[k], v)
+		}
+	}
+	t.Setenv("GATEWAY_POSTGRES_DSN", "postgres://gw@127.0.0.1/gw")
+	t.Setenv("GATEWAY_HTTP_LISTEN", "127.0.0.1:18080")
+	gw = gatewayApp(adapt(t, string(src)))
+	if gw["database"] != "postgres" || gw["dsn"] != "postgres://gw@127.0.0.1/gw" || gw["http_listen"] != "127.0.0.1:18080" {
+		t.Errorf("environment not honoured: %v", gw)
+	}
+}
+
+func TestGatewayOptionBesideSites(t *testing.T) {
+	cfg := adapt(t, `{
+	gateway {
+		admin_listen 127.0.0.1:9999
+		database sqlite /tmp/x.db
+		health_interval 5s
+	}
+}
+:8081 {
+	respond "hi"
+}`)
+	gw := gatewayApp(cfg)
+	if gw["admin_listen"] != "127.0.0.1:9999" || gw["dsn"] != "/tmp/x.db" || gw["health_interval"] == nil {
+		t.Fatalf("gateway app: %v", gw)
+	}
+	if _, ok := cfg["apps"].(map[string]any)["http"]; !ok {
+		t.Fatal("the user's site block was lost")
+	}
+	_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte("{\n\tgateway {\n\t\tbogus 1\n\t}\n}\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("unknown option: %v", err)
+	}
+}
