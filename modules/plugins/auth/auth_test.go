@@ -22,7 +22,11 @@ import (
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
+
+// The in-process Caddy of these tests is plugintest's.
+func TestMain(m *testing.M) { plugintest.Main(m) }
 
 // ---- fixtures ----
 
@@ -187,62 +191,60 @@ func TestValidateFreshStruct(t *testing.T) {
 // ---- key-auth ----
 
 func TestKeyAuth(t *testing.T) {
-	up := upstream(t)
-	base := startCaddy(t, up, with("gateway_key_auth", nil, t))
+	base := plugintest.Start(t, []any{with("gateway_key_auth", nil, t)}).URL
 
-	res := do(t, "GET", base+"/x", "apikey", "alice-key", "X-Consumer-Username", "mallory", "X-Consumer-ID", "99")
-	wantStatus(t, res, 200)
-	if got := upstreamHeader(t, res, "X-Consumer-ID"); got != "1" {
+	res := plugintest.Do(t, "GET", base+"/x", "apikey", "alice-key", "X-Consumer-Username", "mallory", "X-Consumer-ID", "99")
+	plugintest.WantStatus(t, res, 200)
+	if got := plugintest.UpstreamHeader(t, res, "X-Consumer-ID"); got != "1" {
 		t.Errorf("X-Consumer-ID %q", got)
 	}
-	if got := res.Echo.Headers.Values("X-Consumer-Username"); len(got) != 1 || got[0] != "alice" {
+	if got := res.Echo.Header.Values("X-Consumer-Username"); len(got) != 1 || got[0] != "alice" {
 		t.Errorf("X-Consumer-Username %q", got)
 	}
-	if got := upstreamHeader(t, res, "X-Consumer-Custom-ID"); got != "c-alice" {
+	if got := plugintest.UpstreamHeader(t, res, "X-Consumer-Custom-ID"); got != "c-alice" {
 		t.Errorf("X-Consumer-Custom-ID %q", got)
 	}
-	if got := upstreamHeader(t, res, "X-Consumer-Groups"); got != "admins,staff" {
+	if got := plugintest.UpstreamHeader(t, res, "X-Consumer-Groups"); got != "admins,staff" {
 		t.Errorf("X-Consumer-Groups %q", got)
 	}
-	if upstreamHeader(t, res, "Apikey") != "alice-key" {
+	if plugintest.UpstreamHeader(t, res, "Apikey") != "alice-key" {
 		t.Error("key header must be kept without hide_credentials")
 	}
 
 	// query parameter; custom id absent for bob; client-sent custom id stripped
-	res = do(t, "GET", base+"/x?apikey=bob-key&a=1", "X-Consumer-Custom-ID", "forged")
-	wantStatus(t, res, 200)
-	if upstreamHeader(t, res, "X-Consumer-Username") != "bob" || upstreamHeader(t, res, "X-Consumer-Custom-ID") != "" {
-		t.Errorf("bob headers: %v", res.Echo.Headers)
+	res = plugintest.Do(t, "GET", base+"/x?apikey=bob-key&a=1", "X-Consumer-Custom-ID", "forged")
+	plugintest.WantStatus(t, res, 200)
+	if plugintest.UpstreamHeader(t, res, "X-Consumer-Username") != "bob" || plugintest.UpstreamHeader(t, res, "X-Consumer-Custom-ID") != "" {
+		t.Errorf("bob headers: %v", res.Echo.Header)
 	}
 	if res.Echo.Query != "apikey=bob-key&a=1" {
 		t.Errorf("query %q", res.Echo.Query)
 	}
 
-	wantGatewayError(t, do(t, "GET", base+"/x"), 401)
-	wantGatewayError(t, do(t, "GET", base+"/x", "apikey", "nope"), 401)
-	wantGatewayError(t, do(t, "GET", base+"/x?apikey=nope"), 401)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/x"), 401)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/x", "apikey", "nope"), 401)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/x?apikey=nope"), 401)
 }
 
 func TestKeyAuthHideCredentials(t *testing.T) {
-	up := upstream(t)
-	base := startCaddy(t, up, with("gateway_key_auth", map[string]any{
+	base := plugintest.Start(t, []any{with("gateway_key_auth", map[string]any{
 		"key_names": []string{"X-API-Key", "key"}, "hide_credentials": true,
-	}, t))
-	res := do(t, "GET", base+"/x", "X-API-Key", "alice-key")
-	wantStatus(t, res, 200)
-	if upstreamHeader(t, res, "X-API-Key") != "" {
+	}, t)}).URL
+	res := plugintest.Do(t, "GET", base+"/x", "X-API-Key", "alice-key")
+	plugintest.WantStatus(t, res, 200)
+	if plugintest.UpstreamHeader(t, res, "X-API-Key") != "" {
 		t.Error("key header not hidden")
 	}
-	res = do(t, "GET", base+"/x?b=2&key=bob-key&a=1")
-	wantStatus(t, res, 200)
+	res = plugintest.Do(t, "GET", base+"/x?b=2&key=bob-key&a=1")
+	plugintest.WantStatus(t, res, 200)
 	if res.Echo.Query != "a=1&b=2" {
 		t.Errorf("query %q, want key removed", res.Echo.Query)
 	}
-	if upstreamHeader(t, res, "X-Consumer-Username") != "bob" {
+	if plugintest.UpstreamHeader(t, res, "X-Consumer-Username") != "bob" {
 		t.Error("bob not authenticated")
 	}
 	// the default name is not configured here
-	wantGatewayError(t, do(t, "GET", base+"/x", "apikey", "alice-key"), 401)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/x", "apikey", "alice-key"), 401)
 }
 
 // ---- basic-auth ----
@@ -254,19 +256,18 @@ func basicHeader(u, p string) string {
 }
 
 func TestBasicAuth(t *testing.T) {
-	up := upstream(t)
-	base := startCaddy(t, up, with("gateway_basic_auth", map[string]any{"realm": "my api"}, t))
+	base := plugintest.Start(t, []any{with("gateway_basic_auth", map[string]any{"realm": "my api"}, t)}).URL
 
-	res := do(t, "GET", base+"/", "Authorization", basicHeader("alice", "alice-pw"), "X-Consumer-Groups", "root")
-	wantStatus(t, res, 200)
-	if upstreamHeader(t, res, "X-Consumer-Username") != "alice" || upstreamHeader(t, res, "X-Consumer-Groups") != "admins,staff" {
-		t.Errorf("headers %v", res.Echo.Headers)
+	res := plugintest.Do(t, "GET", base+"/", "Authorization", basicHeader("alice", "alice-pw"), "X-Consumer-Groups", "root")
+	plugintest.WantStatus(t, res, 200)
+	if plugintest.UpstreamHeader(t, res, "X-Consumer-Username") != "alice" || plugintest.UpstreamHeader(t, res, "X-Consumer-Groups") != "admins,staff" {
+		t.Errorf("headers %v", res.Echo.Header)
 	}
-	if upstreamHeader(t, res, "Authorization") == "" {
+	if plugintest.UpstreamHeader(t, res, "Authorization") == "" {
 		t.Error("Authorization removed without hide_credentials")
 	}
 	// cached verification: same answer
-	wantStatus(t, do(t, "GET", base+"/", "Authorization", basicHeader("alice", "alice-pw")), 200)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "Authorization", basicHeader("alice", "alice-pw")), 200)
 
 	for _, h := range [][]string{
 		nil,
@@ -274,8 +275,8 @@ func TestBasicAuth(t *testing.T) {
 		{"Authorization", basicHeader("nobody", "alice-pw")},
 		{"Authorization", "Bearer abc"},
 	} {
-		res := do(t, "GET", base+"/", h...)
-		wantGatewayError(t, res, 401)
+		res := plugintest.Do(t, "GET", base+"/", h...)
+		plugintest.WantGatewayError(t, res, 401)
 		if got := res.Header.Get("WWW-Authenticate"); !strings.HasPrefix(got, `Basic realm="my api"`) {
 			t.Errorf("WWW-Authenticate %q", got)
 		}
@@ -283,14 +284,13 @@ func TestBasicAuth(t *testing.T) {
 }
 
 func TestBasicAuthHideAndCache(t *testing.T) {
-	up := upstream(t)
-	base := startCaddy(t, up, with("gateway_basic_auth", map[string]any{"hide_credentials": true}, t))
-	res := do(t, "GET", base+"/", "Authorization", basicHeader("alice", "alice-pw"))
-	wantStatus(t, res, 200)
-	if upstreamHeader(t, res, "Authorization") != "" {
+	base := plugintest.Start(t, []any{with("gateway_basic_auth", map[string]any{"hide_credentials": true}, t)}).URL
+	res := plugintest.Do(t, "GET", base+"/", "Authorization", basicHeader("alice", "alice-pw"))
+	plugintest.WantStatus(t, res, 200)
+	if plugintest.UpstreamHeader(t, res, "Authorization") != "" {
 		t.Error("Authorization not hidden")
 	}
-	res = do(t, "GET", base+"/")
+	res = plugintest.Do(t, "GET", base+"/")
 	if got := res.Header.Get("WWW-Authenticate"); got != `Basic realm="gateway", charset="UTF-8"` {
 		t.Errorf("default realm: %q", got)
 	}
@@ -327,9 +327,8 @@ func TestBasicAuthHideAndCache(t *testing.T) {
 // ---- jwt ----
 
 func TestJWT(t *testing.T) {
-	up := upstream(t)
 	fixtures(t)
-	base := startCaddy(t, up, with("gateway_jwt", map[string]any{"cookie_names": []string{"token"}}, t))
+	base := plugintest.Start(t, []any{with("gateway_jwt", map[string]any{"cookie_names": []string{"token"}}, t)}).URL
 	now := time.Now()
 	hs := sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss", "exp": now.Add(time.Hour).Unix()})
 	rs := sign(t, jwt.SigningMethodRS256, rsaKey, jwt.MapClaims{"iss": "bob-rs", "exp": now.Add(time.Hour).Unix()})
@@ -339,19 +338,19 @@ func TestJWT(t *testing.T) {
 	for name, tc := range map[string]struct {
 		tok, user string
 	}{"HS256": {hs, "alice"}, "RS256": {rs, "bob"}, "ES256": {es, "bob"}, "HS512": {hs512, "bob"}} {
-		res := do(t, "GET", base+"/", "Authorization", "Bearer "+tc.tok, "X-Consumer-ID", "77")
-		wantStatus(t, res, 200)
-		if got := upstreamHeader(t, res, "X-Consumer-Username"); got != tc.user {
+		res := plugintest.Do(t, "GET", base+"/", "Authorization", "Bearer "+tc.tok, "X-Consumer-ID", "77")
+		plugintest.WantStatus(t, res, 200)
+		if got := plugintest.UpstreamHeader(t, res, "X-Consumer-Username"); got != tc.user {
 			t.Errorf("%s: consumer %q", name, got)
 		}
-		if got := res.Echo.Headers.Values("X-Consumer-ID"); len(got) != 1 || got[0] == "77" {
+		if got := res.Echo.Header.Values("X-Consumer-ID"); len(got) != 1 || got[0] == "77" {
 			t.Errorf("%s: X-Consumer-ID %q", name, got)
 		}
 	}
 	// lower-case scheme, query, cookie
-	wantStatus(t, do(t, "GET", base+"/", "Authorization", "bearer "+hs), 200)
-	wantStatus(t, do(t, "GET", base+"/?jwt="+url.QueryEscape(rs)), 200)
-	wantStatus(t, do(t, "GET", base+"/", "Cookie", "token="+es), 200)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "Authorization", "bearer "+hs), 200)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/?jwt="+url.QueryEscape(rs)), 200)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "Cookie", "token="+es), 200)
 
 	bad := map[string]string{
 		"none":            "",
@@ -368,21 +367,21 @@ func TestJWT(t *testing.T) {
 		"exp not number":  "Bearer " + sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss", "exp": "tomorrow"}),
 	}
 	for name, h := range bad {
-		var res result
+		var res plugintest.Result
 		if h == "" {
-			res = do(t, "GET", base+"/")
+			res = plugintest.Do(t, "GET", base+"/")
 		} else {
-			res = do(t, "GET", base+"/", "Authorization", h)
+			res = plugintest.Do(t, "GET", base+"/", "Authorization", h)
 		}
-		if res.Status != 401 {
-			t.Errorf("%s: status %d %s", name, res.Status, res.Body)
+		if res.StatusCode != 401 {
+			t.Errorf("%s: status %d %s", name, res.StatusCode, res.Body)
 			continue
 		}
-		wantGatewayError(t, res, 401)
+		plugintest.WantGatewayError(t, res, 401)
 	}
 	// nbf is not verified by default
 	future := sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss", "nbf": now.Add(time.Hour).Unix()})
-	wantStatus(t, do(t, "GET", base+"/", "Authorization", "Bearer "+future), 200)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "Authorization", "Bearer "+future), 200)
 }
 
 func mustRSA(t *testing.T) *rsa.PrivateKey {
@@ -394,18 +393,17 @@ func mustRSA(t *testing.T) *rsa.PrivateKey {
 }
 
 func TestJWTClaims(t *testing.T) {
-	up := upstream(t)
-	base := startCaddy(t, up, with("gateway_jwt", map[string]any{
+	base := plugintest.Start(t, []any{with("gateway_jwt", map[string]any{
 		"claims_to_verify": []string{"exp", "nbf"}, "maximum_expiration_s": 600,
 		"key_claim_name": "kid", "header_names": []string{"X-Token"}, "query_names": []string{},
-	}, t))
+	}, t)}).URL
 	now := time.Now()
 	tok := func(c jwt.MapClaims) string {
 		c["kid"] = "alice-iss"
 		return sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), c)
 	}
-	wantStatus(t, do(t, "GET", base+"/", "X-Token", tok(jwt.MapClaims{"exp": now.Add(5 * time.Minute).Unix(), "nbf": now.Add(-time.Minute).Unix()})), 200)
-	wantStatus(t, do(t, "GET", base+"/", "X-Token", "Bearer "+tok(jwt.MapClaims{"exp": now.Add(5 * time.Minute).Unix()})), 200)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "X-Token", tok(jwt.MapClaims{"exp": now.Add(5 * time.Minute).Unix(), "nbf": now.Add(-time.Minute).Unix()})), 200)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "X-Token", "Bearer "+tok(jwt.MapClaims{"exp": now.Add(5 * time.Minute).Unix()})), 200)
 	for name, c := range map[string]jwt.MapClaims{
 		"nbf future":     {"exp": now.Add(5 * time.Minute).Unix(), "nbf": now.Add(time.Minute).Unix()},
 		"exp too far":    {"exp": now.Add(time.Hour).Unix()},
@@ -414,17 +412,17 @@ func TestJWTClaims(t *testing.T) {
 		"iss not used":   {"iss": "alice-iss", "kid": nil},
 		"query disabled": nil,
 	} {
-		var res result
+		var res plugintest.Result
 		switch name {
 		case "query disabled":
-			res = do(t, "GET", base+"/?jwt="+tok(jwt.MapClaims{"exp": now.Add(time.Minute).Unix()}))
+			res = plugintest.Do(t, "GET", base+"/?jwt="+tok(jwt.MapClaims{"exp": now.Add(time.Minute).Unix()}))
 		case "iss not used":
-			res = do(t, "GET", base+"/", "X-Token", sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss", "exp": now.Add(time.Minute).Unix()}))
+			res = plugintest.Do(t, "GET", base+"/", "X-Token", sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss", "exp": now.Add(time.Minute).Unix()}))
 		default:
-			res = do(t, "GET", base+"/", "X-Token", tok(c))
+			res = plugintest.Do(t, "GET", base+"/", "X-Token", tok(c))
 		}
-		if res.Status != 401 {
-			t.Errorf("%s: status %d %s", name, res.Status, res.Body)
+		if res.StatusCode != 401 {
+			t.Errorf("%s: status %d %s", name, res.StatusCode, res.Body)
 		}
 	}
 }
@@ -432,45 +430,45 @@ func TestJWTClaims(t *testing.T) {
 // ---- acl ----
 
 func TestACL(t *testing.T) {
-	up := upstream(t)
-	base := startCaddy(t, up,
+	base := plugintest.Start(t, []any{
 		with("gateway_key_auth", nil, t),
-		map[string]any{"handler": "gateway_acl", "allow": []string{"staff", "ops"}})
-	res := do(t, "GET", base+"/", "apikey", "alice-key")
-	wantStatus(t, res, 200)
-	if upstreamHeader(t, res, "X-Consumer-Groups") != "admins,staff" {
+		map[string]any{"handler": "gateway_acl", "allow": []string{"staff", "ops"}},
+	}).URL
+	res := plugintest.Do(t, "GET", base+"/", "apikey", "alice-key")
+	plugintest.WantStatus(t, res, 200)
+	if plugintest.UpstreamHeader(t, res, "X-Consumer-Groups") != "admins,staff" {
 		t.Error("groups header")
 	}
-	wantGatewayError(t, do(t, "GET", base+"/", "apikey", "bob-key"), 403)
-	wantGatewayError(t, do(t, "GET", base+"/", "apikey", "carol-key"), 403)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/", "apikey", "bob-key"), 403)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/", "apikey", "carol-key"), 403)
 
-	base = startCaddy(t, up,
+	base = plugintest.Start(t, []any{
 		with("gateway_key_auth", nil, t),
-		map[string]any{"handler": "gateway_acl", "deny": []string{"guests"}, "hide_groups_header": true})
-	res = do(t, "GET", base+"/", "apikey", "alice-key")
-	wantStatus(t, res, 200)
-	if upstreamHeader(t, res, "X-Consumer-Groups") != "" || upstreamHeader(t, res, "X-Consumer-Username") != "alice" {
-		t.Errorf("hide_groups_header: %v", res.Echo.Headers)
+		map[string]any{"handler": "gateway_acl", "deny": []string{"guests"}, "hide_groups_header": true},
+	}).URL
+	res = plugintest.Do(t, "GET", base+"/", "apikey", "alice-key")
+	plugintest.WantStatus(t, res, 200)
+	if plugintest.UpstreamHeader(t, res, "X-Consumer-Groups") != "" || plugintest.UpstreamHeader(t, res, "X-Consumer-Username") != "alice" {
+		t.Errorf("hide_groups_header: %v", res.Echo.Header)
 	}
-	wantStatus(t, do(t, "GET", base+"/", "apikey", "carol-key"), 200)
-	wantGatewayError(t, do(t, "GET", base+"/", "apikey", "bob-key"), 403)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "apikey", "carol-key"), 200)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/", "apikey", "bob-key"), 403)
 
 	// no authenticated consumer: 403, even with forged identity headers
-	base = startCaddy(t, up, map[string]any{"handler": "gateway_acl", "allow": []string{"admins"}})
-	wantGatewayError(t, do(t, "GET", base+"/", "X-Consumer-Groups", "admins", "X-Consumer-ID", "1"), 403)
+	base = plugintest.Start(t, []any{map[string]any{"handler": "gateway_acl", "allow": []string{"admins"}}}).URL
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/", "X-Consumer-Groups", "admins", "X-Consumer-ID", "1"), 403)
 }
 
 // ---- Caddyfile ----
 
 func TestCaddyfile(t *testing.T) {
-	up := upstream(t)
 	fixtures(t)
 	dir := t.TempDir()
 	pemFile := filepath.Join(dir, "bob.pem")
 	if err := os.WriteFile(pemFile, []byte(rsaPEM), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base := startCaddyfile(t, up, `
+	base := plugintest.StartCaddyfile(t, `
 http://127.0.0.1:{PORT} {
 	reverse_proxy {UP}
 	gateway_acl {
@@ -505,28 +503,28 @@ http://localhost:{PORT} {
 	}
 	reverse_proxy {UP}
 }
-`)
-	res := do(t, "GET", base+"/", "X-API-Key", "k-alice")
-	wantStatus(t, res, 200)
-	if upstreamHeader(t, res, "X-Consumer-ID") != "7" || upstreamHeader(t, res, "X-Consumer-Custom-ID") != "c7" || upstreamHeader(t, res, "X-API-Key") != "" {
-		t.Errorf("headers %v", res.Echo.Headers)
+`).URL
+	res := plugintest.Do(t, "GET", base+"/", "X-API-Key", "k-alice")
+	plugintest.WantStatus(t, res, 200)
+	if plugintest.UpstreamHeader(t, res, "X-Consumer-ID") != "7" || plugintest.UpstreamHeader(t, res, "X-Consumer-Custom-ID") != "c7" || plugintest.UpstreamHeader(t, res, "X-API-Key") != "" {
+		t.Errorf("headers %v", res.Echo.Header)
 	}
-	wantGatewayError(t, do(t, "GET", base+"/", "X-API-Key", "k-eve"), 403) // acl runs after key-auth
-	wantGatewayError(t, do(t, "GET", base+"/"), 401)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/", "X-API-Key", "k-eve"), 403) // acl runs after key-auth
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/"), 401)
 
 	other := strings.Replace(base, "127.0.0.1", "localhost", 1)
 	rs := sign(t, jwt.SigningMethodRS256, rsaKey, jwt.MapClaims{"iss": "bob-rs"})
-	res = do(t, "GET", other+"/", "Authorization", "Bearer "+rs)
-	if res.Status != 401 || !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), `Basic realm="secret area"`) {
-		t.Fatalf("jwt alone must not pass basic-auth: %d %v", res.Status, res.Header)
+	res = plugintest.Do(t, "GET", other+"/", "Authorization", "Bearer "+rs)
+	if res.StatusCode != 401 || !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), `Basic realm="secret area"`) {
+		t.Fatalf("jwt alone must not pass basic-auth: %d %v", res.StatusCode, res.Header)
 	}
 	// jwt and basic-auth both required: a request can carry only one
 	// Authorization header, so use the query for the token.
-	res = do(t, "GET", other+"/?jwt="+rs, "Authorization", basicHeader("alice", "alice-pw"))
-	wantStatus(t, res, 200)
-	if upstreamHeader(t, res, "X-Consumer-Username") != "bob" { // jwt runs after basic-auth: the later plugin wins
-		t.Errorf("consumer %q", upstreamHeader(t, res, "X-Consumer-Username"))
+	res = plugintest.Do(t, "GET", other+"/?jwt="+rs, "Authorization", basicHeader("alice", "alice-pw"))
+	plugintest.WantStatus(t, res, 200)
+	if plugintest.UpstreamHeader(t, res, "X-Consumer-Username") != "bob" { // jwt runs after basic-auth: the later plugin wins
+		t.Errorf("consumer %q", plugintest.UpstreamHeader(t, res, "X-Consumer-Username"))
 	}
 	hs := sign(t, jwt.SigningMethodHS384, []byte("s3cret"), jwt.MapClaims{"iss": "bob-hs"})
-	wantStatus(t, do(t, "GET", other+"/?jwt="+hs, "Authorization", basicHeader("alice", "alice-pw")), 200)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", other+"/?jwt="+hs, "Authorization", basicHeader("alice", "alice-pw")), 200)
 }

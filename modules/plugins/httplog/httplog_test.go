@@ -17,9 +17,13 @@ import (
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	"github.com/caddy-gateway/gateway/modules/process"
 	"github.com/caddy-gateway/gateway/modules/records"
 )
+
+// The in-process Caddy of these tests is plugintest's.
+func TestMain(m *testing.M) { plugintest.Main(m) }
 
 func init() {
 	// short grace and backoff so that tests see senders stop and retry
@@ -124,18 +128,18 @@ func (c *collector) waitFor(t *testing.T, n int, within time.Duration) []records
 }
 
 func TestDelivery(t *testing.T) {
-	up := upstream(t)
 	col := newCollector(t, 0)
 	list := []consumers.Consumer{{ID: 5, Username: "alice", Credentials: []consumers.Credential{{ID: 1, Type: "key-auth", Key: "ka"}}}}
-	base := startCaddy(t, up,
+	base := plugintest.Start(t, []any{
 		map[string]any{"handler": "gateway_http_log", "endpoint": col.URL + "/ingest", "batch_max_size": 3,
 			"flush_interval_ms": 50, "headers": map[string]string{"Authorization": "Bearer logs"}, "method": "PUT", "instance_id": 100},
-		map[string]any{"handler": "gateway_key_auth", "consumers": list})
+		map[string]any{"handler": "gateway_key_auth", "consumers": list},
+	}).URL
 
 	for i := 0; i < 4; i++ {
-		wantStatus(t, do(t, "GET", base+"/ok?x=1", "apikey", "ka", "User-Agent", "tester/1"), 200)
+		plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/ok?x=1", "apikey", "ka", "User-Agent", "tester/1"), 200)
 	}
-	wantStatus(t, do(t, "GET", base+"/denied"), 401)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/denied"), 401)
 	got := col.waitFor(t, 5, 5*time.Second)
 	if len(got) != 5 {
 		t.Fatalf("%d records", len(got))
@@ -183,16 +187,15 @@ func TestDelivery(t *testing.T) {
 }
 
 func TestCollectorDown(t *testing.T) {
-	up := upstream(t)
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL
 	dead.Close() // connection refused from now on
-	base := startCaddy(t, up, map[string]any{"handler": "gateway_http_log", "endpoint": deadURL,
-		"batch_max_size": 2, "flush_interval_ms": 10, "queue_max_size": 5, "timeout_ms": 200, "instance_id": 101})
+	base := plugintest.Start(t, []any{map[string]any{"handler": "gateway_http_log", "endpoint": deadURL,
+		"batch_max_size": 2, "flush_interval_ms": 10, "queue_max_size": 5, "timeout_ms": 200, "instance_id": 101}}).URL
 	before := process.HTTPLog.Dropped()
 	start := time.Now()
 	for i := 0; i < 30; i++ {
-		wantStatus(t, do(t, "GET", base+"/"), 200)
+		plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/"), 200)
 	}
 	if el := time.Since(start); el > 3*time.Second {
 		t.Fatalf("30 requests took %v with the collector down", el)
@@ -210,14 +213,13 @@ func TestCollectorDown(t *testing.T) {
 }
 
 func TestSlowCollector(t *testing.T) {
-	up := upstream(t)
 	col := newCollector(t, 2*time.Second)
-	base := startCaddy(t, up, map[string]any{"handler": "gateway_http_log", "endpoint": col.URL,
-		"batch_max_size": 1, "flush_interval_ms": 10, "queue_max_size": 3, "timeout_ms": 300, "instance_id": 102})
+	base := plugintest.Start(t, []any{map[string]any{"handler": "gateway_http_log", "endpoint": col.URL,
+		"batch_max_size": 1, "flush_interval_ms": 10, "queue_max_size": 3, "timeout_ms": 300, "instance_id": 102}}).URL
 	start := time.Now()
 	for i := 0; i < 20; i++ {
-		res := do(t, "GET", base+"/")
-		wantStatus(t, res, 200)
+		res := plugintest.Do(t, "GET", base+"/")
+		plugintest.WantStatus(t, res, 200)
 	}
 	if el := time.Since(start); el > 2*time.Second {
 		t.Fatalf("requests took %v with a slow collector", el)
@@ -249,35 +251,34 @@ func statsOf(t *testing.T, key string) (out struct {
 }
 
 func TestReloadKeepsQueueAndRemovalStops(t *testing.T) {
-	up := upstream(t)
 	col := newCollector(t, 0)
 	cfg := map[string]any{"handler": "gateway_http_log", "endpoint": col.URL, "flush_interval_ms": 60000, "instance_id": 103}
-	base := startCaddy(t, up, cfg)
+	base := plugintest.Start(t, []any{cfg}).URL
 	for i := 0; i < 3; i++ {
-		wantStatus(t, do(t, "GET", base+"/q"), 200)
+		plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/q"), 200)
 	}
 	if st := statsOf(t, "id:103"); st.Queued != 3 {
 		t.Fatalf("queued %+v", st)
 	}
 	// reload: same sender, queue kept (the old config's cleanup releases it)
-	startCaddy(t, up, cfg)
+	plugintest.Start(t, []any{cfg})
 	time.Sleep(300 * time.Millisecond) // past the grace period
 	if st := statsOf(t, "id:103"); st.Queued != 3 || len(col.records()) != 0 {
 		t.Fatalf("after reload %+v", st)
 	}
 	// a changed flush interval applies to the running sender at once
 	cfg["flush_interval_ms"] = 20
-	startCaddy(t, up, cfg)
+	plugintest.Start(t, []any{cfg})
 	if got := col.waitFor(t, 3, 3*time.Second); len(got) != 3 {
 		t.Fatalf("%d records", len(got))
 	}
 
 	// the plugin disappears: its sender flushes and stops after the grace
 	cfg["flush_interval_ms"] = 60000
-	base = startCaddy(t, up, cfg)
-	wantStatus(t, do(t, "GET", base+"/last"), 200)
+	base = plugintest.Start(t, []any{cfg}).URL
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/last"), 200)
 	n := process.HTTPLog.Len()
-	startCaddy(t, up) // no http-log
+	plugintest.Start(t, nil) // no http-log
 	got := col.waitFor(t, 4, 3*time.Second)
 	if got[3].Path != "/last" {
 		t.Fatalf("flushed %+v", got[3])
@@ -292,13 +293,12 @@ func TestReloadKeepsQueueAndRemovalStops(t *testing.T) {
 }
 
 func TestRetry(t *testing.T) {
-	up := upstream(t)
 	col := newCollector(t, 0)
 	col.mu.Lock()
 	col.status = 503
 	col.mu.Unlock()
-	base := startCaddy(t, up, map[string]any{"handler": "gateway_http_log", "endpoint": col.URL, "flush_interval_ms": 10, "instance_id": 104})
-	wantStatus(t, do(t, "GET", base+"/retry"), 200)
+	base := plugintest.Start(t, []any{map[string]any{"handler": "gateway_http_log", "endpoint": col.URL, "flush_interval_ms": 10, "instance_id": 104}}).URL
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/retry"), 200)
 	time.Sleep(150 * time.Millisecond) // a few failed attempts
 	col.mu.Lock()
 	attempts := len(col.batches)
@@ -362,9 +362,8 @@ func TestGatewayMode(t *testing.T) {
 }
 
 func TestCaddyfile(t *testing.T) {
-	up := upstream(t)
 	col := newCollector(t, 0)
-	base := startCaddyfile(t, up, `
+	base := plugintest.StartCaddyfile(t, `
 http://127.0.0.1:{PORT} {
 	reverse_proxy {UP}
 	gateway_key_auth {
@@ -378,9 +377,9 @@ http://127.0.0.1:{PORT} {
 		flush_interval_ms 20
 	}
 }
-`)
-	wantStatus(t, do(t, "GET", base+"/cf"), 401) // logged: http-log runs first
-	wantStatus(t, do(t, "GET", base+"/cf", "apikey", "kb"), 200)
+`).URL
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/cf"), 401) // logged: http-log runs first
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/cf", "apikey", "kb"), 200)
 	got := col.waitFor(t, 2, 3*time.Second)
 	statuses := map[int]bool{got[0].Status: true, got[1].Status: true}
 	if !statuses[401] || !statuses[200] {

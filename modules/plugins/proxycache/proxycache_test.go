@@ -4,15 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	"github.com/caddy-gateway/gateway/modules/process"
 )
+
+// The in-process Caddy of these tests is plugintest's.
+func TestMain(m *testing.M) { plugintest.Main(m) }
 
 func TestNormalize(t *testing.T) {
 	got, err := plugins.NormalizeConfig("proxy-cache", json.RawMessage(`{}`))
@@ -48,8 +51,8 @@ func TestNormalize(t *testing.T) {
 
 // origin is an upstream whose answers depend on the path; hits counts the
 // requests it served.
-func origin(t *testing.T, hits *atomic.Int64) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func origin(t *testing.T, hits *atomic.Int64) *plugintest.Upstream {
+	return plugintest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		n := hits.Add(1)
 		h := w.Header()
 		h.Set("Content-Type", "text/plain; charset=utf-8")
@@ -90,15 +93,13 @@ func origin(t *testing.T, hits *atomic.Int64) *httptest.Server {
 		}
 		w.WriteHeader(status)
 		fmt.Fprintf(w, "n=%d path=%s lang=%s", n, r.URL.Path, r.Header.Get("Accept-Language"))
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	})
 }
 
-func cacheStatus(t *testing.T, res result, want string) {
+func cacheStatus(t *testing.T, res plugintest.Result, want string) {
 	t.Helper()
 	if got := res.Header.Get("X-Cache-Status"); got != want {
-		t.Fatalf("X-Cache-Status %q, want %q (status %d, body %q)", got, want, res.Status, res.Body)
+		t.Fatalf("X-Cache-Status %q, want %q (status %d, body %q)", got, want, res.StatusCode, res.Body)
 	}
 }
 
@@ -106,12 +107,12 @@ func TestMissHitBypass(t *testing.T) {
 	process.PurgeProxyCache()
 	var hits atomic.Int64
 	up := origin(t, &hits)
-	base := startCaddy(t, up, map[string]any{"handler": "gateway_proxy_cache", "instance_id": 1, "max_body_bytes": 1000})
+	base := plugintest.Start(t, []any{map[string]any{"handler": "gateway_proxy_cache", "instance_id": 1, "max_body_bytes": 1000}}, plugintest.WithUpstream(up)).URL
 
-	r1 := do(t, "GET", base+"/a?x=1")
-	wantStatus(t, r1, 200)
+	r1 := plugintest.Do(t, "GET", base+"/a?x=1")
+	plugintest.WantStatus(t, r1, 200)
 	cacheStatus(t, r1, "Miss")
-	r2 := do(t, "GET", base+"/a?x=1")
+	r2 := plugintest.Do(t, "GET", base+"/a?x=1")
 	cacheStatus(t, r2, "Hit")
 	if r2.Body != r1.Body || hits.Load() != 1 {
 		t.Fatalf("hit body %q vs %q, origin hits %d", r2.Body, r1.Body, hits.Load())
@@ -120,58 +121,58 @@ func TestMissHitBypass(t *testing.T) {
 		t.Fatalf("hit headers %v", r2.Header)
 	}
 	// key: query, method
-	cacheStatus(t, do(t, "GET", base+"/a?x=2"), "Miss")
-	h := do(t, "HEAD", base+"/a?x=1")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/a?x=2"), "Miss")
+	h := plugintest.Do(t, "HEAD", base+"/a?x=1")
 	cacheStatus(t, h, "Miss")
-	h = do(t, "HEAD", base+"/a?x=1")
+	h = plugintest.Do(t, "HEAD", base+"/a?x=1")
 	cacheStatus(t, h, "Hit")
 	if h.Body != "" {
 		t.Fatal("HEAD hit with a body")
 	}
 	// request bypasses
-	cacheStatus(t, do(t, "POST", base+"/a?x=1"), "Bypass")
+	cacheStatus(t, plugintest.Do(t, "POST", base+"/a?x=1"), "Bypass")
 	n := hits.Load()
-	res := do(t, "GET", base+"/a?x=1", "Cache-Control", "no-cache")
+	res := plugintest.Do(t, "GET", base+"/a?x=1", "Cache-Control", "no-cache")
 	cacheStatus(t, res, "Bypass")
-	cacheStatus(t, do(t, "GET", base+"/a?x=1", "Pragma", "no-cache"), "Bypass")
-	cacheStatus(t, do(t, "GET", base+"/a?x=1", "Authorization", "Bearer x"), "Bypass")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/a?x=1", "Pragma", "no-cache"), "Bypass")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/a?x=1", "Authorization", "Bearer x"), "Bypass")
 	if hits.Load() != n+3 {
 		t.Fatal("bypassed requests must reach the origin")
 	}
-	cacheStatus(t, do(t, "GET", base+"/a?x=1"), "Hit")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/a?x=1"), "Hit")
 	// request max-age=0: refetch and store again
-	cacheStatus(t, do(t, "GET", base+"/a?x=1", "Cache-Control", "max-age=0"), "Miss")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/a?x=1", "Cache-Control", "max-age=0"), "Miss")
 
 	// response bypasses: not stored, every request reaches the origin
 	for _, p := range []string{"/nostore", "/private", "/nocache", "/500", "/cookie", "/big", "/stream"} {
-		res := do(t, "GET", base+p)
+		res := plugintest.Do(t, "GET", base+p)
 		cacheStatus(t, res, map[bool]string{true: "Miss", false: "Bypass"}[p == "/stream"])
 		if p == "/stream" && len(res.Body) != 2000 {
 			t.Fatalf("streamed body %d bytes", len(res.Body))
 		}
-		res = do(t, "GET", base+p)
+		res = plugintest.Do(t, "GET", base+p)
 		if res.Header.Get("X-Cache-Status") == "Hit" {
 			t.Fatalf("%s was cached", p)
 		}
 	}
 	// 404 is cached by default
-	cacheStatus(t, do(t, "GET", base+"/404"), "Miss")
-	res = do(t, "GET", base+"/404")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/404"), "Miss")
+	res = plugintest.Do(t, "GET", base+"/404")
 	cacheStatus(t, res, "Hit")
-	wantStatus(t, res, 404)
+	plugintest.WantStatus(t, res, 404)
 	// s-maxage wins over max-age=0
-	cacheStatus(t, do(t, "GET", base+"/smaxage"), "Miss")
-	cacheStatus(t, do(t, "GET", base+"/smaxage"), "Hit")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/smaxage"), "Miss")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/smaxage"), "Hit")
 	// max-age=1 expires
-	cacheStatus(t, do(t, "GET", base+"/maxage1"), "Miss")
-	cacheStatus(t, do(t, "GET", base+"/maxage1"), "Hit")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/maxage1"), "Miss")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/maxage1"), "Hit")
 	time.Sleep(1100 * time.Millisecond)
-	cacheStatus(t, do(t, "GET", base+"/maxage1"), "Miss")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/maxage1"), "Miss")
 
 	// response Vary: one entry per Accept-Language
-	cacheStatus(t, do(t, "GET", base+"/vary", "Accept-Language", "en"), "Miss")
-	cacheStatus(t, do(t, "GET", base+"/vary", "Accept-Language", "fr"), "Miss")
-	en := do(t, "GET", base+"/vary", "Accept-Language", "en")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/vary", "Accept-Language", "en"), "Miss")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/vary", "Accept-Language", "fr"), "Miss")
+	en := plugintest.Do(t, "GET", base+"/vary", "Accept-Language", "en")
 	cacheStatus(t, en, "Hit")
 	if !strings.Contains(en.Body, "lang=en") {
 		t.Fatalf("variant body %q", en.Body)
@@ -181,25 +182,25 @@ func TestMissHitBypass(t *testing.T) {
 	if n := process.PurgeProxyCache(); n < 5 {
 		t.Fatalf("purged %d", n)
 	}
-	cacheStatus(t, do(t, "GET", base+"/a?x=1"), "Miss")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/a?x=1"), "Miss")
 }
 
 func TestConfigRules(t *testing.T) {
 	process.PurgeProxyCache()
 	var hits atomic.Int64
 	up := origin(t, &hits)
-	base := startCaddy(t, up, map[string]any{
+	base := plugintest.Start(t, []any{map[string]any{
 		"handler": "gateway_proxy_cache", "instance_id": 2, "honor_cache_control": false,
 		"content_types": []string{"application/*"}, "status_codes": []int{200}, "vary_headers": []string{"x-tenant"},
 		"methods": []string{"GET"},
-	})
-	cacheStatus(t, do(t, "GET", base+"/json"), "Miss")
-	cacheStatus(t, do(t, "GET", base+"/json"), "Hit")
-	cacheStatus(t, do(t, "GET", base+"/json", "Cache-Control", "no-cache"), "Hit") // not honoured
-	cacheStatus(t, do(t, "GET", base+"/json", "X-Tenant", "a"), "Miss")
-	cacheStatus(t, do(t, "GET", base+"/json", "X-Tenant", "a"), "Hit")
-	cacheStatus(t, do(t, "GET", base+"/plain"), "Bypass") // content type
-	cacheStatus(t, do(t, "HEAD", base+"/json"), "Bypass") // method
+	}}, plugintest.WithUpstream(up)).URL
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/json"), "Miss")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/json"), "Hit")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/json", "Cache-Control", "no-cache"), "Hit") // not honoured
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/json", "X-Tenant", "a"), "Miss")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/json", "X-Tenant", "a"), "Hit")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/plain"), "Bypass") // content type
+	cacheStatus(t, plugintest.Do(t, "HEAD", base+"/json"), "Bypass") // method
 }
 
 func TestReloadKeepsEntries(t *testing.T) {
@@ -207,18 +208,18 @@ func TestReloadKeepsEntries(t *testing.T) {
 	var hits atomic.Int64
 	up := origin(t, &hits)
 	cfg := map[string]any{"handler": "gateway_proxy_cache", "instance_id": 3}
-	port := freePort(t) // the host is part of the key: keep it
-	base := startCaddyOn(t, port, up, cfg)
-	cacheStatus(t, do(t, "GET", base+"/r"), "Miss")
-	startCaddyOn(t, port, up, cfg)
-	cacheStatus(t, do(t, "GET", base+"/r"), "Hit")
+	port := plugintest.FreePort(t) // the host is part of the key: keep it
+	base := plugintest.Start(t, []any{cfg}, plugintest.WithUpstream(up), plugintest.WithPort(port)).URL
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/r"), "Miss")
+	plugintest.Start(t, []any{cfg}, plugintest.WithUpstream(up), plugintest.WithPort(port))
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/r"), "Hit")
 	// changed caching rules start over
 	cfg["ttl_s"] = 60
-	startCaddyOn(t, port, up, cfg)
-	cacheStatus(t, do(t, "GET", base+"/r"), "Miss")
+	plugintest.Start(t, []any{cfg}, plugintest.WithUpstream(up), plugintest.WithPort(port))
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/r"), "Miss")
 	// other instances do not share entries
-	startCaddyOn(t, port, up, map[string]any{"handler": "gateway_proxy_cache", "instance_id": 4})
-	cacheStatus(t, do(t, "GET", base+"/r"), "Miss")
+	plugintest.Start(t, []any{map[string]any{"handler": "gateway_proxy_cache", "instance_id": 4}}, plugintest.WithUpstream(up), plugintest.WithPort(port))
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/r"), "Miss")
 	if hits.Load() != 3 {
 		t.Fatalf("origin hits %d", hits.Load())
 	}
@@ -228,7 +229,7 @@ func TestCaddyfile(t *testing.T) {
 	process.PurgeProxyCache()
 	var hits atomic.Int64
 	up := origin(t, &hits)
-	base := startCaddyfile(t, up, `
+	base := plugintest.StartCaddyfile(t, `
 http://127.0.0.1:{PORT} {
 	reverse_proxy {UP}
 	gateway_proxy_cache 30 {
@@ -236,8 +237,8 @@ http://127.0.0.1:{PORT} {
 		honor_cache_control false
 	}
 }
-`)
-	cacheStatus(t, do(t, "GET", base+"/nostore"), "Miss")
-	cacheStatus(t, do(t, "GET", base+"/nostore"), "Hit")
-	cacheStatus(t, do(t, "GET", base+"/404"), "Bypass")
+`, plugintest.WithUpstream(up)).URL
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/nostore"), "Miss")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/nostore"), "Hit")
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/404"), "Bypass")
 }

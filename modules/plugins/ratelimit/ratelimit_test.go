@@ -2,15 +2,22 @@ package ratelimit
 
 import (
 	"encoding/json"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	"github.com/caddy-gateway/gateway/modules/process"
 )
+
+// The in-process Caddy of these tests is plugintest's.
+func TestMain(m *testing.M) { plugintest.Main(m) }
 
 func TestNormalize(t *testing.T) {
 	got, err := plugins.NormalizeConfig("rate-limit", json.RawMessage(`{"limit":10}`))
@@ -49,7 +56,7 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
-func checkHeaders(t *testing.T, res result, limit, remaining int) {
+func checkHeaders(t *testing.T, res plugintest.Result, limit, remaining int) {
 	t.Helper()
 	if res.Header.Get("RateLimit-Limit") != strconv.Itoa(limit) ||
 		res.Header.Get("RateLimit-Remaining") != strconv.Itoa(remaining) {
@@ -62,85 +69,88 @@ func checkHeaders(t *testing.T, res result, limit, remaining int) {
 
 func TestLimitAndReload(t *testing.T) {
 	process.RateLimits.Reset("")
-	up := upstream(t)
 	cfg := map[string]any{"handler": "gateway_rate_limit", "limit": 3, "instance_id": 4242}
-	base := startCaddy(t, up, cfg)
+	base := plugintest.Start(t, []any{cfg}).URL
 	for i := 0; i < 3; i++ {
-		res := do(t, "GET", base+"/")
-		wantStatus(t, res, 200)
+		res := plugintest.Do(t, "GET", base+"/")
+		plugintest.WantStatus(t, res, 200)
 		checkHeaders(t, res, 3, 2-i)
 	}
-	res := do(t, "GET", base+"/")
-	wantGatewayError(t, res, 429)
+	res := plugintest.Do(t, "GET", base+"/")
+	plugintest.WantGatewayError(t, res, 429)
 	checkHeaders(t, res, 3, 0)
 	if ra, err := strconv.Atoi(res.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 120 {
 		t.Fatalf("Retry-After %q", res.Header.Get("Retry-After"))
 	}
 
 	// a reload of the same config keeps the counters
-	base = startCaddy(t, up, cfg)
-	wantGatewayError(t, do(t, "GET", base+"/"), 429)
+	base = plugintest.Start(t, []any{cfg}).URL
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/"), 429)
 	// so does a changed config of the same instance
 	cfg["limit"] = 4
-	base = startCaddy(t, up, cfg)
-	res = do(t, "GET", base+"/")
-	wantStatus(t, res, 200)
+	base = plugintest.Start(t, []any{cfg}).URL
+	res = plugintest.Do(t, "GET", base+"/")
+	plugintest.WantStatus(t, res, 200)
 	checkHeaders(t, res, 4, 0)
-	wantGatewayError(t, do(t, "GET", base+"/"), 429)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/"), 429)
 	// another instance has its own counters
-	base = startCaddy(t, up, map[string]any{"handler": "gateway_rate_limit", "limit": 3, "instance_id": 4243})
-	wantStatus(t, do(t, "GET", base+"/"), 200)
+	base = plugintest.Start(t, []any{map[string]any{"handler": "gateway_rate_limit", "limit": 3, "instance_id": 4243}}).URL
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/"), 200)
+}
+
+// clientFrom returns a client whose connections come from the local address
+// ip (any 127.0.0.0/8 address works on loopback), to act as another client IP.
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
 }
 
 func TestKeys(t *testing.T) {
 	process.RateLimits.Reset("")
-	up := upstream(t)
 	other := clientFrom("127.0.0.2")
 
 	// ip (default): another client address has its own counter
-	base := startCaddy(t, up, map[string]any{"handler": "gateway_rate_limit", "limit": 1, "instance_id": 1})
-	wantStatus(t, do(t, "GET", base+"/"), 200)
-	wantGatewayError(t, do(t, "GET", base+"/"), 429)
-	wantStatus(t, doWith(t, other, "GET", base+"/"), 200)
+	base := plugintest.Start(t, []any{map[string]any{"handler": "gateway_rate_limit", "limit": 1, "instance_id": 1}}).URL
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/"), 200)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/"), 429)
+	plugintest.WantStatus(t, plugintest.Send(t, other, "GET", base+"/", nil), 200)
 
 	// global: one counter for everybody
-	base = startCaddy(t, up, map[string]any{"handler": "gateway_rate_limit", "limit": 1, "key": "global", "instance_id": 2})
-	wantStatus(t, do(t, "GET", base+"/"), 200)
-	wantGatewayError(t, doWith(t, other, "GET", base+"/"), 429)
+	base = plugintest.Start(t, []any{map[string]any{"handler": "gateway_rate_limit", "limit": 1, "key": "global", "instance_id": 2}}).URL
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/"), 200)
+	plugintest.WantGatewayError(t, plugintest.Send(t, other, "GET", base+"/", nil), 429)
 
 	// header: per value, missing header falls back to the client ip
-	base = startCaddy(t, up, map[string]any{"handler": "gateway_rate_limit", "limit": 1, "key": "header", "header_name": "X-Tenant", "instance_id": 3})
-	wantStatus(t, do(t, "GET", base+"/", "X-Tenant", "a"), 200)
-	wantGatewayError(t, do(t, "GET", base+"/", "X-Tenant", "a"), 429)
-	wantStatus(t, do(t, "GET", base+"/", "X-Tenant", "b"), 200)
-	wantStatus(t, do(t, "GET", base+"/"), 200)
-	wantGatewayError(t, do(t, "GET", base+"/"), 429)
-	wantStatus(t, do(t, "GET", base+"/", "X-Tenant", strings.Repeat("x", 1000)), 200)
+	base = plugintest.Start(t, []any{map[string]any{"handler": "gateway_rate_limit", "limit": 1, "key": "header", "header_name": "X-Tenant", "instance_id": 3}}).URL
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "X-Tenant", "a"), 200)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/", "X-Tenant", "a"), 429)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "X-Tenant", "b"), 200)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/"), 200)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/"), 429)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "X-Tenant", strings.Repeat("x", 1000)), 200)
 
 	// consumer: per authenticated consumer (after key-auth)
 	list := []consumers.Consumer{
 		{ID: 1, Username: "alice", Credentials: []consumers.Credential{{ID: 1, Type: "key-auth", Key: "ka"}}},
 		{ID: 2, Username: "bob", Credentials: []consumers.Credential{{ID: 2, Type: "key-auth", Key: "kb"}}},
 	}
-	base = startCaddy(t, up,
-		map[string]any{"handler": "gateway_key_auth", "consumers": list},
-		map[string]any{"handler": "gateway_rate_limit", "limit": 2, "key": "consumer", "instance_id": 4})
-	wantStatus(t, do(t, "GET", base+"/", "apikey", "ka"), 200)
-	wantStatus(t, do(t, "GET", base+"/", "apikey", "ka"), 200)
-	wantGatewayError(t, do(t, "GET", base+"/", "apikey", "ka"), 429)
-	res := do(t, "GET", base+"/", "apikey", "kb")
-	wantStatus(t, res, 200)
+	base = plugintest.Start(t, []any{map[string]any{"handler": "gateway_key_auth", "consumers": list},
+		map[string]any{"handler": "gateway_rate_limit", "limit": 2, "key": "consumer", "instance_id": 4}}).URL
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "apikey", "ka"), 200)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "apikey", "ka"), 200)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/", "apikey", "ka"), 429)
+	res := plugintest.Do(t, "GET", base+"/", "apikey", "kb")
+	plugintest.WantStatus(t, res, 200)
 	checkHeaders(t, res, 2, 1)
 
 	// route / service: outside the gateway router both are 0: one counter
-	base = startCaddy(t, up, map[string]any{"handler": "gateway_rate_limit", "limit": 1, "key": "route", "instance_id": 5})
-	wantStatus(t, do(t, "GET", base+"/"), 200)
-	wantGatewayError(t, doWith(t, other, "GET", base+"/"), 429)
+	base = plugintest.Start(t, []any{map[string]any{"handler": "gateway_rate_limit", "limit": 1, "key": "route", "instance_id": 5}}).URL
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/"), 200)
+	plugintest.WantGatewayError(t, plugintest.Send(t, other, "GET", base+"/", nil), 429)
 }
 
 func TestCaddyfile(t *testing.T) {
 	process.RateLimits.Reset("")
-	up := upstream(t)
 	src := `
 http://127.0.0.1:{PORT} {
 	reverse_proxy {UP}
@@ -149,17 +159,17 @@ http://127.0.0.1:{PORT} {
 	}
 }
 `
-	base := startCaddyfile(t, up, src)
+	base := plugintest.StartCaddyfile(t, src).URL
 	for i := 0; i < 2; i++ {
-		wantStatus(t, do(t, "GET", base+"/", "X-User", "u"), 200)
+		plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "X-User", "u"), 200)
 	}
-	res := do(t, "GET", base+"/", "X-User", "u")
-	wantGatewayError(t, res, 429)
+	res := plugintest.Do(t, "GET", base+"/", "X-User", "u")
+	plugintest.WantGatewayError(t, res, 429)
 	if res.Header.Get("RateLimit-Limit") != "2" {
 		t.Fatal("headers")
 	}
 	// standalone instances are keyed by their settings: a reload keeps them
-	base = startCaddyfile(t, up, src)
-	wantGatewayError(t, do(t, "GET", base+"/", "X-User", "u"), 429)
-	wantStatus(t, do(t, "GET", base+"/", "X-User", "v"), 200)
+	base = plugintest.StartCaddyfile(t, src).URL
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/", "X-User", "u"), 429)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "X-User", "v"), 200)
 }

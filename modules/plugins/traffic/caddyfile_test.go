@@ -1,16 +1,13 @@
 package traffic
 
 import (
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
-
 	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
@@ -75,14 +72,8 @@ func TestCaddyfileDirectiveOrder(t *testing.T) {
 
 // A Caddyfile using the directives serves traffic.
 func TestCaddyfileEndToEnd(t *testing.T) {
-	g := startGW(t, nil) // for its upstream and client
-	port := freePort(t)
-	cf := fmt.Sprintf(`{
-	admin off
-	auto_https off
-	storage file_system %s
-}
-http://127.0.0.1:%s {
+	g := plugintest.StartCaddyfile(t, `
+http://127.0.0.1:{PORT} {
 	log_skip
 	gateway_request_id {
 		header_name X-Trace
@@ -97,19 +88,12 @@ http://127.0.0.1:%s {
 	gateway_ip_restriction {
 		allow 127.0.0.1
 	}
-	reverse_proxy %s
+	reverse_proxy {UP}
 }
-`, storageDir, port, g.upstream.Listener.Addr())
-	cfg, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
-	if err != nil {
-		t.Fatalf("adapt: %v %v", err, warnings)
-	}
-	if err := caddy.Load(cfg, true); err != nil {
-		t.Fatal(err)
-	}
-	res := g.get("http://127.0.0.1:" + port + "/cf")
-	wantStatus(t, res, http.StatusOK)
-	up := g.last()
+`)
+	res := g.Get("/cf")
+	plugintest.WantStatus(t, res, http.StatusOK)
+	up := g.Upstream.Last()
 	if up.Header.Get("X-From") != "caddyfile" || up.Header.Get("X-Client") != "127.0.0.1" || up.Header.Get("X-Trace") == "" {
 		t.Fatalf("upstream headers %v", up.Header)
 	}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
 func TestCORSConfig(t *testing.T) {
@@ -29,11 +31,11 @@ func TestCORSConfig(t *testing.T) {
 
 func TestCORSPreflight(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "cors", `{"allow_origins":["https://app.example","*.example.com"]}`)})
-	pre := func(origin string, hdr ...string) result {
-		return g.do(http.MethodOptions, "/api", nil, append([]string{"Origin", origin, "Access-Control-Request-Method", "PUT"}, hdr...)...)
+	pre := func(origin string, hdr ...string) plugintest.Result {
+		return g.Do(http.MethodOptions, "/api", nil, append([]string{"Origin", origin, "Access-Control-Request-Method", "PUT"}, hdr...)...)
 	}
 	res := pre("https://app.example", "Access-Control-Request-Headers", "X-Foo, Content-Type")
-	wantStatus(t, res, http.StatusNoContent)
+	plugintest.WantStatus(t, res, http.StatusNoContent)
 	want := map[string]string{
 		"Access-Control-Allow-Origin":  "https://app.example",
 		"Access-Control-Allow-Methods": "GET, HEAD, PUT, PATCH, POST, DELETE",
@@ -56,31 +58,31 @@ func TestCORSPreflight(t *testing.T) {
 		t.Errorf("wildcard origin: %q", got)
 	}
 	res = pre("https://example.com")
-	wantStatus(t, res, http.StatusNoContent)
+	plugintest.WantStatus(t, res, http.StatusNoContent)
 	if got := res.Header.Get("Access-Control-Allow-Origin"); got != "" {
 		t.Errorf("bare domain allowed: %q", got)
 	}
 	if got := pre("https://evil.example").Header.Get("Access-Control-Allow-Origin"); got != "" {
 		t.Errorf("other origin allowed: %q", got)
 	}
-	if n := len(g.upstreamSeen()); n != 0 {
+	if n := len(g.Upstream.Requests()); n != 0 {
 		t.Fatalf("%d preflights reached the upstream", n)
 	}
 	// an OPTIONS without Access-Control-Request-Method is an actual request
-	wantStatus(t, g.do(http.MethodOptions, "/api", nil, "Origin", "https://app.example"), http.StatusOK)
-	if n := len(g.upstreamSeen()); n != 1 {
+	plugintest.WantStatus(t, g.Do(http.MethodOptions, "/api", nil, "Origin", "https://app.example"), http.StatusOK)
+	if n := len(g.Upstream.Requests()); n != 1 {
 		t.Fatalf("plain OPTIONS: upstream saw %d requests", n)
 	}
 }
 
 func TestCORSActualRequests(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "cors", `{"allow_origins":["https://app.example"],"allow_credentials":true,"expose_headers":["X-Request-ID","X-Total"],"allow_headers":["Authorization"],"max_age_s":0}`)},
-		withUpstream(func(w http.ResponseWriter, r *http.Request) {
+		plugintest.WithUpstreamFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Access-Control-Allow-Origin", "*") // the gateway's config wins
 			w.Header().Set("Vary", "Accept-Encoding")
 		}))
-	res := g.get("/", "Origin", "https://app.example")
-	wantStatus(t, res, http.StatusOK)
+	res := g.Get("/", "Origin", "https://app.example")
+	plugintest.WantStatus(t, res, http.StatusOK)
 	if got := res.Header.Values("Access-Control-Allow-Origin"); len(got) != 1 || got[0] != "https://app.example" {
 		t.Errorf("Allow-Origin %q", got)
 	}
@@ -94,19 +96,19 @@ func TestCORSActualRequests(t *testing.T) {
 		t.Errorf("Vary %q", got)
 	}
 	// disallowed origin: proxied, no CORS grant from the gateway
-	res = g.get("/", "Origin", "https://evil.example")
-	wantStatus(t, res, http.StatusOK)
+	res = g.Get("/", "Origin", "https://evil.example")
+	plugintest.WantStatus(t, res, http.StatusOK)
 	if got := res.Header.Get("Access-Control-Allow-Credentials"); got != "" {
 		t.Errorf("disallowed origin got credentials %q", got)
 	}
 	// no Origin: untouched
-	res = g.get("/")
+	res = g.Get("/")
 	if got := res.Header.Values("Vary"); len(got) != 1 {
 		t.Errorf("no Origin: Vary %q", got)
 	}
 	// preflight: configured headers, no Max-Age, credentials echo the origin
-	res = g.do(http.MethodOptions, "/", nil, "Origin", "https://app.example", "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "X-Other")
-	wantStatus(t, res, http.StatusNoContent)
+	res = g.Do(http.MethodOptions, "/", nil, "Origin", "https://app.example", "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "X-Other")
+	plugintest.WantStatus(t, res, http.StatusNoContent)
 	if res.Header.Get("Access-Control-Allow-Headers") != "Authorization" || res.Header.Get("Access-Control-Max-Age") != "" ||
 		res.Header.Get("Access-Control-Allow-Credentials") != "true" || res.Header.Get("Access-Control-Allow-Origin") != "https://app.example" {
 		t.Errorf("preflight headers %v", res.Header)
@@ -115,12 +117,12 @@ func TestCORSActualRequests(t *testing.T) {
 
 func TestCORSAnyOrigin(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "cors", `{}`)})
-	res := g.get("/", "Origin", "https://whatever.test")
+	res := g.Get("/", "Origin", "https://whatever.test")
 	if got := res.Header.Get("Access-Control-Allow-Origin"); got != "*" {
 		t.Fatalf("Allow-Origin %q, want *", got)
 	}
-	g.upstream.Close() // proxy error responses carry the headers too
-	res = g.get("/", "Origin", "https://whatever.test")
+	g.Upstream.Close() // proxy error responses carry the headers too
+	res = g.Get("/", "Origin", "https://whatever.test")
 	if res.StatusCode != http.StatusBadGateway || res.Header.Get("Access-Control-Allow-Origin") != "*" {
 		t.Fatalf("502: status %d, Allow-Origin %q", res.StatusCode, res.Header.Get("Access-Control-Allow-Origin"))
 	}

@@ -1,299 +1,39 @@
 package traffic
 
-// The shared test harness: an in-process Caddy (caddy.Load) serving one route
-// [plugin handlers..., reverse_proxy → echo upstream] on 127.0.0.1, plus
-// helpers for config checks. caddy.Load is process-global: tests here never
-// run in parallel, and each loads its own config.
+// Test helpers of the traffic plugins: startGW runs the shared harness
+// (plugintest) with handlers given as JSON, and config checks.
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"io"
 	"maps"
-	"math/big"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-var storageDir string
-
-func TestMain(m *testing.M) {
-	var err error
-	storageDir, err = os.MkdirTemp("", "traffic-test-")
-	if err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	_ = caddy.Stop()
-	_ = os.RemoveAll(storageDir)
-	os.Exit(code)
-}
-
-// seen is what the upstream received.
-type seen struct {
-	Method  string      `json:"method"`
-	URI     string      `json:"uri"`
-	Host    string      `json:"host"`
-	Header  http.Header `json:"header"`
-	Body    string      `json:"body"`
-	BodyErr string      `json:"body_error"`
-}
-
-// gw is a running Caddy with one route in front of an upstream.
-type gw struct {
-	t        *testing.T
-	URL      string // plain HTTP
-	TLSURL   string // HTTPS (only with withTLS)
-	Client   *http.Client
-	upstream *httptest.Server
-
-	mu   sync.Mutex
-	reqs []seen
-}
-
-type gwOption func(*gwConfig)
-
-type gwConfig struct {
-	upstream http.Handler
-	tls      bool
-	server   string
-}
-
-// withServer adds keys to the servers' JSON objects, e.g.
-// `"trusted_proxies":{…}`.
-func withServer(keys string) gwOption { return func(c *gwConfig) { c.server = "," + keys } }
-
-// withUpstream replaces the echo upstream; the request is still recorded.
-func withUpstream(h http.HandlerFunc) gwOption { return func(c *gwConfig) { c.upstream = h } }
-
-// withTLS adds an HTTPS server (self-signed certificate for 127.0.0.1 and
-// localhost) with the same route.
-func withTLS() gwOption { return func(c *gwConfig) { c.tls = true } }
+// The in-process Caddy of these tests is plugintest's.
+func TestMain(m *testing.M) { plugintest.Main(m) }
 
 // startGW loads a Caddy config whose route runs handlers (each the JSON of
 // a handler object, e.g. `{"handler":"gateway_cors"}`) then reverse_proxy.
-func startGW(t *testing.T, handlers []string, opts ...gwOption) *gw {
+func startGW(t *testing.T, handlers []string, opts ...plugintest.Option) *plugintest.Gateway {
 	t.Helper()
-	var cfg gwConfig
-	for _, o := range opts {
-		o(&cfg)
+	hs := make([]any, len(handlers))
+	for i, h := range handlers {
+		hs[i] = json.RawMessage(h)
 	}
-	g := &gw{t: t}
-	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := g.record(r)
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(s)
-	})
-	up := cfg.upstream
-	if up == nil {
-		up = echo
-	} else {
-		inner := up
-		up = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			s := g.record(r)
-			r.Body = io.NopCloser(strings.NewReader(s.Body))
-			inner.ServeHTTP(w, r)
-		})
-	}
-	g.upstream = httptest.NewServer(up)
-	t.Cleanup(g.upstream.Close)
-
-	route := fmt.Sprintf(`[{"handle":[%s{"handler":"reverse_proxy","upstreams":[{"dial":%q}]}]}]`,
-		joinHandlers(handlers), g.upstream.Listener.Addr().String())
-	port := freePort(t)
-	g.URL = "http://127.0.0.1:" + port
-	servers := fmt.Sprintf(`"plain":{"listen":["127.0.0.1:%s"],"automatic_https":{"disable":true},"routes":%s%s}`, port, route, cfg.server)
-	apps := ""
-	if cfg.tls {
-		tlsPort := freePort(t)
-		g.TLSURL = "https://127.0.0.1:" + tlsPort
-		servers += fmt.Sprintf(`,"secure":{"listen":["127.0.0.1:%s"],"automatic_https":{"disable":true},"tls_connection_policies":[{}],"routes":%s%s}`, tlsPort, route, cfg.server)
-		certPEM, keyPEM := selfSigned(t)
-		apps = fmt.Sprintf(`,"tls":{"certificates":{"load_pem":[{"certificate":%q,"key":%q}]}}`, certPEM, keyPEM)
-	}
-	config := fmt.Sprintf(`{
-		"admin":{"disabled":true},
-		"logging":{"logs":{"default":{"writer":{"output":"discard"}}}},
-		"storage":{"module":"file_system","root":%q},
-		"apps":{"http":{"servers":{%s}}%s}}`, storageDir, servers, apps)
-	if err := caddy.Load([]byte(config), true); err != nil {
-		t.Fatalf("caddy.Load: %v\nconfig: %s", err, config)
-	}
-	t.Cleanup(func() { _ = caddy.Stop() })
-	tr := &http.Transport{
-		DisableCompression: true,
-		TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test certificate
-	}
-	g.Client = &http.Client{
-		Transport:     tr,
-		Timeout:       10 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	t.Cleanup(tr.CloseIdleConnections)
-	return g
-}
-
-func joinHandlers(hs []string) string {
-	var b strings.Builder
-	for _, h := range hs {
-		b.WriteString(h)
-		b.WriteString(",")
-	}
-	return b.String()
-}
-
-func (g *gw) record(r *http.Request) seen {
-	s := seen{Method: r.Method, URI: r.RequestURI, Host: r.Host, Header: r.Header.Clone()}
-	b, err := io.ReadAll(r.Body)
-	s.Body = string(b)
-	if err != nil {
-		s.BodyErr = err.Error()
-	}
-	g.mu.Lock()
-	g.reqs = append(g.reqs, s)
-	g.mu.Unlock()
-	return s
-}
-
-// upstreamSeen returns what the upstream received, in order.
-func (g *gw) upstreamSeen() []seen {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]seen(nil), g.reqs...)
-}
-
-// last is the last request the upstream received (fails when none).
-func (g *gw) last() seen {
-	g.t.Helper()
-	s := g.upstreamSeen()
-	if len(s) == 0 {
-		g.t.Fatal("upstream received no request")
-	}
-	return s[len(s)-1]
-}
-
-// result is a completed response.
-type result struct {
-	*http.Response
-	Body string
-}
-
-// do sends a request (url relative to g.URL unless absolute) and reads the
-// whole response.
-func (g *gw) do(method, url string, body io.Reader, hdr ...string) result {
-	g.t.Helper()
-	if !strings.HasPrefix(url, "http") {
-		url = g.URL + url
-	}
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if strings.EqualFold(hdr[i], "Host") {
-			req.Host = hdr[i+1]
-			continue
-		}
-		req.Header.Add(hdr[i], hdr[i+1])
-	}
-	resp, err := g.Client.Do(req)
-	if err != nil {
-		g.t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		g.t.Fatalf("%s %s: reading body: %v", method, url, err)
-	}
-	return result{Response: resp, Body: string(b)}
-}
-
-func (g *gw) get(url string, hdr ...string) result {
-	g.t.Helper()
-	return g.do(http.MethodGet, url, nil, hdr...)
-}
-
-// wantStatus fails unless res has the status.
-func wantStatus(t *testing.T, res result, status int) {
-	t.Helper()
-	if res.StatusCode != status {
-		t.Fatalf("status %d, want %d; headers %v; body %q", res.StatusCode, status, res.Header, res.Body)
-	}
-}
-
-// wantErrorBody fails unless the body is {"error": msg}.
-func wantErrorBody(t *testing.T, res result, msg string) {
-	t.Helper()
-	var e map[string]any
-	if err := json.Unmarshal([]byte(res.Body), &e); err != nil || len(e) != 1 || e["error"] != msg {
-		t.Fatalf("body %q, want {\"error\":%q}", res.Body, msg)
-	}
-	if ct := res.Header.Get("Content-Type"); ct != "application/json" {
-		t.Fatalf("Content-Type %q, want application/json", ct)
-	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
-}
-
-func selfSigned(t *testing.T) (certPEM, keyPEM string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}))
+	return plugintest.Start(t, hs, opts...)
 }
 
 // ---- config checks ----
@@ -447,7 +187,7 @@ func (h testInfo) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 func caddyLoadErr(t *testing.T, h string) error {
 	t.Helper()
 	cfg := fmt.Sprintf(`{"admin":{"disabled":true},"logging":{"logs":{"default":{"writer":{"output":"discard"}}}},
-		"apps":{"http":{"servers":{"s":{"listen":["127.0.0.1:%s"],"routes":[{"handle":[%s]}]}}}}}`, freePort(t), h)
+		"apps":{"http":{"servers":{"s":{"listen":["127.0.0.1:%d"],"routes":[{"handle":[%s]}]}}}}}`, plugintest.FreePort(t), h)
 	err := caddy.Load([]byte(cfg), true)
 	if err == nil {
 		_ = caddy.Stop()

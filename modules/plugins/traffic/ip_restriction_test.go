@@ -3,6 +3,8 @@ package traffic
 import (
 	"net/http"
 	"testing"
+
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
 func TestIPRestrictionConfig(t *testing.T) {
@@ -44,11 +46,11 @@ func TestIPRestrictionTraffic(t *testing.T) {
 	}
 	for _, c := range cases {
 		g := startGW(t, []string{handlerJSON(t, "ip-restriction", c.config)})
-		res := g.get("/x")
-		wantStatus(t, res, c.status)
+		res := g.Get("/x")
+		plugintest.WantStatus(t, res, c.status)
 		if c.status != 200 {
-			wantErrorBody(t, res, c.message)
-			if n := len(g.upstreamSeen()); n != 0 {
+			plugintest.WantErrorBody(t, res, c.message)
+			if n := len(g.Upstream.Requests()); n != 0 {
 				t.Fatalf("%s: refused request reached the upstream", c.config)
 			}
 		}
@@ -58,16 +60,19 @@ func TestIPRestrictionTraffic(t *testing.T) {
 // The client address is Caddy's client_ip when the peer is a trusted proxy.
 func TestIPRestrictionTrustedProxy(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "ip-restriction", `{"deny":["203.0.113.0/24"]}`)},
-		withServer(`"trusted_proxies":{"source":"static","ranges":["127.0.0.1/32"]},"client_ip_headers":["X-Forwarded-For"]`))
-	wantStatus(t, g.get("/", "X-Forwarded-For", "203.0.113.9"), http.StatusForbidden)
-	wantStatus(t, g.get("/", "X-Forwarded-For", "198.51.100.1"), http.StatusOK)
-	wantStatus(t, g.get("/"), http.StatusOK)
+		plugintest.WithServer(map[string]any{
+			"trusted_proxies":   map[string]any{"source": "static", "ranges": []string{"127.0.0.1/32"}},
+			"client_ip_headers": []string{"X-Forwarded-For"},
+		}))
+	plugintest.WantStatus(t, g.Get("/", "X-Forwarded-For", "203.0.113.9"), http.StatusForbidden)
+	plugintest.WantStatus(t, g.Get("/", "X-Forwarded-For", "198.51.100.1"), http.StatusOK)
+	plugintest.WantStatus(t, g.Get("/"), http.StatusOK)
 }
 
 // Inside the gateway the router's client address (gwctx.Info.ClientIP) decides.
 func TestIPRestrictionRouterClientIP(t *testing.T) {
 	g := startGW(t, []string{`{"handler":"test_gwinfo","client_ip":"203.0.113.5"}`, handlerJSON(t, "ip-restriction", `{"allow":["127.0.0.1"]}`)})
-	wantStatus(t, g.get("/"), http.StatusForbidden)
+	plugintest.WantStatus(t, g.Get("/"), http.StatusForbidden)
 	g = startGW(t, []string{`{"handler":"test_gwinfo","client_ip":"203.0.113.5"}`, handlerJSON(t, "ip-restriction", `{"allow":["203.0.113.0/24"]}`)})
-	wantStatus(t, g.get("/"), http.StatusOK)
+	plugintest.WantStatus(t, g.Get("/"), http.StatusOK)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
 func TestRequestIDConfig(t *testing.T) {
@@ -38,30 +40,30 @@ func TestRequestIDTraffic(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "request-id", `{}`)})
 
 	// generated: a UUIDv4, the same upstream and downstream
-	res := g.get("/a")
-	wantStatus(t, res, http.StatusOK)
+	res := g.Get("/a")
+	plugintest.WantStatus(t, res, http.StatusOK)
 	id := res.Header.Get("X-Request-ID")
 	u, err := uuid.Parse(id)
 	if err != nil || u.Version() != 4 || len(id) != 36 {
 		t.Fatalf("X-Request-ID %q is not a UUIDv4", id)
 	}
-	if got := g.last().Header.Values("X-Request-Id"); len(got) != 1 || got[0] != id {
+	if got := g.Upstream.Last().Header.Values("X-Request-Id"); len(got) != 1 || got[0] != id {
 		t.Fatalf("upstream saw %q, want [%s]", got, id)
 	}
-	if id2 := g.get("/a").Header.Get("X-Request-ID"); id2 == id {
+	if id2 := g.Get("/a").Header.Get("X-Request-ID"); id2 == id {
 		t.Fatal("two requests got the same id")
 	}
 
 	// trusted incoming id is kept
-	res = g.get("/b", "X-Request-ID", "client-id-1")
+	res = g.Get("/b", "X-Request-ID", "client-id-1")
 	if got := res.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "client-id-1" {
 		t.Fatalf("downstream %q, want [client-id-1]", got)
 	}
-	if got := g.last().Header.Get("X-Request-ID"); got != "client-id-1" {
+	if got := g.Upstream.Last().Header.Get("X-Request-ID"); got != "client-id-1" {
 		t.Fatalf("upstream %q", got)
 	}
 	// an invalid incoming id is replaced
-	res = g.get("/b", "X-Request-ID", "has space")
+	res = g.Get("/b", "X-Request-ID", "has space")
 	if _, err := uuid.Parse(res.Header.Get("X-Request-ID")); err != nil {
 		t.Fatalf("invalid incoming id kept: %q", res.Header.Get("X-Request-ID"))
 	}
@@ -69,13 +71,13 @@ func TestRequestIDTraffic(t *testing.T) {
 
 func TestRequestIDNoTrustNoEcho(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "request-id", `{"header_name":"X-Corr","trust_incoming":false,"echo_downstream":false}`)},
-		withUpstream(func(w http.ResponseWriter, r *http.Request) {
+		plugintest.WithUpstreamFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Corr", "from-upstream")
 			w.WriteHeader(http.StatusOK)
 		}))
-	res := g.get("/", "X-Corr", "client")
-	wantStatus(t, res, http.StatusOK)
-	up := g.last().Header.Get("X-Corr")
+	res := g.Get("/", "X-Corr", "client")
+	plugintest.WantStatus(t, res, http.StatusOK)
+	up := g.Upstream.Last().Header.Get("X-Corr")
 	if _, err := uuid.Parse(up); err != nil {
 		t.Fatalf("upstream got %q, want a fresh UUID", up)
 	}
@@ -86,16 +88,16 @@ func TestRequestIDNoTrustNoEcho(t *testing.T) {
 
 func TestRequestIDEchoReplacesUpstreamCopy(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "request-id", `{}`)},
-		withUpstream(func(w http.ResponseWriter, r *http.Request) {
+		plugintest.WithUpstreamFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Request-ID", "upstream-own")
 		}))
-	res := g.get("/", "X-Request-ID", "abc")
+	res := g.Get("/", "X-Request-ID", "abc")
 	if got := res.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "abc" {
 		t.Fatalf("downstream ids %q, want [abc]", got)
 	}
 	// proxy errors (upstream down) still carry the id
-	g.upstream.Close()
-	res = g.get("/", "X-Request-ID", "abc")
+	g.Upstream.Close()
+	res = g.Get("/", "X-Request-ID", "abc")
 	if res.StatusCode != http.StatusBadGateway || res.Header.Get("X-Request-ID") != "abc" {
 		t.Fatalf("upstream down: status %d, id %q", res.StatusCode, res.Header.Get("X-Request-ID"))
 	}

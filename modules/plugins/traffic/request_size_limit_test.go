@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
 func TestRequestSizeLimitConfig(t *testing.T) {
@@ -38,35 +40,35 @@ func (b neverEnding) Read(p []byte) (int, error) {
 
 func TestRequestSizeLimitDeclared(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "request-size-limit", `{"max_bytes":100}`)})
-	res := g.do(http.MethodPost, "/", strings.NewReader(strings.Repeat("a", 100)))
-	wantStatus(t, res, http.StatusOK)
-	if got := len(g.last().Body); got != 100 {
+	res := g.Do(http.MethodPost, "/", strings.NewReader(strings.Repeat("a", 100)))
+	plugintest.WantStatus(t, res, http.StatusOK)
+	if got := len(g.Upstream.Last().Body); got != 100 {
 		t.Fatalf("upstream got %d bytes", got)
 	}
-	res = g.do(http.MethodPost, "/", strings.NewReader(strings.Repeat("a", 101)))
-	wantStatus(t, res, http.StatusRequestEntityTooLarge)
-	wantErrorBody(t, res, "request body too large")
-	if n := len(g.upstreamSeen()); n != 1 {
+	res = g.Do(http.MethodPost, "/", strings.NewReader(strings.Repeat("a", 101)))
+	plugintest.WantStatus(t, res, http.StatusRequestEntityTooLarge)
+	plugintest.WantErrorBody(t, res, "request body too large")
+	if n := len(g.Upstream.Requests()); n != 1 {
 		t.Fatalf("oversized declared body reached the upstream (%d requests)", n)
 	}
-	wantStatus(t, g.get("/"), http.StatusOK) // no body
+	plugintest.WantStatus(t, g.Get("/"), http.StatusOK) // no body
 }
 
 func TestRequestSizeLimitStreamed(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "request-size-limit", `{"max_bytes":65536}`)})
-	res := g.do(http.MethodPost, "/small", chunked(1000))
-	wantStatus(t, res, http.StatusOK)
-	if up := g.last(); len(up.Body) != 1000 || up.BodyErr != "" || len(up.Header.Values("Content-Length")) != 0 {
+	res := g.Do(http.MethodPost, "/small", chunked(1000))
+	plugintest.WantStatus(t, res, http.StatusOK)
+	if up := g.Upstream.Last(); len(up.Body) != 1000 || up.BodyErr != "" || len(up.Header.Values("Content-Length")) != 0 {
 		t.Fatalf("upstream got %d bytes, error %q, header %v", len(up.Body), up.BodyErr, up.Header)
 	}
 
-	res = g.do(http.MethodPost, "/big", chunked(4<<20))
-	wantStatus(t, res, http.StatusRequestEntityTooLarge)
-	wantErrorBody(t, res, "request body too large")
+	res = g.Do(http.MethodPost, "/big", chunked(4<<20))
+	plugintest.WantStatus(t, res, http.StatusRequestEntityTooLarge)
+	plugintest.WantErrorBody(t, res, "request body too large")
 	// the upstream, if the request got that far, never saw a complete body
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		reqs := g.upstreamSeen()
+		reqs := g.Upstream.Requests()
 		if len(reqs) == 2 {
 			if up := reqs[1]; up.BodyErr == "" || len(up.Body) > 65536 {
 				t.Fatalf("upstream read %d bytes, error %q", len(up.Body), up.BodyErr)
@@ -80,7 +82,7 @@ func TestRequestSizeLimitStreamed(t *testing.T) {
 
 func TestRequestSizeLimitZero(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "request-size-limit", `{"max_bytes":0}`)})
-	wantStatus(t, g.get("/"), http.StatusOK)
-	wantStatus(t, g.do(http.MethodPost, "/", strings.NewReader("a")), http.StatusRequestEntityTooLarge)
-	wantStatus(t, g.do(http.MethodPost, "/", chunked(10)), http.StatusRequestEntityTooLarge)
+	plugintest.WantStatus(t, g.Get("/"), http.StatusOK)
+	plugintest.WantStatus(t, g.Do(http.MethodPost, "/", strings.NewReader("a")), http.StatusRequestEntityTooLarge)
+	plugintest.WantStatus(t, g.Do(http.MethodPost, "/", chunked(10)), http.StatusRequestEntityTooLarge)
 }

@@ -3,6 +3,8 @@ package traffic
 import (
 	"net/http"
 	"testing"
+
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
 func TestRequestTerminationConfig(t *testing.T) {
@@ -24,29 +26,29 @@ func TestRequestTerminationConfig(t *testing.T) {
 
 func TestRequestTerminationTraffic(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "request-termination", `{}`)})
-	res := g.get("/x")
-	wantStatus(t, res, http.StatusServiceUnavailable)
-	wantErrorBody(t, res, "service unavailable")
+	res := g.Get("/x")
+	plugintest.WantStatus(t, res, http.StatusServiceUnavailable)
+	plugintest.WantErrorBody(t, res, "service unavailable")
 
 	g = startGW(t, []string{handlerJSON(t, "request-termination", `{"status":418,"message":"teapot"}`)})
-	res = g.do(http.MethodPost, "/x", nil)
-	wantStatus(t, res, http.StatusTeapot)
-	wantErrorBody(t, res, "teapot")
+	res = g.Do(http.MethodPost, "/x", nil)
+	plugintest.WantStatus(t, res, http.StatusTeapot)
+	plugintest.WantErrorBody(t, res, "teapot")
 
 	g = startGW(t, []string{handlerJSON(t, "request-termination", `{"status":200,"body":"<p>maintenance on {http.request.uri.path}</p>","content_type":"text/html; charset=utf-8"}`)})
-	res = g.get("/page")
-	wantStatus(t, res, http.StatusOK)
+	res = g.Get("/page")
+	plugintest.WantStatus(t, res, http.StatusOK)
 	if res.Body != "<p>maintenance on /page</p>" || res.Header.Get("Content-Type") != "text/html; charset=utf-8" {
 		t.Fatalf("raw body %q, Content-Type %q", res.Body, res.Header.Get("Content-Type"))
 	}
 
 	g = startGW(t, []string{handlerJSON(t, "request-termination", `{"body":"{\"down\":true}"}`)})
-	res = g.get("/")
-	wantStatus(t, res, http.StatusServiceUnavailable)
+	res = g.Get("/")
+	plugintest.WantStatus(t, res, http.StatusServiceUnavailable)
 	if res.Body != `{"down":true}` || res.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("raw body %q, Content-Type %q", res.Body, res.Header.Get("Content-Type"))
 	}
-	if n := len(g.upstreamSeen()); n != 0 {
+	if n := len(g.Upstream.Requests()); n != 0 {
 		t.Fatalf("terminated requests reached the upstream (%d)", n)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
 func TestResponseBodyTransformConfig(t *testing.T) {
@@ -66,9 +68,9 @@ func bodyRulesConfig(extra string) string {
 
 func TestResponseBodyTransformJSON(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
-		withUpstream(fixed("application/json; charset=utf-8", upstreamJSON, false)))
-	res := g.get("/")
-	wantStatus(t, res, http.StatusOK)
+		plugintest.WithUpstreamFunc(fixed("application/json; charset=utf-8", upstreamJSON, false)))
+	res := g.Get("/")
+	plugintest.WantStatus(t, res, http.StatusOK)
 	want := `{"user":{"name":"b"},"items":[{"id":1},{"id":2}],"url":"https://api.example.com/x","html":"<b>&</b>","n":1.50,"meta":{"gateway":true}}`
 	if res.Body != want {
 		t.Fatalf("body\n %s\nwant\n %s", res.Body, want)
@@ -80,14 +82,14 @@ func TestResponseBodyTransformJSON(t *testing.T) {
 		t.Fatal("changed body kept its ETag")
 	}
 	// HEAD passes untouched
-	wantStatus(t, g.do(http.MethodHead, "/", nil), http.StatusOK)
+	plugintest.WantStatus(t, g.Do(http.MethodHead, "/", nil), http.StatusOK)
 }
 
 func TestResponseBodyTransformText(t *testing.T) {
 	page := `<a href="http://internal.example/a">x</a> {"user":{"password":"p"}}`
 	g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
-		withUpstream(fixed("text/html", page, true)))
-	res := g.get("/")
+		plugintest.WithUpstreamFunc(fixed("text/html", page, true)))
+	res := g.Get("/")
 	want := `<a href="https://api.example.com/a">x</a> {"user":{"password":"p"}}` // JSON rules only for JSON
 	if res.Body != want || res.ContentLength != int64(len(want)) {
 		t.Fatalf("body %q (length %d), want %q", res.Body, res.ContentLength, want)
@@ -95,16 +97,16 @@ func TestResponseBodyTransformText(t *testing.T) {
 
 	// not listed: streams through unchanged
 	g = startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
-		withUpstream(fixed("application/xml", "<u>http://internal.example</u>", false)))
-	res = g.get("/")
+		plugintest.WithUpstreamFunc(fixed("application/xml", "<u>http://internal.example</u>", false)))
+	res = g.Get("/")
 	if res.Body != "<u>http://internal.example</u>" || res.Header.Get("ETag") != `"v1"` {
 		t.Fatalf("unlisted type changed: %q", res.Body)
 	}
 
 	// no match: the original, ETag kept
 	g = startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
-		withUpstream(fixed("text/plain", "nothing to see", false)))
-	res = g.get("/")
+		plugintest.WithUpstreamFunc(fixed("text/plain", "nothing to see", false)))
+	res = g.Get("/")
 	if res.Body != "nothing to see" || res.Header.Get("ETag") != `"v1"` {
 		t.Fatalf("unchanged body: %q, ETag %q", res.Body, res.Header.Get("ETag"))
 	}
@@ -114,9 +116,9 @@ func TestResponseBodyTransformTooLarge(t *testing.T) {
 	big := strings.Repeat("http://internal.example ", 500) // 12000 bytes
 	for _, chunked := range []bool{false, true} {
 		g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(`,"max_body_bytes":5000`))},
-			withUpstream(fixed("text/plain", big, chunked)))
-		res := g.get("/")
-		wantStatus(t, res, http.StatusOK)
+			plugintest.WithUpstreamFunc(fixed("text/plain", big, chunked)))
+		res := g.Get("/")
+		plugintest.WantStatus(t, res, http.StatusOK)
 		if res.Body != big {
 			t.Fatalf("chunked=%v: body over max_body_bytes changed (%d bytes)", chunked, len(res.Body))
 		}
@@ -124,8 +126,8 @@ func TestResponseBodyTransformTooLarge(t *testing.T) {
 	// within the limit, chunked: transformed
 	small := strings.Repeat("http://internal.example ", 100)
 	g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(`,"max_body_bytes":5000`))},
-		withUpstream(fixed("text/plain", small, true)))
-	if res := g.get("/"); res.Body != strings.ReplaceAll(small, "http://internal.example", "https://api.example.com") {
+		plugintest.WithUpstreamFunc(fixed("text/plain", small, true)))
+	if res := g.Get("/"); res.Body != strings.ReplaceAll(small, "http://internal.example", "https://api.example.com") {
 		t.Fatalf("chunked body within the limit not transformed: %q", res.Body[:60])
 	}
 }
@@ -142,8 +144,8 @@ func TestResponseBodyTransformCompressed(t *testing.T) {
 	want := `{"user":{"name":"b"},"items":[{"id":1},{"id":2}],"url":"https://api.example.com/x","html":"<b>&</b>","n":1.50,"meta":{"gateway":true}}`
 	// an upstream that compresses itself
 	g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
-		withUpstream(fixed("application/json", gzipped(upstreamJSON), false, "Content-Encoding", "gzip")))
-	res := g.get("/", "Accept-Encoding", "gzip")
+		plugintest.WithUpstreamFunc(fixed("application/json", gzipped(upstreamJSON), false, "Content-Encoding", "gzip")))
+	res := g.Get("/", "Accept-Encoding", "gzip")
 	if res.Header.Get("Content-Encoding") != "gzip" || res.ContentLength != int64(len(res.Body)) {
 		t.Fatalf("Content-Encoding %q, Content-Length %d for %d bytes", res.Header.Get("Content-Encoding"), res.ContentLength, len(res.Body))
 	}
@@ -154,9 +156,9 @@ func TestResponseBodyTransformCompressed(t *testing.T) {
 	// the gateway's default ordering: body transform (1310) outside compression (1400)
 	big := strings.Replace(upstreamJSON, `"n":1.50`, `"n":1.50,"pad":"`+strings.Repeat("z", 2000)+`"`, 1)
 	g = startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig("")), handlerJSON(t, "response-compression", `{}`)},
-		withUpstream(fixed("application/json", big, false)))
+		plugintest.WithUpstreamFunc(fixed("application/json", big, false)))
 	for _, enc := range []string{"zstd", "gzip", ""} {
-		res = g.get("/", "Accept-Encoding", enc)
+		res = g.Get("/", "Accept-Encoding", enc)
 		if res.Header.Get("Content-Encoding") != enc {
 			t.Fatalf("Accept-Encoding %q: Content-Encoding %q", enc, res.Header.Get("Content-Encoding"))
 		}

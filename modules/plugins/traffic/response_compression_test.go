@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
 func TestResponseCompressionConfig(t *testing.T) {
@@ -38,7 +40,7 @@ func sized(w http.ResponseWriter, r *http.Request) {
 }
 
 // decoded undoes the response's Content-Encoding.
-func decoded(t *testing.T, res result) string {
+func decoded(t *testing.T, res plugintest.Result) string {
 	t.Helper()
 	var r io.Reader
 	switch enc := res.Header.Get("Content-Encoding"); enc {
@@ -68,7 +70,7 @@ func decoded(t *testing.T, res result) string {
 }
 
 func TestResponseCompressionTraffic(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "response-compression", `{}`)}, withUpstream(sized))
+	g := startGW(t, []string{handlerJSON(t, "response-compression", `{}`)}, plugintest.WithUpstreamFunc(sized))
 	cases := []struct {
 		url, accept, wantEnc string
 	}{
@@ -81,8 +83,8 @@ func TestResponseCompressionTraffic(t *testing.T) {
 		{"/?n=2000&ct=image/png", "gzip", ""},       // not in encode's defaults
 	}
 	for _, c := range cases {
-		res := g.get(c.url, "Accept-Encoding", c.accept)
-		wantStatus(t, res, http.StatusOK)
+		res := g.Get(c.url, "Accept-Encoding", c.accept)
+		plugintest.WantStatus(t, res, http.StatusOK)
 		if got := res.Header.Get("Content-Encoding"); got != c.wantEnc {
 			t.Errorf("%s Accept-Encoding %q: Content-Encoding %q, want %q", c.url, c.accept, got, c.wantEnc)
 			continue
@@ -95,20 +97,20 @@ func TestResponseCompressionTraffic(t *testing.T) {
 			t.Errorf("%s: %d bytes compressed to %d", c.url, n, len(res.Body))
 		}
 	}
-	if v := g.get("/?n=2000&ct=application/json", "Accept-Encoding", "gzip").Header.Get("Vary"); v != "Accept-Encoding" {
+	if v := g.Get("/?n=2000&ct=application/json", "Accept-Encoding", "gzip").Header.Get("Vary"); v != "Accept-Encoding" {
 		t.Errorf("Vary %q", v)
 	}
 }
 
 func TestResponseCompressionOptions(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "response-compression", `{"encodings":["gzip"],"min_length":0,"content_types":["text/*"]}`)}, withUpstream(sized))
+	g := startGW(t, []string{handlerJSON(t, "response-compression", `{"encodings":["gzip"],"min_length":0,"content_types":["text/*"]}`)}, plugintest.WithUpstreamFunc(sized))
 	for _, c := range []struct{ url, wantEnc string }{
 		{"/?n=10&ct=text/plain", "gzip"},                 // min_length 0
 		{"/?n=2000&ct=text/csv", "gzip"},                 // text/*
 		{"/?n=2000&ct=application/json", ""},             // not listed
 		{"/?n=2000&ct=text/plain;charset=utf-8", "gzip"}, // parameters
 	} {
-		res := g.get(c.url, "Accept-Encoding", "zstd, gzip")
+		res := g.Get(c.url, "Accept-Encoding", "zstd, gzip")
 		if got := res.Header.Get("Content-Encoding"); got != c.wantEnc {
 			t.Errorf("%s: Content-Encoding %q, want %q", c.url, got, c.wantEnc)
 		}

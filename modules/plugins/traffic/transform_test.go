@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
 func TestRequestTransformConfig(t *testing.T) {
@@ -36,10 +38,10 @@ func TestRequestTransformTraffic(t *testing.T) {
 		"add_headers":{"X-Set":"added","X-Via":"gateway"},
 		"remove_query":["debug"],
 		"set_query":{"source":"gw","path":"{http.request.uri.path}"}}`)})
-	res := g.get("/p?debug=1&keep=a+b&source=client",
+	res := g.Get("/p?debug=1&keep=a+b&source=client",
 		"X-Debug", "1", "X-Internal-Token", "t", "X-Old", "old", "X-New", "replaced", "X-Set", "client", "Host", "client.example")
-	wantStatus(t, res, http.StatusOK)
-	up := g.last()
+	plugintest.WantStatus(t, res, http.StatusOK)
+	up := g.Upstream.Last()
 	h := up.Header
 	check := func(name string, want ...string) {
 		t.Helper()
@@ -92,7 +94,7 @@ func TestResponseTransformTraffic(t *testing.T) {
 		"rename_headers":{"X-Upstream-Time":"X-Time"},
 		"set_headers":{"Cache-Control":"no-store","X-Path":"{http.request.uri.path}"},
 		"add_headers":{"X-Served-By":"gateway","Cache-Control":"private"}}`)},
-		withUpstream(func(w http.ResponseWriter, r *http.Request) {
+		plugintest.WithUpstreamFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Powered-By", "php")
 			w.Header().Set("X-Powered-Engine", "x")
 			w.Header().Set("Server", "apache")
@@ -102,8 +104,8 @@ func TestResponseTransformTraffic(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte("body"))
 		}))
-	res := g.get("/r")
-	wantStatus(t, res, http.StatusCreated)
+	res := g.Get("/r")
+	plugintest.WantStatus(t, res, http.StatusCreated)
 	if res.Body != "body" {
 		t.Fatalf("body %q", res.Body)
 	}
