@@ -99,7 +99,7 @@ func (a *ACL) SetDefaults() {
 func (a *ACL) UnmarshalJSON(data []byte) error {
 	type plain ACL
 	a.SetDefaults()
-	return strictDecode(data, (*plain)(a))
+	return plugins.StrictDecode(data, (*plain)(a))
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
@@ -121,7 +121,7 @@ func (a *ACL) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "deny":
 			a.Deny = append(a.Deny, d.RemainingArgs()...)
 		case "hide_groups_header":
-			v, err := parseBoolArg(d)
+			v, err := plugins.BoolArg(d)
 			if err != nil {
 				return err
 			}

@@ -137,7 +137,7 @@ func (b *BasicAuth) SetDefaults() {
 func (b *BasicAuth) UnmarshalJSON(data []byte) error {
 	type plain BasicAuth
 	b.SetDefaults()
-	return strictDecode(data, (*plain)(b))
+	return plugins.StrictDecode(data, (*plain)(b))
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
@@ -163,7 +163,7 @@ func (b *BasicAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 		case "hide_credentials":
-			v, err := parseBoolArg(d)
+			v, err := plugins.BoolArg(d)
 			if err != nil {
 				return err
 			}

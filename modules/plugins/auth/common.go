@@ -10,8 +10,6 @@
 package auth
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -39,14 +37,6 @@ func init() {
 	}
 }
 
-// strictDecode decodes data into v rejecting unknown fields (Caddy loads
-// modules strictly; schema.Decode relies on the same for the admin API).
-func strictDecode(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
-}
-
 // ownTable builds the table of an inline consumer list (nil when empty).
 func ownTable(list []consumers.Consumer) *consumers.Table {
 	if len(list) == 0 {
@@ -69,40 +59,6 @@ func tableFor(own *consumers.Table, info *gwctx.Info) *consumers.Table {
 func authenticated(info *gwctx.Info, h http.Header, c *consumers.Consumer) {
 	info.Consumer = c
 	consumers.SetHeaders(h, c)
-}
-
-// validHeaderName reports whether s is an HTTP header field name (RFC 9110 token).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// parseBoolArg reads an optional boolean argument of a flag subdirective
-// ("hide_credentials" alone means true).
-func parseBoolArg(d *caddyfile.Dispenser) (bool, error) {
-	args := d.RemainingArgs()
-	switch len(args) {
-	case 0:
-		return true, nil
-	case 1:
-		b, err := strconv.ParseBool(args[0])
-		if err != nil {
-			return false, d.Errf("%s: %v", d.Val(), err)
-		}
-		return b, nil
-	}
-	return false, d.ArgErr()
 }
 
 // parseConsumer reads one inline consumer block (standalone use):

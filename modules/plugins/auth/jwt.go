@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -82,7 +82,7 @@ func (j *JWT) Validate() error {
 		return schema.Errorf("header_names", "at least one of header_names, query_names, cookie_names must be non-empty")
 	}
 	for i, n := range j.HeaderNames {
-		if !validHeaderName(n) {
+		if !httpguts.ValidHeaderFieldName(n) {
 			return schema.Errorf("header_names["+itoa(i)+"]", "must be a valid header name")
 		}
 	}
@@ -92,7 +92,7 @@ func (j *JWT) Validate() error {
 		}
 	}
 	for i, n := range j.CookieNames {
-		if !validHeaderName(n) { // cookie names are tokens too
+		if !httpguts.ValidHeaderFieldName(n) { // cookie names are tokens too
 			return schema.Errorf("cookie_names["+itoa(i)+"]", "must be a valid cookie name")
 		}
 	}
@@ -309,7 +309,7 @@ func (j *JWT) SetDefaults() {
 func (j *JWT) UnmarshalJSON(data []byte) error {
 	type plain JWT
 	j.SetDefaults()
-	return strictDecode(data, (*plain)(j))
+	return plugins.StrictDecode(data, (*plain)(j))
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
@@ -344,13 +344,9 @@ func (j *JWT) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "claims_to_verify":
 			j.ClaimsToVerify = append([]string{}, d.RemainingArgs()...)
 		case "maximum_expiration_s":
-			var s string
-			if !d.Args(&s) {
-				return d.ArgErr()
-			}
-			n, err := strconv.ParseInt(s, 10, 64)
+			n, err := plugins.IntArg(d)
 			if err != nil {
-				return d.Errf("maximum_expiration_s: %v", err)
+				return err
 			}
 			j.MaximumExpirationS = n
 		case "consumer":

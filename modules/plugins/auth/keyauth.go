@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -58,7 +59,7 @@ func (k *KeyAuth) Validate() error {
 		return schema.Errorf("key_names", "must have at least 1 items")
 	}
 	for i, n := range k.KeyNames {
-		if !validHeaderName(n) {
+		if !httpguts.ValidHeaderFieldName(n) {
 			return schema.Errorf("key_names["+itoa(i)+"]", "must be a valid header name")
 		}
 	}
@@ -119,7 +120,7 @@ func (k *KeyAuth) SetDefaults() {
 func (k *KeyAuth) UnmarshalJSON(b []byte) error {
 	type plain KeyAuth
 	k.SetDefaults()
-	return strictDecode(b, (*plain)(k))
+	return plugins.StrictDecode(b, (*plain)(k))
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
@@ -144,7 +145,7 @@ func (k *KeyAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			k.KeyNames = args
 		case "hide_credentials":
-			b, err := parseBoolArg(d)
+			b, err := plugins.BoolArg(d)
 			if err != nil {
 				return err
 			}

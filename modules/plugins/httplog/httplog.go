@@ -5,16 +5,11 @@
 package httplog
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
@@ -72,7 +68,7 @@ func (h *HTTPLog) Provision(caddy.Context) error {
 	if err := h.Validate(); err != nil {
 		return err
 	}
-	h.sender = process.HTTPLog.Acquire(h.senderKey(), logsender.Config{
+	h.sender = process.HTTPLog.Acquire(plugins.InstanceKey(h.InstanceID, h), logsender.Config{
 		Endpoint:      h.Endpoint,
 		Method:        h.Method,
 		Headers:       h.Headers,
@@ -82,17 +78,6 @@ func (h *HTTPLog) Provision(caddy.Context) error {
 		QueueMaxSize:  h.QueueMaxSize,
 	})
 	return nil
-}
-
-// senderKey is the registry key of this instance's sender: its id, or
-// (standalone) a hash of its settings.
-func (h *HTTPLog) senderKey() string {
-	if h.InstanceID > 0 {
-		return "id:" + strconv.FormatInt(h.InstanceID, 10)
-	}
-	b, _ := json.Marshal(h)
-	sum := sha256.Sum256(b)
-	return "cfg:" + hex.EncodeToString(sum[:8])
 }
 
 // Validate implements caddy.Validator and schema.Validator.
@@ -110,7 +95,7 @@ func (h *HTTPLog) Validate() error {
 		return schema.Errorf("method", "must be one of POST, PUT, PATCH")
 	}
 	for k, v := range h.Headers {
-		if !isToken(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return schema.Errorf("headers", "%q is not a valid header name", k)
 		}
 		if strings.ContainsAny(v, "\r\n\x00") {
@@ -273,19 +258,6 @@ func (rec *recorder) ReadFrom(r io.Reader) (int64, error) {
 
 type writerOnly struct{ io.Writer }
 
-func isToken(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return s != ""
-}
-
 // SetDefaults implements schema.Defaulter.
 func (h *HTTPLog) SetDefaults() {
 	h.Endpoint = ""
@@ -302,9 +274,7 @@ func (h *HTTPLog) SetDefaults() {
 func (h *HTTPLog) UnmarshalJSON(b []byte) error {
 	type plain HTTPLog
 	h.SetDefaults()
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode((*plain)(h))
+	return plugins.StrictDecode(b, (*plain)(h))
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
@@ -345,13 +315,9 @@ func (h *HTTPLog) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.Headers[k] = v
 		case "batch_max_size", "queue_max_size", "flush_interval_ms", "timeout_ms":
-			var s string
-			if !d.Args(&s) {
-				return d.ArgErr()
-			}
-			n, err := strconv.ParseInt(s, 10, 64)
+			n, err := plugins.IntArg(d)
 			if err != nil {
-				return d.Errf("%s: %v", name, err)
+				return err
 			}
 			switch name {
 			case "batch_max_size":

@@ -21,6 +21,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
@@ -476,18 +477,9 @@ func matchType(list []string, mt string) bool {
 	return false
 }
 
-func isToken(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return s != ""
-}
+// isToken reports whether s is an HTTP token (RFC 9110), the syntax of
+// methods, media type parts and header names alike.
+func isToken(s string) bool { return httpguts.ValidHeaderFieldName(s) }
 
 // SetDefaults implements schema.Defaulter.
 func (p *ProxyCache) SetDefaults() {
@@ -505,9 +497,7 @@ func (p *ProxyCache) SetDefaults() {
 func (p *ProxyCache) UnmarshalJSON(b []byte) error {
 	type plain ProxyCache
 	p.SetDefaults()
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode((*plain)(p))
+	return plugins.StrictDecode(b, (*plain)(p))
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
@@ -538,13 +528,9 @@ func (p *ProxyCache) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		name := d.Val()
 		switch name {
 		case "ttl_s", "max_body_bytes":
-			var s string
-			if !d.Args(&s) {
-				return d.ArgErr()
-			}
-			n, err := strconv.ParseInt(s, 10, 64)
+			n, err := plugins.IntArg(d)
 			if err != nil {
-				return d.Errf("%s: %v", name, err)
+				return err
 			}
 			if name == "ttl_s" {
 				p.TTLS = n
@@ -567,19 +553,11 @@ func (p *ProxyCache) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "vary_headers":
 			p.VaryHeaders = append([]string{}, d.RemainingArgs()...)
 		case "honor_cache_control":
-			args := d.RemainingArgs()
-			switch len(args) {
-			case 0:
-				p.HonorCacheControl = true
-			case 1:
-				b, err := strconv.ParseBool(args[0])
-				if err != nil {
-					return d.Errf("honor_cache_control: %v", err)
-				}
-				p.HonorCacheControl = b
-			default:
-				return d.ArgErr()
+			b, err := plugins.BoolArg(d)
+			if err != nil {
+				return err
 			}
+			p.HonorCacheControl = b
 		default:
 			return d.Errf("unrecognized subdirective %q", name)
 		}

@@ -5,11 +5,8 @@
 package ratelimit
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -19,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
@@ -71,17 +69,9 @@ func (rl *RateLimit) Provision(caddy.Context) error {
 	}
 	rl.store = process.RateLimits
 	rl.window = time.Duration(rl.WindowS) * time.Second
-	rl.prefix = rl.instanceKey()
+	// counters are kept per instance (see InstanceID)
+	rl.prefix = plugins.InstanceKey(rl.InstanceID, rl) + "\x00"
 	return nil
-}
-
-// instanceKey is the store key prefix of this plugin instance.
-func (rl *RateLimit) instanceKey() string {
-	if rl.InstanceID > 0 {
-		return "id:" + strconv.FormatInt(rl.InstanceID, 10) + "\x00"
-	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%d\x00%d\x00%s\x00%s", rl.Limit, rl.WindowS, rl.Key, rl.HeaderName))
-	return "cfg:" + hex.EncodeToString(sum[:8]) + "\x00"
 }
 
 // Validate implements caddy.Validator and schema.Validator.
@@ -101,7 +91,7 @@ func (rl *RateLimit) Validate() error {
 	default:
 		return schema.Errorf("key", "must be one of ip, consumer, route, service, global, header")
 	}
-	if rl.HeaderName != "" && !validHeaderName(rl.HeaderName) {
+	if rl.HeaderName != "" && !httpguts.ValidHeaderFieldName(rl.HeaderName) {
 		return schema.Errorf("header_name", "must be a valid header name")
 	}
 	return nil
@@ -180,9 +170,7 @@ func (rl *RateLimit) SetDefaults() {
 func (rl *RateLimit) UnmarshalJSON(b []byte) error {
 	type plain RateLimit
 	rl.SetDefaults()
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode((*plain)(rl))
+	return plugins.StrictDecode(b, (*plain)(rl))
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
@@ -215,13 +203,9 @@ func (rl *RateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		switch d.Val() {
 		case "limit", "window_s":
 			name := d.Val()
-			var s string
-			if !d.Args(&s) {
-				return d.ArgErr()
-			}
-			n, err := strconv.ParseInt(s, 10, 64)
+			n, err := plugins.IntArg(d)
 			if err != nil {
-				return d.Errf("%s: %v", name, err)
+				return err
 			}
 			if name == "limit" {
 				rl.Limit = n
@@ -254,19 +238,6 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 	rl := new(RateLimit)
 	err := rl.UnmarshalCaddyfile(h.Dispenser)
 	return rl, err
-}
-
-func validHeaderName(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0:
-		default:
-			return false
-		}
-	}
-	return s != ""
 }
 
 // Interface guards

@@ -1,0 +1,72 @@
+package plugins
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// Helpers shared by the plugin types' implementations.
+
+// StrictDecode decodes data into v rejecting unknown fields: Caddy loads
+// modules strictly, and schema.Decode relies on the same for the admin API.
+// A type's UnmarshalJSON calls it after SetDefaults, with v a pointer to a
+// method-less copy of the type (so that decoding does not recurse), so that
+// a config leaving fields out (plain Caddy JSON) gets the same defaults as
+// the admin API gives.
+func StrictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// IntArg reads the one integer argument of the Caddyfile subdirective at
+// the dispenser's cursor; errors name the subdirective.
+func IntArg(d *caddyfile.Dispenser) (int64, error) {
+	name := d.Val()
+	var s string
+	if !d.Args(&s) {
+		return 0, d.ArgErr()
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, d.Errf("%s: %v", name, err)
+	}
+	return n, nil
+}
+
+// BoolArg reads the optional boolean argument of a Caddyfile flag
+// subdirective ("hide_credentials" alone means true); errors name the
+// subdirective.
+func BoolArg(d *caddyfile.Dispenser) (bool, error) {
+	name := d.Val()
+	args := d.RemainingArgs()
+	switch len(args) {
+	case 0:
+		return true, nil
+	case 1:
+		b, err := strconv.ParseBool(args[0])
+		if err != nil {
+			return false, d.Errf("%s: %v", name, err)
+		}
+		return b, nil
+	}
+	return false, d.ArgErr()
+}
+
+// InstanceKey identifies a plugin instance in process-wide state that
+// outlives config reloads: its id (set by the gateway's config compiler),
+// or, used standalone, a hash of its settings, so that a reload with the
+// same settings finds the same state.
+func InstanceKey(id int64, settings any) string {
+	if id > 0 {
+		return "id:" + strconv.FormatInt(id, 10)
+	}
+	b, _ := json.Marshal(settings)
+	sum := sha256.Sum256(b)
+	return "cfg:" + hex.EncodeToString(sum[:8])
+}
