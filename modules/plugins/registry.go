@@ -16,6 +16,8 @@ import (
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/schema"
@@ -66,6 +68,29 @@ func Register(t Type) {
 	}
 	types[t.Name] = t
 	caddy.RegisterModule(mod)
+}
+
+// RegisterDirective makes the registered type name usable as the Caddyfile
+// directive gateway_<name>, parsed by the type's UnmarshalCaddyfile (the
+// directive's order is the caller's to register). Call it from init after
+// Register.
+func RegisterDirective(name string) {
+	t, ok := Lookup(name)
+	if !ok {
+		panic("plugins: directive for unregistered type " + name)
+	}
+	dir := t.ModuleName()
+	httpcaddyfile.RegisterHandlerDirective(dir, func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+		m := t.New()
+		u, ok := m.(caddyfile.Unmarshaler)
+		if !ok {
+			return nil, h.Errf("%s has no Caddyfile syntax", dir)
+		}
+		if err := u.UnmarshalCaddyfile(h.Dispenser); err != nil {
+			return nil, err
+		}
+		return m, nil
+	})
 }
 
 // Lookup finds a registered type.

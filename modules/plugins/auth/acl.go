@@ -6,7 +6,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
@@ -17,7 +16,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "acl", Ordering: 600, New: func() plugins.Handler { return new(ACL) }})
-	httpcaddyfile.RegisterHandlerDirective("gateway_acl", parseACL)
+	plugins.RegisterDirective("acl")
 }
 
 // ACL is the acl plugin: it admits the authenticated consumer by its groups
@@ -131,12 +130,6 @@ func (a *ACL) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
-}
-
-func parseACL(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	a := new(ACL)
-	err := a.UnmarshalCaddyfile(h.Dispenser)
-	return a, err
 }
 
 // Interface guards

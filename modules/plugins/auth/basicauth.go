@@ -11,7 +11,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/crypto/bcrypt"
 
@@ -23,7 +22,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "basic-auth", Ordering: 510, New: func() plugins.Handler { return new(BasicAuth) }})
-	httpcaddyfile.RegisterHandlerDirective("gateway_basic_auth", parseBasicAuth)
+	plugins.RegisterDirective("basic-auth")
 }
 
 // BasicAuth is the basic-auth plugin: HTTP Basic credentials checked against
@@ -169,22 +168,14 @@ func (b *BasicAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			b.HideCredentials = v
 		case "consumer":
-			c, err := parseConsumer(d, len(b.Consumers)+1)
-			if err != nil {
+			if err := addConsumer(d, &b.Consumers); err != nil {
 				return err
 			}
-			b.Consumers = append(b.Consumers, c)
 		default:
 			return d.Errf("unrecognized subdirective %q", d.Val())
 		}
 	}
 	return nil
-}
-
-func parseBasicAuth(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	b := new(BasicAuth)
-	err := b.UnmarshalCaddyfile(h.Dispenser)
-	return b, err
 }
 
 // ---- verification cache ----

@@ -61,6 +61,17 @@ func authenticated(info *gwctx.Info, h http.Header, c *consumers.Consumer) {
 	consumers.SetHeaders(h, c)
 }
 
+// addConsumer reads one inline consumer block (parseConsumer) and appends it
+// to list, numbered by its position there.
+func addConsumer(d *caddyfile.Dispenser, list *[]consumers.Consumer) error {
+	c, err := parseConsumer(d, len(*list)+1)
+	if err != nil {
+		return err
+	}
+	*list = append(*list, c)
+	return nil
+}
+
 // parseConsumer reads one inline consumer block (standalone use):
 //
 //	consumer <username> {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/net/http/httpguts"
@@ -24,7 +23,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "jwt", Ordering: 520, New: func() plugins.Handler { return new(JWT) }})
-	httpcaddyfile.RegisterHandlerDirective("gateway_jwt", parseJWT)
+	plugins.RegisterDirective("jwt")
 }
 
 // JWT is the jwt plugin: the request must carry a JSON Web Token signed with
@@ -350,22 +349,14 @@ func (j *JWT) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			j.MaximumExpirationS = n
 		case "consumer":
-			c, err := parseConsumer(d, len(j.Consumers)+1)
-			if err != nil {
+			if err := addConsumer(d, &j.Consumers); err != nil {
 				return err
 			}
-			j.Consumers = append(j.Consumers, c)
 		default:
 			return d.Errf("unrecognized subdirective %q", d.Val())
 		}
 	}
 	return nil
-}
-
-func parseJWT(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	j := new(JWT)
-	err := j.UnmarshalCaddyfile(h.Dispenser)
-	return j, err
 }
 
 // Interface guards

@@ -5,7 +5,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/net/http/httpguts"
 
@@ -17,7 +16,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "key-auth", Ordering: 500, New: func() plugins.Handler { return new(KeyAuth) }})
-	httpcaddyfile.RegisterHandlerDirective("gateway_key_auth", parseKeyAuth)
+	plugins.RegisterDirective("key-auth")
 }
 
 // KeyAuth is the key-auth plugin: the request must carry a consumer's API key
@@ -151,22 +150,14 @@ func (k *KeyAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			k.HideCredentials = b
 		case "consumer":
-			c, err := parseConsumer(d, len(k.Consumers)+1)
-			if err != nil {
+			if err := addConsumer(d, &k.Consumers); err != nil {
 				return err
 			}
-			k.Consumers = append(k.Consumers, c)
 		default:
 			return d.Errf("unrecognized subdirective %q", d.Val())
 		}
 	}
 	return nil
-}
-
-func parseKeyAuth(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	k := new(KeyAuth)
-	err := k.UnmarshalCaddyfile(h.Dispenser)
-	return k, err
 }
 
 // Interface guards

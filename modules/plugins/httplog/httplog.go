@@ -29,7 +29,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "http-log", Ordering: 1500, New: func() plugins.Handler { return new(HTTPLog) }})
-	httpcaddyfile.RegisterHandlerDirective("gateway_http_log", parseCaddyfile)
+	plugins.RegisterDirective("http-log")
 	// Outside the auth, rate-limit and cache directives (and Caddy's own
 	// basic_auth), so that the 401/403/429 answers they make are logged too.
 	httpcaddyfile.RegisterDirectiveOrder("gateway_http_log", httpcaddyfile.Before, "basic_auth")
@@ -334,12 +334,6 @@ func (h *HTTPLog) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
-}
-
-func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	l := new(HTTPLog)
-	err := l.UnmarshalCaddyfile(h.Dispenser)
-	return l, err
 }
 
 // Interface guards

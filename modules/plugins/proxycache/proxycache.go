@@ -32,7 +32,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "proxy-cache", Ordering: 1000, New: func() plugins.Handler { return new(ProxyCache) }})
-	httpcaddyfile.RegisterHandlerDirective("gateway_proxy_cache", parseCaddyfile)
+	plugins.RegisterDirective("proxy-cache")
 	// Right before reverse_proxy: after encode (cached bodies are the
 	// upstream's, compressed per client), after the auth and rate-limit
 	// directives (a hit is still authenticated and counted).
@@ -563,12 +563,6 @@ func (p *ProxyCache) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
-}
-
-func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	p := new(ProxyCache)
-	err := p.UnmarshalCaddyfile(h.Dispenser)
-	return p, err
 }
 
 // Interface guards

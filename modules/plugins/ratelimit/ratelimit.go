@@ -27,7 +27,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "rate-limit", Ordering: 700, New: func() plugins.Handler { return new(RateLimit) }})
-	httpcaddyfile.RegisterHandlerDirective("gateway_rate_limit", parseCaddyfile)
+	plugins.RegisterDirective("rate-limit")
 	// After the gateway's auth directives (which follow forward_auth), so
 	// that key consumer sees the authenticated consumer; before
 	// reverse_proxy and the proxy cache.
@@ -232,12 +232,6 @@ func (rl *RateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
-}
-
-func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	rl := new(RateLimit)
-	err := rl.UnmarshalCaddyfile(h.Dispenser)
-	return rl, err
 }
 
 // Interface guards

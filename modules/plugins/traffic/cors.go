@@ -18,7 +18,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "cors", Ordering: 300, New: func() plugins.Handler { return new(CORS) }})
-	registerDirective("cors")
+	plugins.RegisterDirective("cors")
 }
 
 // CORS is the cors plugin: it answers preflight requests itself (204, never

@@ -14,7 +14,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "hsts", Ordering: 1450, New: func() plugins.Handler { return new(HSTS) }})
-	registerDirective("hsts")
+	plugins.RegisterDirective("hsts")
 }
 
 // HSTS is the hsts plugin: Strict-Transport-Security on responses to HTTPS

@@ -15,7 +15,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "ip-restriction", Ordering: 200, New: func() plugins.Handler { return new(IPRestriction) }})
-	registerDirective("ip-restriction")
+	plugins.RegisterDirective("ip-restriction")
 }
 
 // IPRestriction is the ip-restriction plugin: it refuses clients by address.

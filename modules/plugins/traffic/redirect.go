@@ -18,7 +18,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "redirect", Ordering: 400, New: func() plugins.Handler { return new(Redirect) }})
-	registerDirective("redirect")
+	plugins.RegisterDirective("redirect")
 }
 
 // Redirect is the redirect plugin: plain-HTTP requests to HTTPS (to_https),

@@ -16,7 +16,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "request-id", Ordering: 100, New: func() plugins.Handler { return new(RequestID) }})
-	registerDirective("request-id")
+	plugins.RegisterDirective("request-id")
 }
 
 // RequestID is the request-id plugin: every request carries an id in a

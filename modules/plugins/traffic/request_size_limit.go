@@ -17,7 +17,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "request-size-limit", Ordering: 800, New: func() plugins.Handler { return new(RequestSizeLimit) }})
-	registerDirective("request-size-limit")
+	plugins.RegisterDirective("request-size-limit")
 }
 
 // RequestSizeLimit is the request-size-limit plugin: 413 for a request body

@@ -16,7 +16,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "request-termination", Ordering: 900, New: func() plugins.Handler { return new(RequestTermination) }})
-	registerDirective("request-termination")
+	plugins.RegisterDirective("request-termination")
 }
 
 // RequestTermination is the request-termination plugin: it answers every

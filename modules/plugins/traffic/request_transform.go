@@ -13,7 +13,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "request-transform", Ordering: 1100, New: func() plugins.Handler { return new(RequestTransform) }})
-	registerDirective("request-transform")
+	plugins.RegisterDirective("request-transform")
 }
 
 // RequestTransform is the request-transform plugin: it changes the headers

@@ -23,7 +23,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "response-body-transform", Ordering: 1310, New: func() plugins.Handler { return new(ResponseBodyTransform) }})
-	registerDirective("response-body-transform")
+	plugins.RegisterDirective("response-body-transform")
 }
 
 // ResponseBodyTransform is the response-body-transform plugin. It buffers

@@ -20,7 +20,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "response-compression", Ordering: 1400, New: func() plugins.Handler { return new(ResponseCompression) }})
-	registerDirective("response-compression")
+	plugins.RegisterDirective("response-compression")
 }
 
 // ResponseCompression is the response-compression plugin: Caddy's own

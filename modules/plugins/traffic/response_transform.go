@@ -13,7 +13,7 @@ import (
 
 func init() {
 	plugins.Register(plugins.Type{Name: "response-transform", Ordering: 1300, New: func() plugins.Handler { return new(ResponseTransform) }})
-	registerDirective("response-transform")
+	plugins.RegisterDirective("response-transform")
 }
 
 // ResponseTransform is the response-transform plugin: it changes the

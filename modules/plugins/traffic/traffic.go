@@ -18,7 +18,6 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
@@ -59,28 +58,6 @@ func init() {
 	} {
 		httpcaddyfile.RegisterDirectiveOrder(plugins.ModuleName(o[0]), httpcaddyfile.Before, o[1])
 	}
-}
-
-// registerDirective makes the registered plugin type name usable as the
-// Caddyfile directive gateway_<name> (ordered in the init above). Call it
-// from init after plugins.Register.
-func registerDirective(name string) {
-	t, ok := plugins.Lookup(name)
-	if !ok {
-		panic("traffic: directive for unregistered plugin type " + name)
-	}
-	dir := t.ModuleName()
-	httpcaddyfile.RegisterHandlerDirective(dir, func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-		m := t.New()
-		u, ok := m.(caddyfile.Unmarshaler)
-		if !ok {
-			return nil, h.Errf("%s has no Caddyfile syntax", dir)
-		}
-		if err := u.UnmarshalCaddyfile(h.Dispenser); err != nil {
-			return nil, err
-		}
-		return m, nil
-	})
 }
 
 // replacer is the request's Caddy replacer (a fresh one when the request did
