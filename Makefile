@@ -5,7 +5,7 @@ GO        ?= go
 BIN       := bin/caddy
 export CGO_ENABLED := 1
 
-.PHONY: all build run test test-short vet bench bench-router bench-mutation bench-proxy clean
+.PHONY: all build run test test-deps test-short vet bench bench-router bench-mutation bench-proxy clean
 
 all: build
 
@@ -20,9 +20,17 @@ vet:
 	$(GO) vet ./...
 
 # Go tests of every package (unit, integration against real upstreams on
-# 127.0.0.1, the in-process gateway, the built binary).
-test: vet build
+# 127.0.0.1, the in-process gateway, the built binary, a PostgreSQL store).
+test: test-deps vet build
 	$(GO) test -count=1 -timeout 20m ./...
+
+# What the tests need beyond Go: PostgreSQL's server binaries (Debian's
+# package; the test starts its own throw-away cluster on 127.0.0.1).
+test-deps:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		echo "installing postgresql (Debian) for the PostgreSQL store test"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >/dev/null || \
+		echo "could not install postgresql: the PostgreSQL store test will be skipped (outside CI)"; }
 
 test-short:
 	$(GO) test -count=1 -short ./...

@@ -236,7 +236,7 @@ type Plugin struct {
 	Route     *Route          `json:"-" gorm:"constraint:OnDelete:CASCADE"`
 	Ordering  *int32          `json:"ordering" schema:"notnull" doc:"Plugins run in ascending ordering, then id; default: the type's default ordering."`
 	Enabled   bool            `json:"enabled"`
-	Config    json.RawMessage `json:"config" gorm:"type:text" doc:"Per-type configuration; answers show every field with defaults filled."`
+	Config    json.RawMessage `json:"config" gorm:"serializer:json;type:text" doc:"Per-type configuration; answers show every field with defaults filled."`
 	CreatedAt time.Time       `json:"created_at" schema:"readonly"`
 	UpdatedAt time.Time       `json:"updated_at" schema:"readonly"`
 }

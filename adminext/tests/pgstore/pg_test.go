@@ -1,0 +1,123 @@
+// Package pgstore runs the gateway on a real PostgreSQL server, started by
+// the test in a temporary folder on 127.0.0.1 (Debian's postgresql package;
+// `make test` installs it). Without the server binaries the test is skipped.
+package pgstore
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+func pgBin(name string) string {
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
+	if len(matches) == 0 {
+		return ""
+	}
+	return matches[len(matches)-1]
+}
+
+// startPostgres runs a throw-away cluster and returns its DSN.
+func startPostgres(t *testing.T) string {
+	initdb, postgres := pgBin("initdb"), pgBin("postgres")
+	if initdb == "" || postgres == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("PostgreSQL server binaries missing on CI (make test installs the postgresql package)")
+		}
+		t.Skip("PostgreSQL server binaries not installed")
+	}
+	dir, err := os.MkdirTemp("", "gateway-pg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o777)
+	run := func(args ...string) *exec.Cmd {
+		if os.Geteuid() == 0 { // PostgreSQL refuses to run as root
+			return exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
+		}
+		return exec.Command(args[0], args[1:]...)
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := run(initdb, "-D", data, "-U", "gw", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	srv := run(postgres, "-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-k", dir)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = run(pgBin("pg_ctl"), "-D", data, "stop", "-m", "immediate").Run()
+		done := make(chan struct{})
+		go func() { srv.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			srv.Process.Kill()
+		}
+	})
+	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=gw dbname=postgres sslmode=disable", port)
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i > 100 {
+			t.Fatalf("postgres did not start")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	return dsn
+}
+
+func TestGatewayOnPostgres(t *testing.T) {
+	dsn := startPostgres(t)
+	g := testgw.Start(t, &testgw.Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("pg " + r.URL.Path)) }))
+	defer up.Close()
+	sid := g.Service("s", strings.TrimPrefix(up.URL, "http://"))
+	rid := g.Route("r", sid, map[string]any{"hosts": []string{"*.example.com"}, "paths": []string{"/api"}, "strip_path": true,
+		"headers": map[string]string{"X-A": "*"}, "splits": []any{map[string]any{"service_id": sid, "weight": 2}}})
+	req, _ := http.NewRequest("GET", g.ProxyURL+"/api/x", nil)
+	req.Host = "a.example.com"
+	req.Header.Set("X-A", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("proxy on a postgres store: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	got := g.Must("GET", fmt.Sprintf("/api/v1/routes/%d", rid), nil)
+	if got["hosts"].([]any)[0] != "*.example.com" || got["headers"].(map[string]any)["X-A"] != "*" {
+		t.Fatalf("route read back: %v", got)
+	}
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "request-id", "scope": "route", "route_id": rid})
+	c := g.Must("POST", "/api/v1/consumers", map[string]any{"username": "u", "groups": []string{"g"}})
+	st, body := g.Do("POST", "/api/v1/consumers", map[string]any{"username": "u"})
+	if st != 400 {
+		t.Fatalf("duplicate username on postgres: %d %s", st, body)
+	}
+	g.Must("DELETE", fmt.Sprintf("/api/v1/consumers/%d", testgw.ID(c)), nil)
+	g.Must("DELETE", fmt.Sprintf("/api/v1/services/%d", sid), nil)
+	var routes []any
+	g.JSON("GET", "/api/v1/routes", nil, &routes)
+	var plugins []any
+	g.JSON("GET", "/api/v1/plugins", nil, &plugins)
+	if len(routes) != 0 || len(plugins) != 0 {
+		t.Fatalf("cascade on postgres: routes %v plugins %v", routes, plugins)
+	}
+}
