@@ -79,41 +79,53 @@ func Start(t testing.TB, opts *Options) *Gateway {
 	if dsn == "" {
 		dsn = filepath.Join(t.TempDir(), "gateway.db")
 	}
-	g := &Gateway{
-		T:          t,
-		CaddyAdmin: FreeAddr(t),
-		ProxyAddr:  FreeAddr(t),
-		DSN:        dsn,
-		Header:     http.Header{},
-		Client:     &http.Client{Timeout: 30 * time.Second},
-	}
-	adminAddr := FreeAddr(t)
-	g.AdminURL = "http://" + adminAddr
-	g.ProxyURL = "http://" + g.ProxyAddr
-	gw := map[string]any{
-		"admin_listen": adminAddr,
-		"dsn":          dsn,
-		"http_listen":  g.ProxyAddr,
-		"https_listen": FreeAddr(t),
-		"caddy_admin":  g.CaddyAdmin,
-	}
-	if opts.HealthInterval > 0 {
-		gw["health_interval"] = opts.HealthInterval.String()
-	}
-	for k, v := range opts.Gateway {
-		gw[k] = v
-	}
-	apps := map[string]any{"gateway": gw}
-	for k, v := range opts.Apps {
-		apps[k] = v
-	}
-	cfg := map[string]any{
-		"admin":   map[string]any{"listen": g.CaddyAdmin},
-		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
-		"apps":    apps,
-	}
-	raw, _ := json.Marshal(cfg)
-	if err := caddy.Load(raw, true); err != nil {
+	var g *Gateway
+	var adminAddr string
+	// Free ports are picked, then bound: another test process may take one
+	// in between. Such a clash is retried with new ports.
+	for attempt := 1; ; attempt++ {
+		g = &Gateway{
+			T:          t,
+			CaddyAdmin: FreeAddr(t),
+			ProxyAddr:  FreeAddr(t),
+			DSN:        dsn,
+			Header:     http.Header{},
+			Client:     &http.Client{Timeout: 30 * time.Second},
+		}
+		adminAddr = FreeAddr(t)
+		g.AdminURL = "http://" + adminAddr
+		g.ProxyURL = "http://" + g.ProxyAddr
+		gw := map[string]any{
+			"admin_listen": adminAddr,
+			"dsn":          dsn,
+			"http_listen":  g.ProxyAddr,
+			"https_listen": FreeAddr(t),
+			"caddy_admin":  g.CaddyAdmin,
+		}
+		if opts.HealthInterval > 0 {
+			gw["health_interval"] = opts.HealthInterval.String()
+		}
+		for k, v := range opts.Gateway {
+			gw[k] = v
+		}
+		apps := map[string]any{"gateway": gw}
+		for k, v := range opts.Apps {
+			apps[k] = v
+		}
+		cfg := map[string]any{
+			"admin":   map[string]any{"listen": g.CaddyAdmin},
+			"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+			"apps":    apps,
+		}
+		raw, _ := json.Marshal(cfg)
+		err := caddy.Load(raw, true)
+		if err == nil {
+			break
+		}
+		if attempt < 3 && strings.Contains(err.Error(), "address already in use") {
+			_ = caddy.Stop()
+			continue
+		}
 		t.Fatalf("loading gateway: %v", err)
 	}
 	t.Cleanup(func() { _ = caddy.Stop() })
