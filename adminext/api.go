@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -48,7 +49,20 @@ func ParseRole(s string) (Role, bool) {
 type Principal struct {
 	Role   string `json:"role" schema:"enum=viewer|editor|admin"`
 	Method string `json:"method" schema:"enum=open|token|session"`
-	User   any    `json:"user"`
+	User   *User  `json:"user" doc:"The signed-in user (session); null for the admin token and in open mode."`
+}
+
+// User is a user of the admin API as answers show it (the User schema of
+// the users endpoints and Principal.user). The admin-authentication feature
+// declares the input (UserInput).
+type User struct {
+	ID          int64      `json:"id"`
+	Email       string     `json:"email" schema:"format=email" doc:"Unique (case-insensitive); the key of password and SSO sign-in."`
+	Name        string     `json:"name"`
+	Role        string     `json:"role" schema:"enum=viewer|editor|admin"`
+	HasPassword bool       `json:"has_password" doc:"false for SSO-only accounts."`
+	CreatedAt   time.Time  `json:"created_at"`
+	LastLoginAt *time.Time `json:"last_login_at"`
 }
 
 // Authenticator decides who a request comes from. It returns ErrUnauthenticated

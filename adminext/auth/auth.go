@@ -86,8 +86,9 @@ func (s *service) db(ctx context.Context) *gorm.DB {
 
 // ---- declarations ----
 
-// User is a user of the admin API: the declaration of the user input
-// (UserInput) and of the answer (User).
+// User is the declaration of the user input (UserInput). Answers are
+// adminext.User; the read-only fields are accepted (and ignored) so that an
+// answer can be sent back as it is.
 type User struct {
 	ID          int64      `json:"id" schema:"readonly"`
 	Email       string     `json:"email" schema:"required,format=email,maxLength=254" doc:"Unique (case-insensitive); the key of password and SSO sign-in."`
@@ -107,8 +108,8 @@ func (u *User) Validate() error {
 	return nil
 }
 
-func userView(u *storage.AdminUser) *User {
-	return &User{ID: u.ID, Email: u.Email, Name: u.Name, Role: u.Role, HasPassword: u.PasswordHash != "",
+func userView(u *storage.AdminUser) *adminext.User {
+	return &adminext.User{ID: u.ID, Email: u.Email, Name: u.Name, Role: u.Role, HasPassword: u.PasswordHash != "",
 		CreatedAt: u.CreatedAt, LastLoginAt: u.LastLoginAt}
 }
 

@@ -15,19 +15,19 @@ import (
 func userEndpoints() []*adminext.Endpoint {
 	return []*adminext.Endpoint{
 		{Method: "GET", Path: "/api/v1/users", Role: adminext.RoleAdmin, Tag: "users",
-			Summary: "List users (ordered by id)", Response: User{}, ResponseList: true, Handle: listUsers},
+			Summary: "List users (ordered by id)", Response: adminext.User{}, ResponseList: true, Handle: listUsers},
 		{Method: "POST", Path: "/api/v1/users", Role: adminext.RoleAdmin, Tag: "users",
 			Summary: "Create a user",
 			Description: "password is required unless SSO is configured (then the account may be SSO-only). Emails are unique case-insensitively (400 on a duplicate). " +
 				"The first user may be created without credentials while authentication is disabled; it enables authentication. " +
 				"While no admin user and no admin token exist, the new user must have the admin role (400 otherwise), so the gateway cannot be locked out. " +
 				csrfRule,
-			Body: User{}, Response: User{}, Statuses: []int{400}, Handle: createUser},
+			Body: User{}, Response: adminext.User{}, Statuses: []int{400}, Handle: createUser},
 		{Method: "PUT", Path: "/api/v1/users/{id}", Role: adminext.RoleAdmin, Tag: "users",
 			Summary: "Replace a user",
 			Description: "Full replacement; an omitted (or null) password keeps the current one; supplying a password ends all of that user's sessions. " +
 				"Demoting the last admin user is refused (400). Role changes apply to the user's sessions at once. " + csrfRule,
-			Body: User{}, Response: User{}, Statuses: []int{400, 404}, Handle: updateUser},
+			Body: User{}, Response: adminext.User{}, Statuses: []int{400, 404}, Handle: updateUser},
 		{Method: "DELETE", Path: "/api/v1/users/{id}", Role: adminext.RoleAdmin, Tag: "users",
 			Summary:     "Delete a user and end their sessions at once",
 			Description: "Deleting the last admin user is refused (400). " + csrfRule,
@@ -56,7 +56,7 @@ func listUsers(c *adminext.Call) (any, error) {
 	if err := svc(c).db(c.Ctx()).Order("id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("listing users: %w", err)
 	}
-	out := make([]*User, len(rows))
+	out := make([]*adminext.User, len(rows))
 	for i := range rows {
 		out[i] = userView(&rows[i])
 	}
