@@ -107,21 +107,34 @@ func (cp *ControlPlane) listen(addr string, isTLS bool) (*proxyListener, error) 
 	}
 	if isTLS {
 		l.srv.TLSConfig = &tls.Config{
-			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 				if tc := cp.tlsConfig.Load(); tc != nil {
+					// The tls app's config picks a connection policy per
+					// handshake in its own GetConfigForClient, which Go does
+					// not call on a config returned from ours.
+					if tc.GetConfigForClient != nil {
+						return tc.GetConfigForClient(hello)
+					}
 					return tc, nil
 				}
 				return nil, errors.New("gateway HTTPS is not configured")
 			},
 		}
-		l.ln = tls.NewListener(ln, l.srv.TLSConfig)
 	}
 	cp.logger.Info("gateway proxy listening", zap.String("address", ln.Addr().String()), zap.Bool("tls", isTLS))
 	return l, nil
 }
 
 func (cp *ControlPlane) serve(l *proxyListener) {
-	if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	var err error
+	if l.tls {
+		// ServeTLS, not Serve on a TLS listener: it sets up HTTP/2 for the
+		// connections that negotiate h2.
+		err = l.srv.ServeTLS(l.ln, "", "")
+	} else {
+		err = l.srv.Serve(l.ln)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		cp.logger.Error("proxy server stopped", zap.String("address", l.addr), zap.Error(err))
 	}
 }

@@ -1,0 +1,80 @@
+package tests
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+func selfSigned(t *testing.T, name string) (certPEM, keyPEM string, pool *x509.CertPool) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})), pool
+}
+
+// TestHTTPSListener: https_enabled binds the HTTPS listener at once; its
+// certificates come from Caddy's tls app (selected by SNI); routes serve
+// over both listeners.
+func TestHTTPSListener(t *testing.T) {
+	cert, key, pool := selfSigned(t, "secure.test")
+	g := testgw.Start(t, &testgw.Options{Apps: map[string]any{
+		"tls": map[string]any{"certificates": map[string]any{"load_pem": []any{map[string]any{"certificate": cert, "key": key}}}},
+	}})
+	sid := g.Service("s", addr(echo(t, "up")))
+	g.Route("all", sid, nil)
+	httpsAddr := testgw.FreeAddr(t)
+	got := g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr, "https_enabled": true})
+	if got["https_enabled"] != true {
+		t.Fatalf("settings: %v", got)
+	}
+	// A client that offers h2, as browsers do.
+	client := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "secure.test"}}}
+	resp, err := client.Get("https://" + httpsAddr + "/over-tls")
+	if err != nil {
+		t.Fatalf("HTTPS listener: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e := decodeEcho(t, string(b))
+	if resp.StatusCode != 200 || e.Path != "/over-tls" || e.Headers["X-Forwarded-Proto"][0] != "https" {
+		t.Fatalf("over TLS: %d %+v", resp.StatusCode, e)
+	}
+	t.Logf("negotiated %s", resp.Proto)
+	if st, _, _ := g.Get("", "/plain"); st != 200 {
+		t.Fatalf("HTTP listener next to HTTPS: %d", st)
+	}
+	// Disabling HTTPS closes the listener.
+	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr})
+	waitFor(t, "HTTPS listener closed", func() bool {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "secure.test"}}, Timeout: time.Second}
+		resp, err := c.Get("https://" + httpsAddr + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err != nil
+	})
+}
