@@ -100,9 +100,14 @@ func (res Resource[T]) Create(c *Call, prepare func(v *T) error) (any, error) {
 }
 
 // Replace is PUT: a full replacement; omitted fields are reset to defaults.
+// A PUT to a resource that does not exist is 404 whatever its body (as for
+// users), so the existence check comes before the body's validation.
 func (res Resource[T]) Replace(c *Call, prepare func(old, v *T) error) (any, error) {
 	id, err := c.ID("id")
 	if err != nil {
+		return nil, err
+	}
+	if _, err := res.Load(c.CP.store.DB.WithContext(c.Ctx()), id); err != nil {
 		return nil, err
 	}
 	v := new(T)

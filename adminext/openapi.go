@@ -28,6 +28,9 @@ the answer. PUT is a full replacement. Creates and deletes answer 200.
 Errors are {"error": message} naming the field.
 
 Decisions where the specification is silent:
+- A GET, PUT or DELETE addressing an id that does not exist (or a path id
+  that is not a positive integer) is 404; for PUT this is decided before
+  the body is validated.
 - Route literal paths must start with "/"; regex paths start with "~".
 - The tie-break "more method and header conditions" counts 1 for a
   non-empty methods list plus 1 per header condition. Between two wildcard
