@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,27 +107,10 @@ func Decode(body []byte, dst any) error {
 	for _, f := range info.fields {
 		if f.readonly {
 			saved[f.index] = reflect.ValueOf(rv.Elem().Field(f.index).Interface())
-			delete(present, f.name)
 		}
 	}
-	for _, f := range info.fields {
-		if f.internal {
-			if _, ok := present[f.name]; ok {
-				return Errorf(f.name, "unknown field")
-			}
-			continue
-		}
-		if f.readonly {
-			continue
-		}
-		raw, ok := present[f.name]
-		isNull := ok && string(bytes.TrimSpace(raw)) == "null"
-		if f.required && (!ok || (isNull && !f.nullable)) {
-			return Errorf(f.name, "is required")
-		}
-		if isNull && !f.nullable {
-			return Errorf(f.name, "must not be null")
-		}
+	if err := checkObject("", present, rv.Elem().Type()); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -141,6 +125,112 @@ func Decode(body []byte, dst any) error {
 		rv.Elem().Field(idx).Set(v)
 	}
 	return Check(dst)
+}
+
+// checkObject walks an input object along its declaration before it is
+// decoded, at any depth: unknown fields (keys are exact, as declared),
+// required fields and nulls where the declaration has no room for one, each
+// named by its full path ("splits[0].weight", "headers.X-Id").
+// encoding/json alone names neither the path of an unknown field nor a null
+// inside an array or a map, which it silently skips. Values of the wrong
+// type are left to the decoder.
+func checkObject(path string, obj map[string]json.RawMessage, t reflect.Type) error {
+	in := structInfo(t)
+	known := make(map[string]bool, len(in.fields))
+	for _, f := range in.fields {
+		known[f.name] = !f.internal
+	}
+	for _, k := range sortedKeys(obj) {
+		if !known[k] {
+			return Errorf(joinPath(path, k), "unknown field")
+		}
+	}
+	for _, f := range in.fields {
+		if f.internal || f.readonly {
+			continue
+		}
+		raw, ok := obj[f.name]
+		isNull := ok && isJSONNull(raw)
+		if f.required && (!ok || (isNull && !f.nullable)) {
+			return Errorf(joinPath(path, f.name), "is required")
+		}
+		if isNull && !f.nullable {
+			return Errorf(joinPath(path, f.name), "must not be null")
+		}
+		if ok && !isNull {
+			if err := checkRaw(joinPath(path, f.name), raw, f.typ); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkRaw checks one input value against its Go type (see checkObject).
+func checkRaw(path string, raw json.RawMessage, t reflect.Type) error {
+	if t == rawMessageType {
+		return nil // decoded later by its own declaration (plugin config …)
+	}
+	null := isJSONNull(raw)
+	if t.Kind() == reflect.Pointer {
+		if null {
+			return nil
+		}
+		return checkRaw(path, raw, t.Elem())
+	}
+	if null {
+		if t.Kind() == reflect.Interface {
+			return nil
+		}
+		return Errorf(path, "must not be null")
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var obj map[string]json.RawMessage
+		if t == timeType || json.Unmarshal(raw, &obj) != nil {
+			return nil
+		}
+		return checkObject(path, obj, t)
+	case reflect.Slice, reflect.Array:
+		var items []json.RawMessage
+		if t.Elem().Kind() == reflect.Uint8 || json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+		for i, it := range items {
+			if err := checkRaw(fmt.Sprintf("%s[%d]", path, i), it, t.Elem()); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil
+		}
+		for _, k := range sortedKeys(obj) {
+			if err := checkRaw(joinPath(path, k), obj[k], t.Elem()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func isJSONNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+func joinPath(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // DecodeValue decodes a json.RawMessage (possibly empty or null, meaning "all

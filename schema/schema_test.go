@@ -76,3 +76,42 @@ func TestJSONSchema(t *testing.T) {
 		t.Errorf("output schema: %s", b)
 	}
 }
+
+type split struct {
+	ServiceID int64 `json:"service_id" schema:"required,min=1"`
+	Weight    int32 `json:"weight" schema:"required,min=1"`
+}
+
+type nested struct {
+	Splits  []split           `json:"splits"`
+	Headers map[string]string `json:"headers"`
+	Ptrs    []*string         `json:"ptrs"`
+	Any     map[string]any    `json:"any"`
+}
+
+// Nested input is held to the same rules as the top level, and errors name
+// the full path: unknown fields, nested required fields, and nulls inside
+// arrays and maps (which encoding/json would silently skip).
+func TestDecodeNestedPaths(t *testing.T) {
+	cases := map[string]string{
+		`{"splits":[{"service_id":1,"weight":1,"x":2}]}`:        "splits[0].x: unknown field",
+		`{"splits":[{"service_id":1,"weight":1},{"weight":1}]}`: "splits[1].service_id: is required",
+		`{"splits":[null]}`:        "splits[0]: must not be null",
+		`{"headers":{"X-A":null}}`: "headers.X-A: must not be null",
+		`{"Splits":[]}`:            "Splits: unknown field",
+	}
+	for in, want := range cases {
+		var d nested
+		err := Decode([]byte(in), &d)
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want %q", in, err, want)
+		}
+	}
+	var d nested
+	if err := Decode([]byte(`{"splits":[{"service_id":1,"weight":2}],"headers":{"a":"*"},"ptrs":[null,"x"],"any":{"k":null}}`), &d); err != nil {
+		t.Fatalf("valid nested input: %v", err)
+	}
+	if len(d.Splits) != 1 || d.Headers["a"] != "*" || d.Ptrs[0] != nil || *d.Ptrs[1] != "x" {
+		t.Fatalf("decoded %+v", d)
+	}
+}

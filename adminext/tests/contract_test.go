@@ -46,3 +46,45 @@ func TestOpenAPIPrincipalUserIsUserOrNull(t *testing.T) {
 		t.Fatalf("open-mode principal: %v", me)
 	}
 }
+
+// A PUT addressing a resource that does not exist is 404, even with a body
+// that would not validate (admin-api.md Errors: 404 for single-resource
+// GET, PUT, DELETE), the same on every resource.
+func TestPutMissingResourceIs404BeforeValidation(t *testing.T) {
+	g := testgw.Start(t, nil)
+	for _, p := range []string{"/api/v1/services/999", "/api/v1/targets/999", "/api/v1/routes/999",
+		"/api/v1/plugins/999", "/api/v1/consumers/999", "/api/v1/users/999", "/api/v1/services/abc"} {
+		for _, body := range []any{map[string]any{}, `{"bogus": 1}`, `not json`} {
+			st, b := g.Do("PUT", p, body)
+			wantError(t, st, b, 404, "")
+		}
+	}
+	// An existing one still validates its body.
+	sid := g.Service("s")
+	st, b := g.Do("PUT", "/api/v1/services/"+itoa(sid), map[string]any{})
+	wantError(t, st, b, 400, "name")
+}
+
+// Wrong types and unknown fields are 400 naming the field (addendum §6),
+// nested ones included: a null header value is not a string, and an unknown
+// key inside a split is named with its path.
+func TestNestedInputErrorsNameTheField(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s")
+	for _, c := range []struct {
+		body  string
+		field string
+	}{
+		{`{"name":"r","service_id":` + itoa(sid) + `,"headers":{"X-A":null}}`, "headers.X-A: must not be null"},
+		{`{"name":"r","service_id":` + itoa(sid) + `,"splits":[{"service_id":` + itoa(sid) + `,"weight":1,"x":1}]}`, "splits[0].x: unknown field"},
+		{`{"name":"r","service_id":` + itoa(sid) + `,"splits":[{"weight":1}]}`, "splits[0].service_id: is required"},
+	} {
+		st, b := g.Do("POST", "/api/v1/routes", c.body)
+		wantError(t, st, b, 400, c.field)
+	}
+	var list []map[string]any
+	g.JSON("GET", "/api/v1/routes", nil, &list)
+	if len(list) != 0 {
+		t.Fatalf("invalid routes were stored: %v", list)
+	}
+}
