@@ -316,11 +316,15 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// Deleted is the answer of every delete.
-type Deleted = deleted
+// Deleted is the answer of every delete (DeleteResult in the contract and
+// in the OpenAPI document).
+type Deleted = DeleteResult
 
-type deleted struct {
-	Deleted bool `json:"deleted"`
+type deleted = DeleteResult
+
+// DeleteResult is the answer of every delete: always {"deleted": true}.
+type DeleteResult struct {
+	Deleted bool `json:"deleted" doc:"Always true."`
 }
 
 func (c *Call) queryBool(name string) bool {

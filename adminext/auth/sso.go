@@ -43,7 +43,7 @@ type SsoConfig struct {
 	ClientSecret      *string  `json:"client_secret,omitempty" schema:"writeonly" doc:"Never answered. Omitted or null keeps the stored one; an empty string removes it (public client, PKCE only)."`
 	ClientSecretSet   bool     `json:"client_secret_set" schema:"readonly"`
 	Label             string   `json:"label" doc:"The sign-in button label."`
-	AutoProvisionRole *string  `json:"auto_provision_role" doc:"viewer, editor, admin or null: the role of users created at their first SSO sign-in; null: only pre-created users (matched by email) may sign in."`
+	AutoProvisionRole *string  `json:"auto_provision_role" schema:"enum=viewer|editor|admin" doc:"viewer, editor, admin or null: the role of users created at their first SSO sign-in; null: only pre-created users (matched by email) may sign in."`
 	AllowedDomains    []string `json:"allowed_domains" doc:"E-mail domains eligible for auto-provisioning (case-insensitive, exact); empty: any."`
 }
 

@@ -88,3 +88,34 @@ func TestNestedInputErrorsNameTheField(t *testing.T) {
 		t.Fatalf("invalid routes were stored: %v", list)
 	}
 }
+
+// The document names the contract's types and their enums: DeleteResult,
+// target health state and check, SsoStatus.config.auto_provision_role
+// (Role or null).
+func TestOpenAPIDocumentsContractShapes(t *testing.T) {
+	g := testgw.Start(t, nil)
+	if g.OpenAPI.Doc.Components.Schemas["DeleteResult"] == nil {
+		t.Error("no DeleteResult schema")
+	}
+	health := func(state, check string) string {
+		return `[{"target_id":1,"service_id":1,"host":"h","port":1,"address":null,"state":"` + state + `","check":"` + check + `","last_checked_at":null,"last_error":null}]`
+	}
+	sso := func(role string) string {
+		return `{"enabled":true,"config":{"issuer":"https://idp.example.com","client_id":"c","client_secret_set":false,"label":"x","auto_provision_role":` + role + `,"allowed_domains":[]}}`
+	}
+	for _, c := range []struct {
+		path, body string
+		ok         bool
+	}{
+		{"/api/v1/health", health("healthy", "tcp"), true},
+		{"/api/v1/health", health("sick", "tcp"), false},
+		{"/api/v1/health", health("unknown", "udp"), false},
+		{"/api/v1/sso/config", sso(`null`), true},
+		{"/api/v1/sso/config", sso(`"editor"`), true},
+		{"/api/v1/sso/config", sso(`"root"`), false},
+	} {
+		if got := checkAnswer(t, g, "GET", c.path, 200, c.body); got != c.ok {
+			t.Errorf("GET %s answering %s: passed the check = %v, want %v", c.path, c.body, got, c.ok)
+		}
+	}
+}

@@ -60,8 +60,8 @@ type Status struct {
 	Host          string     `json:"host"`
 	Port          int        `json:"port"`
 	Address       *string    `json:"address"`
-	State         State      `json:"state"`
-	Check         string     `json:"check"`
+	State         State      `json:"state" schema:"enum=healthy|unhealthy|unknown" doc:"unknown until the first check."`
+	Check         string     `json:"check" schema:"enum=http|tcp" doc:"http: GET health_path; tcp: a connect (blank health_path)."`
 	LastCheckedAt *time.Time `json:"last_checked_at"`
 	LastError     *string    `json:"last_error"`
 }
