@@ -320,11 +320,11 @@ type Settings struct {
 	ID               int64     `json:"-" gorm:"primaryKey"`
 	HTTPListen       string    `json:"http_listen" doc:"Proxy HTTP listener host:port, or empty to disable; default from the Caddyfile, else :8080."`
 	HTTPSListen      string    `json:"https_listen" doc:"Proxy HTTPS listener host:port; default from the Caddyfile, else :8443."`
-	HTTPSEnabled     bool      `json:"https_enabled"`
-	PublicURL        string    `json:"public_url" doc:"External URL of the admin UI; https makes the session cookie Secure; SSO redirect_uri is built from it."`
+	HTTPSEnabled     bool      `json:"https_enabled" doc:"Default false; https_listen binds only while true."`
+	PublicURL        string    `json:"public_url" doc:"External URL of the admin UI, or empty (the default); https makes the session cookie Secure; SSO redirect_uri is built from it."`
 	ACMEEmail        string    `json:"acme_email"`
-	ACMEDirectoryURL string    `json:"acme_directory_url" doc:"ACME directory URL or alias: letsencrypt, letsencrypt-staging, zerossl, google, google-staging."`
-	TrustedProxies   []string  `json:"trusted_proxies" gorm:"serializer:json" doc:"CIDRs or IPs of peers whose X-Forwarded-For decides the client IP."`
+	ACMEDirectoryURL string    `json:"acme_directory_url" doc:"ACME directory URL or alias: letsencrypt, letsencrypt-staging, zerossl, google, google-staging. Default (also when empty) letsencrypt."`
+	TrustedProxies   []string  `json:"trusted_proxies" gorm:"serializer:json" doc:"CIDRs or IPs of peers whose X-Forwarded-For decides the client IP. Default []."`
 	UpdatedAt        time.Time `json:"updated_at" schema:"readonly"`
 }
 

@@ -3,6 +3,7 @@ package tests
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
@@ -117,5 +118,34 @@ func TestOpenAPIDocumentsContractShapes(t *testing.T) {
 		if got := checkAnswer(t, g, "GET", c.path, 200, c.body); got != c.ok {
 			t.Errorf("GET %s answering %s: passed the check = %v, want %v", c.path, c.body, got, c.ok)
 		}
+	}
+}
+
+// Settings: a fresh store and a PUT leaving fields out both give the
+// addendum's defaults (acme_directory_url letsencrypt, trusted_proxies [],
+// https_enabled false, empty public_url and acme_email), and the document
+// states them.
+func TestSettingsDefaults(t *testing.T) {
+	g := testgw.Start(t, nil)
+	want := map[string]any{"acme_directory_url": "letsencrypt", "https_enabled": false, "public_url": "", "acme_email": ""}
+	check := func(s map[string]any) {
+		t.Helper()
+		for k, v := range want {
+			if s[k] != v {
+				t.Errorf("%s = %v, want %v", k, s[k], v)
+			}
+		}
+		if tp, ok := s["trusted_proxies"].([]any); !ok || len(tp) != 0 {
+			t.Errorf("trusted_proxies = %v, want []", s["trusted_proxies"])
+		}
+	}
+	check(g.Must("GET", "/api/v1/settings", nil))
+	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "acme_directory_url": "zerossl",
+		"trusted_proxies": []string{"10.0.0.0/8"}, "acme_email": "a@example.com", "public_url": "https://gw.example.com"})
+	check(g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr}))
+	props := g.OpenAPI.Doc.Components.Schemas["SettingsInput"].Value.Properties
+	if !strings.Contains(props["acme_directory_url"].Value.Description, "Default (also when empty) letsencrypt") ||
+		!strings.Contains(props["trusted_proxies"].Value.Description, "Default []") {
+		t.Error("SettingsInput does not state the defaults")
 	}
 }
