@@ -149,3 +149,17 @@ func TestSettingsDefaults(t *testing.T) {
 		t.Error("SettingsInput does not state the defaults")
 	}
 }
+
+// Admin request bodies are limited to 20 MiB (addendum §6): one byte more
+// is a 400 {error}; a body just under the limit is read and validated.
+func TestBodyLimit20MiB(t *testing.T) {
+	g := testgw.Start(t, nil)
+	body := func(n int) string {
+		pad := strings.Repeat("x", n-len(`{"name":""}`))
+		return `{"name":"` + pad + `"}`
+	}
+	st, b := g.Do("POST", "/api/v1/services", body(20<<20+1))
+	wantError(t, st, b, 400, "20 MiB")
+	st, b = g.Do("POST", "/api/v1/routes", body(20<<20))
+	wantError(t, st, b, 400, "service_id")
+}
