@@ -33,8 +33,8 @@ Decisions where the specification is silent:
   the body is validated.
 - Route literal paths must start with "/"; regex paths start with "~".
 - The tie-break "more method and header conditions" counts 1 for a
-  non-empty methods list plus 1 per header condition. Between two wildcard
-  host matches, the longer wildcard suffix wins before the path length.
+  non-empty methods list plus 1 per header condition. Two wildcard host
+  matches rank alike (no suffix-length rule): the path length decides next.
 - Deleting a service also removes split entries pointing at it from other
   routes; a route left without split entries sends its traffic to its own
   service_id.

@@ -183,21 +183,17 @@ type rank struct {
 	id        int64
 }
 
-// beats reports whether a wins over b: higher priority; exact host over
-// wildcard host over no host; between two wildcard matches the longer suffix,
-// because "*.api.example.com" names a narrower set of hosts than
-// "*.example.com" (a tie-break the spec leaves open, placed right after the
-// host class); longer matched path portion; more method and header
-// conditions; lower id.
+// beats reports whether a wins over b, in the order of addendum §3 and
+// nothing else: higher priority; exact host over wildcard host over no host;
+// longer matched path portion; more method and header conditions; lower id.
+// Two wildcard matches rank alike whatever their suffix lengths (suffixLen
+// only bounds the search).
 func (a *rank) beats(b *rank) bool {
 	if a.priority != b.priority {
 		return a.priority > b.priority
 	}
 	if a.host != b.host {
 		return a.host > b.host
-	}
-	if a.suffixLen != b.suffixLen {
-		return a.suffixLen > b.suffixLen
 	}
 	if a.pathLen != b.pathLen {
 		return a.pathLen > b.pathLen

@@ -73,15 +73,21 @@ func TestMatch(t *testing.T) {
 		{"host route does not match other host",
 			[]Route{{ID: 1, Hosts: []string{"a.com"}}},
 			Request{Host: "b.com", Path: "/"}, 0, ""},
-		{"longer wildcard suffix wins",
+		{"two wildcard matches rank alike: lower id",
 			[]Route{{ID: 1, Hosts: []string{"*.example.com"}}, {ID: 2, Hosts: []string{"*.api.example.com"}}},
-			Request{Host: "x.api.example.com", Path: "/"}, 2, ""},
-		{"wildcard suffix beats longer path",
+			Request{Host: "x.api.example.com", Path: "/"}, 1, ""},
+		{"two wildcard matches: longer path wins whatever the suffix",
 			[]Route{
 				{ID: 1, Hosts: []string{"*.example.com"}, Paths: []string{"/long/path"}},
 				{ID: 2, Hosts: []string{"*.api.example.com"}},
 			},
-			Request{Host: "x.api.example.com", Path: "/long/path"}, 2, ""},
+			Request{Host: "x.api.example.com", Path: "/long/path"}, 1, "/long/path"},
+		{"two wildcard matches: more conditions win whatever the suffix",
+			[]Route{
+				{ID: 1, Hosts: []string{"*.api.example.com"}},
+				{ID: 2, Hosts: []string{"*.example.com"}, Methods: []string{"GET"}},
+			},
+			Request{Host: "x.api.example.com", Path: "/", Method: "GET"}, 2, ""},
 		{"exact beats longer wildcard",
 			[]Route{{ID: 1, Hosts: []string{"x.api.example.com"}}, {ID: 2, Hosts: []string{"*.api.example.com"}}},
 			Request{Host: "x.api.example.com", Path: "/"}, 1, ""},
@@ -503,7 +509,7 @@ func scanMatch(routes []Route, req Request) Match {
 	}
 	better := func(a, b score) bool {
 		for _, d := range []int64{
-			int64(a.prio) - int64(b.prio), int64(a.class - b.class), int64(a.suffix - b.suffix),
+			int64(a.prio) - int64(b.prio), int64(a.class - b.class),
 			int64(a.pathLen - b.pathLen), int64(a.conds - b.conds), b.id - a.id,
 		} {
 			if d != 0 {
