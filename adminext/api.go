@@ -166,6 +166,9 @@ func newAPI(cp *ControlPlane) (*API, error) {
 	return a, nil
 }
 
+// Authenticator is the installed authenticator.
+func (a *API) Authenticator() Authenticator { return a.auth }
+
 // SetAuthenticator installs the authenticator.
 func (a *API) SetAuthenticator(auth Authenticator) { a.auth = auth }
 

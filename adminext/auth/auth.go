@@ -22,7 +22,6 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -39,16 +38,10 @@ const (
 
 func init() {
 	adminext.RegisterAuthenticator(func(cp *adminext.ControlPlane) (adminext.Authenticator, error) {
-		s := newService(cp)
-		services.Store(cp, s)
-		return s, nil
+		return newService(cp), nil
 	})
 	adminext.RegisterEndpoints(endpoints)
 }
-
-// services maps each control plane to its feature state (one control plane
-// per process; tests start several in turn).
-var services sync.Map // *adminext.ControlPlane -> *service
 
 // service is the feature's state for one control plane: the failed-login
 // limiter and the OpenID provider cache. Everything else is in the store.
@@ -66,15 +59,9 @@ func newService(cp *adminext.ControlPlane) *service {
 	return s
 }
 
-func svc(c *adminext.Call) *service {
-	if v, ok := services.Load(c.CP); ok {
-		return v.(*service)
-	}
-	// Not installed through the factory (should not happen): build one.
-	s := newService(c.CP)
-	v, _ := services.LoadOrStore(c.CP, s)
-	return v.(*service)
-}
+// svc is the feature's state of the control plane serving c: the admin
+// API's authenticator, installed by the factory above.
+func svc(c *adminext.Call) *service { return c.API.Authenticator().(*service) }
 
 func (s *service) db(ctx context.Context) *gorm.DB {
 	st := s.cp.Store()

@@ -32,9 +32,9 @@ func tokenEndpoints() []*adminext.Endpoint {
 		{Method: "DELETE", Path: "/api/v1/admin/token", Role: adminext.RoleAdmin, Tag: "auth",
 			Summary: "Delete the admin token",
 			Description: "Without users the API becomes open again; with users, authentication stays enabled and users keep protecting the API. " +
-				"Refused (400) when users exist but none of them is an admin, which would leave nobody able to administer the gateway. Answers the new AdminStatus. " +
+				"Beware: when no user is an admin, nobody can manage users, settings or the token afterwards (the state table allows it). Answers the new AdminStatus. " +
 				csrfRule,
-			Response: AdminStatus{}, Statuses: []int{400}, Handle: deleteToken},
+			Response: AdminStatus{}, Handle: deleteToken},
 	}
 }
 
@@ -73,19 +73,10 @@ func createToken(c *adminext.Call) (any, error) {
 
 func deleteToken(c *adminext.Call) (any, error) {
 	db := svc(c).db(c.Ctx())
-	err := db.Transaction(func(tx *gorm.DB) error {
-		var users, admins int64
-		if err := tx.Model(&storage.AdminUser{}).Count(&users).Error; err != nil {
-			return err
-		}
-		if err := tx.Model(&storage.AdminUser{}).Where("role = ?", "admin").Count(&admins).Error; err != nil {
-			return err
-		}
-		if users > 0 && admins == 0 {
-			return adminext.BadRequest("users exist but none is an admin: create an admin user before deleting the admin token")
-		}
-		return tx.Where("id = ?", 1).Delete(&storage.AdminToken{}).Error
-	})
+	// The state table allows this whatever the users' roles: users keep
+	// protecting the API. The endpoint's description warns that without an
+	// admin user nobody can manage users or settings afterwards.
+	err := db.Where("id = ?", 1).Delete(&storage.AdminToken{}).Error
 	if err != nil {
 		return nil, err
 	}
