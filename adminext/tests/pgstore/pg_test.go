@@ -69,11 +69,13 @@ func startPostgres(t *testing.T) string {
 			srv.Process.Kill()
 		}
 	})
-	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=gw dbname=postgres sslmode=disable", port)
+	// connect_timeout: a port taken meanwhile by something else must fail
+	// the test, not hang it.
+	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=gw dbname=postgres sslmode=disable connect_timeout=10", port)
+	// pg_isready asks the server itself (a bare TCP dial could reach
+	// another process that took the port).
 	for i := 0; ; i++ {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
+		if exec.Command(pgBin("pg_isready"), "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "gw", "-d", "postgres").Run() == nil {
 			break
 		}
 		if i > 100 {
@@ -81,7 +83,6 @@ func startPostgres(t *testing.T) string {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond)
 	return dsn
 }
 
