@@ -55,6 +55,16 @@ func TestLoadBalancingAlgorithms(t *testing.T) {
 			t.Fatalf("round robin: %v", got)
 		}
 	})
+	t.Run("a disabled target gets no traffic", func(t *testing.T) {
+		var targets []map[string]any
+		g.JSON("GET", fmt.Sprintf("/api/v1/services/%d/targets", sid), nil, &targets)
+		path := fmt.Sprintf("/api/v1/targets/%d", testgw.ID(targets[1]))
+		g.Must("PUT", path, map[string]any{"host": "127.0.0.1", "port": port(b), "enabled": false})
+		if got := countByName(t, g, 10, nil); got["a"] != 10 {
+			t.Fatalf("with b disabled: %v", got)
+		}
+		g.Must("PUT", path, map[string]any{"host": "127.0.0.1", "port": port(b)})
+	})
 	t.Run("weighted is smooth weighted round-robin", func(t *testing.T) {
 		var targets []map[string]any
 		g.JSON("GET", fmt.Sprintf("/api/v1/services/%d/targets", sid), nil, &targets)
