@@ -1,7 +1,6 @@
 package plugins
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,18 +10,6 @@ import (
 )
 
 // Helpers shared by the plugin types' implementations.
-
-// StrictDecode decodes data into v rejecting unknown fields: Caddy loads
-// modules strictly, and schema.Decode relies on the same for the admin API.
-// A type's UnmarshalJSON calls it after SetDefaults, with v a pointer to a
-// method-less copy of the type (so that decoding does not recurse), so that
-// a config leaving fields out (plain Caddy JSON) gets the same defaults as
-// the admin API gives.
-func StrictDecode(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
-}
 
 // IntArg reads the one integer argument of the Caddyfile subdirective at
 // the dispenser's cursor; errors name the subdirective.

@@ -53,18 +53,6 @@ func TestBoolArg(t *testing.T) {
 	}
 }
 
-func TestStrictDecode(t *testing.T) {
-	var v struct {
-		A int `json:"a"`
-	}
-	if err := StrictDecode([]byte(`{"a":1}`), &v); err != nil || v.A != 1 {
-		t.Fatalf("%v %v", v, err)
-	}
-	if err := StrictDecode([]byte(`{"a":1,"b":2}`), &v); err == nil || !strings.Contains(err.Error(), `unknown field "b"`) {
-		t.Fatalf("unknown field: %v", err)
-	}
-}
-
 func TestInstanceKey(t *testing.T) {
 	type cfg struct{ Limit int }
 	if got := InstanceKey(42, cfg{1}); got != "id:42" {

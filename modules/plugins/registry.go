@@ -67,7 +67,27 @@ func Register(t Type) {
 		panic(fmt.Sprintf("plugins: type %s has module ID %s, want %s", t.Name, got, want))
 	}
 	types[t.Name] = t
-	caddy.RegisterModule(mod)
+	caddy.RegisterModule(defaulted{mod, t})
+}
+
+// defaulted registers a plugin type's module so that Caddy's instances
+// start from the type's defaults: plain Caddy JSON that leaves fields out
+// gets the same defaults as the admin API and the Caddyfile.
+type defaulted struct {
+	Handler
+	t Type
+}
+
+func (d defaulted) CaddyModule() caddy.ModuleInfo {
+	info := d.Handler.CaddyModule()
+	info.New = func() caddy.Module {
+		m := d.t.New()
+		if df, ok := m.(schema.Defaulter); ok {
+			df.SetDefaults()
+		}
+		return m
+	}
+	return info
 }
 
 // RegisterDirective makes the registered type name usable as the Caddyfile

@@ -93,14 +93,6 @@ func (a *ACL) SetDefaults() {
 	a.HideGroupsHeader = false
 }
 
-// UnmarshalJSON fills the defaults before decoding, so a config that leaves
-// fields out (plain Caddy JSON) gets the same defaults as the admin API.
-func (a *ACL) UnmarshalJSON(data []byte) error {
-	type plain ACL
-	a.SetDefaults()
-	return plugins.StrictDecode(data, (*plain)(a))
-}
-
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
 //
 //	gateway_acl {

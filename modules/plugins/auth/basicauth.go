@@ -131,14 +131,6 @@ func (b *BasicAuth) SetDefaults() {
 	b.HideCredentials = false
 }
 
-// UnmarshalJSON fills the defaults before decoding, so a config that leaves
-// fields out (plain Caddy JSON) gets the same defaults as the admin API.
-func (b *BasicAuth) UnmarshalJSON(data []byte) error {
-	type plain BasicAuth
-	b.SetDefaults()
-	return plugins.StrictDecode(data, (*plain)(b))
-}
-
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
 //
 //	gateway_basic_auth [<realm>] {

@@ -303,14 +303,6 @@ func (j *JWT) SetDefaults() {
 	j.MaximumExpirationS = 0
 }
 
-// UnmarshalJSON fills the defaults before decoding, so a config that leaves
-// fields out (plain Caddy JSON) gets the same defaults as the admin API.
-func (j *JWT) UnmarshalJSON(data []byte) error {
-	type plain JWT
-	j.SetDefaults()
-	return plugins.StrictDecode(data, (*plain)(j))
-}
-
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
 //
 //	gateway_jwt {

@@ -114,14 +114,6 @@ func (k *KeyAuth) SetDefaults() {
 	k.HideCredentials = false
 }
 
-// UnmarshalJSON fills the defaults before decoding, so a config that leaves
-// fields out (plain Caddy JSON) gets the same defaults as the admin API.
-func (k *KeyAuth) UnmarshalJSON(b []byte) error {
-	type plain KeyAuth
-	k.SetDefaults()
-	return plugins.StrictDecode(b, (*plain)(k))
-}
-
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
 //
 //	gateway_key_auth [<key_name...>] {

@@ -269,14 +269,6 @@ func (h *HTTPLog) SetDefaults() {
 	h.QueueMaxSize = 10000
 }
 
-// UnmarshalJSON fills the defaults before decoding, so a config that leaves
-// fields out (plain Caddy JSON) gets the same defaults as the admin API.
-func (h *HTTPLog) UnmarshalJSON(b []byte) error {
-	type plain HTTPLog
-	h.SetDefaults()
-	return plugins.StrictDecode(b, (*plain)(h))
-}
-
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
 //
 //	gateway_http_log [<endpoint>] {

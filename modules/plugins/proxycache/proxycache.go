@@ -492,14 +492,6 @@ func (p *ProxyCache) SetDefaults() {
 	p.HonorCacheControl = true
 }
 
-// UnmarshalJSON fills the defaults before decoding, so a config that leaves
-// fields out (plain Caddy JSON) gets the same defaults as the admin API.
-func (p *ProxyCache) UnmarshalJSON(b []byte) error {
-	type plain ProxyCache
-	p.SetDefaults()
-	return plugins.StrictDecode(b, (*plain)(p))
-}
-
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
 //
 //	gateway_proxy_cache [<ttl_s>] {

@@ -165,14 +165,6 @@ func (rl *RateLimit) SetDefaults() {
 	rl.HeaderName = ""
 }
 
-// UnmarshalJSON fills the defaults before decoding, so a config that leaves
-// fields out (plain Caddy JSON) gets the same defaults as the admin API.
-func (rl *RateLimit) UnmarshalJSON(b []byte) error {
-	type plain RateLimit
-	rl.SetDefaults()
-	return plugins.StrictDecode(b, (*plain)(rl))
-}
-
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
 //
 //	gateway_rate_limit [<limit> [<window_s>]] {
