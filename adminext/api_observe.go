@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/caddy-gateway/gateway/modules/records"
 )
 
@@ -18,6 +20,16 @@ var keepAliveInterval = 15 * time.Second
 
 func observeEndpoints() []*Endpoint {
 	return []*Endpoint{
+		{Method: "GET", Path: "/metrics", Role: RolePublic, Tag: "system",
+			Summary: "Prometheus metrics (text exposition format)",
+			Description: "gateway_requests_total, gateway_responses_total{class}, gateway_unmatched_requests_total, gateway_request_duration_seconds (histogram), " +
+				"gateway_recent_latency_seconds{quantile}, gateway_route_requests_total{route_id,route}, gateway_route_errors_total{route_id,route}, " +
+				"gateway_consumer_requests_total{consumer_id,consumer}, gateway_target_healthy{service_id,target}. Counts live in memory and start at zero with the process.",
+			ContentType: "text/plain", Raw: prometheusMetrics},
+		{Method: "GET", Path: "/api/v1/metrics", Role: RoleViewer, Tag: "observability",
+			Summary:     "In-memory snapshot of traffic counts and recent latency",
+			Description: "latency_ms percentiles cover the last latency_window (1024) requests; route errors are responses with status 500 or above, from the upstream or the proxy.",
+			Response:    MetricsSnapshot{}, Handle: func(c *Call) (any, error) { return c.CP.recorder.Metrics.Snapshot(), nil }},
 		{Method: "GET", Path: "/api/v1/requests", Role: RoleViewer, Tag: "observability",
 			Summary:     "Recent proxied requests, newest first",
 			Description: "From an in-memory ring of the last 500 requests. limit: 0..500, default 100; larger values are clamped to 500; negative or non-integer values are 400.",
@@ -33,6 +45,10 @@ func observeEndpoints() []*Endpoint {
 			ResponseSchema: map[string]any{"type": "string"},
 			Raw:            eventStream},
 	}
+}
+
+func prometheusMetrics(c *Call) {
+	promhttp.HandlerFor(c.CP.recorder.Metrics.registry, promhttp.HandlerOpts{}).ServeHTTP(c.W, c.R)
 }
 
 func recentRequests(c *Call) (any, error) {

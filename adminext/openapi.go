@@ -202,7 +202,12 @@ func contentType(ep *Endpoint) string {
 
 func operationID(ep *Endpoint) string {
 	p := pathParam.ReplaceAllString(ep.Path, "by_$1")
-	p = strings.NewReplacer("/api/v1/", "", "/", "_", "-", "_", ".", "_").Replace(p)
+	if rest, ok := strings.CutPrefix(p, "/api/v1/"); ok {
+		p = rest
+	} else {
+		p = "root_" + p // /metrics and /api/v1/metrics must not share an id
+	}
+	p = strings.NewReplacer("/", "_", "-", "_", ".", "_").Replace(p)
 	return strings.ToLower(ep.Method) + "_" + strings.Trim(p, "_")
 }
 

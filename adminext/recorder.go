@@ -17,6 +17,8 @@ const RingSize = 500
 // Recorder turns completed requests into records: the recent-requests ring,
 // live subscribers (the event stream) and the request's own sinks (http-log).
 type Recorder struct {
+	Metrics *Metrics
+
 	mu     sync.Mutex
 	nextID int64
 	ring   [RingSize]*records.Record
@@ -28,7 +30,7 @@ type Recorder struct {
 
 // NewRecorder returns an empty recorder.
 func NewRecorder() *Recorder {
-	return &Recorder{subs: map[chan *records.Record]struct{}{}}
+	return &Recorder{Metrics: NewMetrics(), subs: map[chan *records.Record]struct{}{}}
 }
 
 // Observe records one completed request.
@@ -69,6 +71,8 @@ func (rec *Recorder) Observe(r *http.Request, info *gwctx.Info, status int, byte
 	if info.RequestID != "" {
 		rc.RequestID = ptr(info.RequestID)
 	}
+
+	rec.Metrics.observe(info, status, now.Sub(info.Start))
 
 	rec.mu.Lock()
 	rec.nextID++

@@ -1,0 +1,239 @@
+package adminext
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/process"
+)
+
+// LatencyWindow is how many recent requests the latency percentiles cover
+// (addendum §4).
+const LatencyWindow = 1024
+
+// Metrics counts proxied traffic for GET /api/v1/metrics (JSON) and
+// /metrics (Prometheus). It belongs to the control plane, so counts survive
+// config reloads.
+type Metrics struct {
+	started time.Time
+
+	mu        sync.Mutex
+	total     int64
+	unmatched int64
+	classes   [5]int64 // 1xx … 5xx
+	window    [LatencyWindow]float64
+	wn, wpos  int
+	routes    map[int64]*routeCount
+	consumers map[int64]int64
+
+	registry   *prometheus.Registry
+	requests   prometheus.Counter
+	unmatchedC prometheus.Counter
+	responses  *prometheus.CounterVec
+	duration   prometheus.Histogram
+	routeReqs  *prometheus.CounterVec
+	routeErrs  *prometheus.CounterVec
+	consReqs   *prometheus.CounterVec
+}
+
+type routeCount struct{ requests, errors int64 }
+
+// NewMetrics returns zeroed metrics with their Prometheus registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		started:   time.Now().UTC(),
+		routes:    map[int64]*routeCount{},
+		consumers: map[int64]int64{},
+		registry:  prometheus.NewRegistry(),
+		requests:  prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_requests_total", Help: "Proxied requests."}),
+		unmatchedC: prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_unmatched_requests_total",
+			Help: "Proxied requests that matched no route (404)."}),
+		responses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_responses_total",
+			Help: "Responses by status class."}, []string{"class"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gateway_request_duration_seconds",
+			Help: "Time from request to the end of the response.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		routeReqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_route_requests_total",
+			Help: "Requests per route."}, []string{"route_id", "route"}),
+		routeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_route_errors_total",
+			Help: "Responses with status 500 or above per route."}, []string{"route_id", "route"}),
+		consReqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_consumer_requests_total",
+			Help: "Requests per authenticated consumer."}, []string{"consumer_id", "consumer"}),
+	}
+	m.registry.MustRegister(m.requests, m.unmatchedC, m.responses, m.duration, m.routeReqs, m.routeErrs, m.consReqs, scrapeCollector{m})
+	return m
+}
+
+// observe counts one completed request.
+func (m *Metrics) observe(info *gwctx.Info, status int, latency time.Duration) {
+	class := status/100 - 1
+	sec := latency.Seconds()
+	m.mu.Lock()
+	m.total++
+	if !info.Matched {
+		m.unmatched++
+	}
+	if class >= 0 && class < 5 {
+		m.classes[class]++
+	}
+	m.window[m.wpos] = sec * 1000
+	m.wpos = (m.wpos + 1) % LatencyWindow
+	if m.wn < LatencyWindow {
+		m.wn++
+	}
+	if info.Matched {
+		rc := m.routes[info.RouteID]
+		if rc == nil {
+			rc = &routeCount{}
+			m.routes[info.RouteID] = rc
+		}
+		rc.requests++
+		if status >= 500 {
+			rc.errors++
+		}
+	}
+	if info.Consumer != nil {
+		m.consumers[info.Consumer.ID]++
+	}
+	m.mu.Unlock()
+
+	m.requests.Inc()
+	m.duration.Observe(sec)
+	if class >= 0 && class < 5 {
+		m.responses.WithLabelValues(classNames[class]).Inc()
+	}
+	if !info.Matched {
+		m.unmatchedC.Inc()
+		return
+	}
+	id := strconv.FormatInt(info.RouteID, 10)
+	m.routeReqs.WithLabelValues(id, info.RouteName).Inc()
+	if status >= 500 {
+		m.routeErrs.WithLabelValues(id, info.RouteName).Inc()
+	}
+	if c := info.Consumer; c != nil {
+		m.consReqs.WithLabelValues(strconv.FormatInt(c.ID, 10), c.Username).Inc()
+	}
+}
+
+var classNames = [5]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
+
+// percentiles of the latency window, in milliseconds.
+func (m *Metrics) percentiles() (p50, p95, p99 float64) {
+	m.mu.Lock()
+	vals := append([]float64(nil), m.window[:m.wn]...)
+	m.mu.Unlock()
+	if len(vals) == 0 {
+		return 0, 0, 0
+	}
+	sort.Float64s(vals)
+	at := func(q float64) float64 {
+		i := int(q*float64(len(vals))+0.5) - 1
+		return vals[max(0, min(i, len(vals)-1))]
+	}
+	return at(0.50), at(0.95), at(0.99)
+}
+
+// MetricsSnapshot is the JSON answer of GET /api/v1/metrics.
+type MetricsSnapshot struct {
+	StartedAt         time.Time        `json:"started_at"`
+	UptimeS           float64          `json:"uptime_s"`
+	TotalRequests     int64            `json:"total_requests"`
+	UnmatchedRequests int64            `json:"unmatched_requests"`
+	Status            map[string]int64 `json:"status"`
+	LatencyMS         LatencyMS        `json:"latency_ms"`
+	LatencyWindow     int              `json:"latency_window"`
+	Routes            []RouteMetrics   `json:"routes"`
+	Consumers         []ConsumerMetric `json:"consumers"`
+	Streams           StreamMetrics    `json:"streams"`
+}
+
+// LatencyMS are percentiles over the latency window.
+type LatencyMS struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+}
+
+// RouteMetrics counts one route's requests and errors (status ≥ 500).
+type RouteMetrics struct {
+	RouteID  int64 `json:"route_id"`
+	Requests int64 `json:"requests"`
+	Errors   int64 `json:"errors"`
+}
+
+// ConsumerMetric counts one consumer's requests.
+type ConsumerMetric struct {
+	ConsumerID int64 `json:"consumer_id"`
+	Requests   int64 `json:"requests"`
+}
+
+// StreamMetrics counts TCP stream connections.
+type StreamMetrics struct {
+	Active int64 `json:"active"`
+	Total  int64 `json:"total"`
+}
+
+// Snapshot is the JSON view.
+func (m *Metrics) Snapshot() MetricsSnapshot {
+	p50, p95, p99 := m.percentiles()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := MetricsSnapshot{
+		StartedAt: m.started, UptimeS: time.Since(m.started).Seconds(),
+		TotalRequests: m.total, UnmatchedRequests: m.unmatched,
+		Status:    map[string]int64{},
+		LatencyMS: LatencyMS{p50, p95, p99}, LatencyWindow: LatencyWindow,
+		Routes: []RouteMetrics{}, Consumers: []ConsumerMetric{},
+	}
+	for i, n := range classNames {
+		s.Status[n] = m.classes[i]
+	}
+	for id, rc := range m.routes {
+		s.Routes = append(s.Routes, RouteMetrics{id, rc.requests, rc.errors})
+	}
+	sort.Slice(s.Routes, func(i, j int) bool { return s.Routes[i].RouteID < s.Routes[j].RouteID })
+	for id, n := range m.consumers {
+		s.Consumers = append(s.Consumers, ConsumerMetric{id, n})
+	}
+	sort.Slice(s.Consumers, func(i, j int) bool { return s.Consumers[i].ConsumerID < s.Consumers[j].ConsumerID })
+	return s
+}
+
+// scrapeCollector adds the series computed at scrape time: recent latency
+// quantiles and target health.
+type scrapeCollector struct{ m *Metrics }
+
+var (
+	recentLatencyDesc = prometheus.NewDesc("gateway_recent_latency_seconds",
+		"Latency quantiles over the last 1024 requests.", []string{"quantile"}, nil)
+	targetHealthyDesc = prometheus.NewDesc("gateway_target_healthy",
+		"1 when the target is healthy or not yet checked, 0 when unhealthy.", []string{"service_id", "target"}, nil)
+)
+
+func (c scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- recentLatencyDesc
+	ch <- targetHealthyDesc
+}
+
+func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
+	p50, p95, p99 := c.m.percentiles()
+	for _, q := range []struct {
+		label string
+		ms    float64
+	}{{"0.5", p50}, {"0.95", p95}, {"0.99", p99}} {
+		ch <- prometheus.MustNewConstMetric(recentLatencyDesc, prometheus.GaugeValue, q.ms/1000, q.label)
+	}
+	for _, st := range process.Health.Statuses() {
+		v := 1.0
+		if st.State == "unhealthy" {
+			v = 0
+		}
+		ch <- prometheus.MustNewConstMetric(targetHealthyDesc, prometheus.GaugeValue, v,
+			strconv.FormatInt(st.ServiceID, 10), st.Host+":"+strconv.Itoa(st.Port))
+	}
+}
