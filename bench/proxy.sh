@@ -18,6 +18,13 @@ if ! command -v wrk >/dev/null; then
 	(apt-get update -qq && apt-get install -y -qq wrk) >/dev/null
 fi
 
+# Pin the load generator to one core and the servers to the other, so that
+# the variants compete for the same CPU the same way (less run-to-run noise).
+PIN_CLIENT="" PIN_SERVERS=""
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ] && [ -z "${NO_PIN:-}" ]; then
+	PIN_CLIENT="taskset -c 0" PIN_SERVERS="taskset -c 1"
+fi
+
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -56,7 +63,7 @@ cat > "$work/gateway.caddyfile" <<CF
 }
 CF
 for f in upstream plain gateway; do
-	(cd "$work" && exec "$OLDPWD/$BIN" run --config "$work/$f.caddyfile" --adapter caddyfile >"$work/$f.log" 2>&1) &
+	(cd "$work" && exec $PIN_SERVERS "$OLDPWD/$BIN" run --config "$work/$f.caddyfile" --adapter caddyfile >"$work/$f.log" 2>&1) &
 	pids+=($!)
 done
 api() { curl -fsS -X "$1" "http://$GWADMIN$2" -H 'Content-Type: application/json' ${3:+-d "$3"}; }
@@ -79,7 +86,7 @@ done
 
 run() { # name url [header]
 	local out
-	out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency ${3:+-H "$3"} "$2")
+	out=$($PIN_CLIENT wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency ${3:+-H "$3"} "$2")
 	local rps p99
 	rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
 	p99=$(awk '$1=="99%" {print $2}' <<<"$out")
