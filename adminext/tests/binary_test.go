@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,13 @@ import (
 // TestBinaryRunsShippedCaddyfile runs bin/caddy (make build) the way `make
 // run` does, with the shipped Caddyfile and its environment variables,
 // creates a service, a target and a route through the admin API, proxies
-// traffic, and stops it with SIGTERM (exit 0).
+// traffic, and stops it with SIGTERM: in-flight requests drain, exit 0.
+func httptestServer(t *testing.T, h http.HandlerFunc) *httptest.Server {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s
+}
+
 func TestBinaryRunsShippedCaddyfile(t *testing.T) {
 	bin, _ := filepath.Abs("../../bin/caddy")
 	if _, err := os.Stat(bin); err != nil {
@@ -75,6 +82,10 @@ func TestBinaryRunsShippedCaddyfile(t *testing.T) {
 		return out
 	}
 	up := echo(t, "binary")
+	slow := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(800 * time.Millisecond)
+		_, _ = io.WriteString(w, "finished")
+	})
 	svc := post("/api/v1/services", `{"name":"web"}`)
 	post(fmt.Sprintf("/api/v1/services/%d/targets", testgw.ID(svc)), fmt.Sprintf(`{"host":"127.0.0.1","port":%d}`, port(up)))
 	post("/api/v1/routes", fmt.Sprintf(`{"name":"all","service_id":%d,"paths":["/"]}`, testgw.ID(svc)))
@@ -91,7 +102,27 @@ func TestBinaryRunsShippedCaddyfile(t *testing.T) {
 		t.Fatalf("SQLite store not under ./data: %v", err)
 	}
 
+	slowSvc := post("/api/v1/services", `{"name":"slow"}`)
+	post(fmt.Sprintf("/api/v1/services/%d/targets", testgw.ID(slowSvc)), fmt.Sprintf(`{"host":"127.0.0.1","port":%d}`, port(slow)))
+	post("/api/v1/routes", fmt.Sprintf(`{"name":"slow","service_id":%d,"paths":["/slow"]}`, testgw.ID(slowSvc)))
+
+	// SIGTERM while a request is in flight: it is drained, then exit 0.
+	inflight := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + proxyAddr + "/slow")
+		if err != nil {
+			inflight <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		inflight <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}()
+	time.Sleep(200 * time.Millisecond)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if got := <-inflight; got != "200 finished" {
+		t.Fatalf("in-flight request at SIGTERM: %s", got)
+	}
 	select {
 	case err := <-done:
 		if err != nil {
