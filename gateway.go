@@ -9,7 +9,6 @@ import (
 	_ "github.com/caddy-gateway/gateway/adminext/auth"
 	_ "github.com/caddy-gateway/gateway/adminext/pluginapi"
 	_ "github.com/caddy-gateway/gateway/caddyfile"
-	_ "github.com/caddy-gateway/gateway/modules/lb"
 	_ "github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/httplog"

@@ -21,6 +21,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/modules/health"
 	"github.com/caddy-gateway/gateway/modules/router"
+	"github.com/caddy-gateway/gateway/modules/streams"
 )
 
 func init() {
@@ -80,6 +81,8 @@ type Generated struct {
 	RouterRaw json.RawMessage `json:"router,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
 	// Health lists every target to check.
 	Health []health.Spec `json:"health,omitempty"`
+	// Streams are the enabled TCP stream routes.
+	Streams []streams.Route `json:"streams,omitempty"`
 	// Counts of the compiled configuration (for /api/v1/config).
 	Counts map[string]int `json:"counts,omitempty"`
 }

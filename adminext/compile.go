@@ -12,6 +12,7 @@ import (
 	"github.com/caddy-gateway/gateway/modules/health"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/router"
+	"github.com/caddy-gateway/gateway/modules/streams"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
@@ -100,6 +101,7 @@ func compileGenerated(snap *storage.Snapshot) (*Generated, error) {
 		return nil, fmt.Errorf("encoding router: %w", err)
 	}
 	gen.Health = compileHealth(snap)
+	gen.Streams = compileStreams(snap)
 	return gen, nil
 }
 
@@ -336,6 +338,32 @@ func compileHealth(snap *storage.Snapshot) []health.Spec {
 			spec.SNI = *svc.TLSSNI
 		}
 		out = append(out, spec)
+	}
+	return out
+}
+
+// compileStreams lists the enabled stream routes with their service's
+// targets and balancing settings.
+func compileStreams(snap *storage.Snapshot) []streams.Route {
+	services := make(map[int64]*storage.Service, len(snap.Services))
+	for i := range snap.Services {
+		services[snap.Services[i].ID] = &snap.Services[i]
+	}
+	var out []streams.Route
+	for _, sr := range snap.StreamRoutes {
+		svc := services[sr.ServiceID]
+		if !sr.Enabled || svc == nil {
+			continue
+		}
+		r := streams.Route{ID: sr.ID, ListenAddr: sr.ListenAddr, ServiceID: svc.ID, Algorithm: svc.LBAlgorithm,
+			ConnectTimeoutMS: svc.ConnectTimeoutMS, Retries: int(svc.Retries), Weights: map[string]int{}}
+		for _, t := range snap.Targets {
+			if t.ServiceID == svc.ID && t.Enabled && t.Weight > 0 {
+				r.Targets = append(r.Targets, t.Addr())
+				r.Weights[t.Addr()] += int(t.Weight)
+			}
+		}
+		out = append(out, r)
 	}
 	return out
 }

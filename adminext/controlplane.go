@@ -134,6 +134,7 @@ func (cp *ControlPlane) activate(a *App) error {
 	cp.router.Store(a.router)
 	cp.tlsConfig.Store(a.tlsConfig)
 	process.Health.Sync(g.Health)
+	process.Streams.Apply(g.Streams, cp.logger.Named("streams"))
 	now := time.Now().UTC()
 	cp.applied.Store(g)
 	cp.appliedAt.Store(&now)
@@ -155,6 +156,7 @@ func (cp *ControlPlane) deactivate(a *App) {
 			cp.router.Store(prev.router)
 			cp.tlsConfig.Store(prev.tlsConfig)
 			process.Health.Sync(prev.Generated.Health)
+			process.Streams.Apply(prev.Generated.Streams, nil)
 			cp.applied.Store(prev.Generated)
 		}
 		return
@@ -177,6 +179,8 @@ func (cp *ControlPlane) shutdown() {
 		delete(cp.listeners, k)
 	}
 	cp.lnMu.Unlock()
+	wg.Add(1)
+	go func() { defer wg.Done(); process.Streams.Close(ctx) }()
 	wg.Wait()
 	if cp.adminSrv != nil {
 		// Close, not Shutdown: this may run inside an admin request that

@@ -201,6 +201,10 @@ func (m *Metrics) Snapshot() MetricsSnapshot {
 		s.Consumers = append(s.Consumers, ConsumerMetric{id, n})
 	}
 	sort.Slice(s.Consumers, func(i, j int) bool { return s.Consumers[i].ConsumerID < s.Consumers[j].ConsumerID })
+	for _, c := range process.Streams.AllCounts() {
+		s.Streams.Active += c.Active
+		s.Streams.Total += c.Total
+	}
 	return s
 }
 
@@ -213,11 +217,17 @@ var (
 		"Latency quantiles over the last 1024 requests.", []string{"quantile"}, nil)
 	targetHealthyDesc = prometheus.NewDesc("gateway_target_healthy",
 		"1 when the target is healthy or not yet checked, 0 when unhealthy.", []string{"service_id", "target"}, nil)
+	streamActiveDesc = prometheus.NewDesc("gateway_stream_connections_active",
+		"Open TCP connections per stream route.", []string{"stream_route_id"}, nil)
+	streamTotalDesc = prometheus.NewDesc("gateway_stream_connections_total",
+		"TCP connections accepted per stream route.", []string{"stream_route_id"}, nil)
 )
 
 func (c scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- recentLatencyDesc
 	ch <- targetHealthyDesc
+	ch <- streamActiveDesc
+	ch <- streamTotalDesc
 }
 
 func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -235,5 +245,10 @@ func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(targetHealthyDesc, prometheus.GaugeValue, v,
 			strconv.FormatInt(st.ServiceID, 10), st.Host+":"+strconv.Itoa(st.Port))
+	}
+	for id, c := range process.Streams.AllCounts() {
+		label := strconv.FormatInt(id, 10)
+		ch <- prometheus.MustNewConstMetric(streamActiveDesc, prometheus.GaugeValue, float64(c.Active), label)
+		ch <- prometheus.MustNewConstMetric(streamTotalDesc, prometheus.CounterValue, float64(c.Total), label)
 	}
 }

@@ -1,3 +1,7 @@
+// Package lb is the gateway's load balancing: the four algorithms of
+// addendum §3 over a service's target addresses, steered by the health
+// registry. The HTTP proxy uses it through the gateway_router package's
+// reverse_proxy selection policy, TCP stream routes directly.
 package lb
 
 import (
@@ -5,9 +9,13 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-
-	"github.com/caddy-gateway/gateway/modules/process"
 )
+
+// HealthSource says whether a service's target may take traffic (the
+// process-wide health registry).
+type HealthSource interface {
+	Healthy(serviceID int64, addr string) bool
+}
 
 // Balancer is the gateway's load-balancing decision over the targets of one
 // service, shared by the HTTP proxy (Selection) and TCP stream routes: the
@@ -20,6 +28,8 @@ type Balancer struct {
 	ServiceID int64 `json:"service_id,omitempty"`
 	// Weights of the targets by dial address (weighted only).
 	Weights map[string]int `json:"weights,omitempty"`
+	// Health is consulted by Eligible (nil: every target is healthy).
+	Health HealthSource `json:"-"`
 
 	counter atomic.Uint64
 	mu      sync.Mutex
@@ -33,7 +43,7 @@ func (b *Balancer) Eligible(addr string, healthyOnly bool) bool {
 	if b.Algorithm == "weighted" && b.Weights[addr] <= 0 {
 		return false
 	}
-	return !healthyOnly || process.Health.Healthy(b.ServiceID, addr)
+	return !healthyOnly || b.Health == nil || b.Health.Healthy(b.ServiceID, addr)
 }
 
 // Pick chooses one of cands (dial addresses, already filtered) and returns

@@ -1,9 +1,4 @@
-// Package lb is the gateway's load balancing: the four algorithms of
-// addendum §3 (Balancer), steered by the process-wide health registry (which
-// survives reloads), used by the HTTP proxy through a reverse_proxy selection
-// policy and by TCP stream routes. A target is never picked twice for one
-// request, so that `retries` means "other targets".
-package lb
+package router
 
 import (
 	"net/http"
@@ -13,15 +8,19 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/lb"
+	"github.com/caddy-gateway/gateway/modules/process"
 )
 
 func init() {
 	caddy.RegisterModule(new(Selection))
 }
 
-// Selection is the reverse_proxy selection policy of one gateway service.
+// Selection is the reverse_proxy selection policy of one gateway service:
+// healthy targets first (the process-wide registry survives reloads), never
+// the same target twice for one request, so `retries` means "other targets".
 type Selection struct {
-	Balancer
+	lb.Balancer
 }
 
 // CaddyModule returns the Caddy module information.
@@ -30,6 +29,12 @@ func (*Selection) CaddyModule() caddy.ModuleInfo {
 		ID:  "http.reverse_proxy.selection_policies.gateway",
 		New: func() caddy.Module { return new(Selection) },
 	}
+}
+
+// Provision connects the policy to the health registry.
+func (s *Selection) Provision(caddy.Context) error {
+	s.Health = process.Health
+	return nil
 }
 
 // triedKey is the request variable listing the targets already tried for
@@ -75,4 +80,7 @@ outer:
 }
 
 // Interface guards
-var _ reverseproxy.Selector = (*Selection)(nil)
+var (
+	_ caddy.Provisioner     = (*Selection)(nil)
+	_ reverseproxy.Selector = (*Selection)(nil)
+)

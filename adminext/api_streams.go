@@ -1,0 +1,93 @@
+package adminext
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/schema"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+func init() { RegisterEndpoints(streamEndpoints) }
+
+// listenerNote is what stream-route answers say about listen_addr changes
+// (admin-api.md rule 7: they bind at the next process start).
+const listenerNote = "listener changes take effect on restart"
+
+var streamRoutes = Resource[storage.StreamRoute]{
+	Kind: "stream route",
+	Check: func(tx *gorm.DB, sr *storage.StreamRoute) error {
+		if err := Exists[storage.Service](tx, "service_id", sr.ServiceID); err != nil {
+			return err
+		}
+		var other storage.StreamRoute
+		err := tx.Where("listen_addr = ? AND id <> ?", sr.ListenAddr, sr.ID).First(&other).Error
+		if err == nil {
+			return BadRequest(fmt.Sprintf("listen_addr: %s is already used by stream route %d", sr.ListenAddr, other.ID))
+		}
+		if !storage.IsNotFound(err) {
+			return err
+		}
+		return nil
+	},
+}
+
+func streamEndpoints() []*Endpoint {
+	note := map[string]any{"type": "string", "enum": []any{listenerNote}}
+	withNote := schema.JSONSchema(storage.StreamRoute{}, schema.Output)
+	withNote["properties"].(map[string]any)["note"] = note
+	deletedWithNote := map[string]any{"type": "object", "required": []string{"deleted", "note"}, "additionalProperties": false,
+		"properties": map[string]any{"deleted": map[string]any{"type": "boolean", "enum": []any{true}}, "note": note}}
+	const desc = "A TCP connection accepted on listen_addr is proxied to the service's targets with the service's algorithm, connect timeout and retries. " +
+		"listen_addr is unique (400 otherwise). Listeners bind when the gateway starts: a new or changed listen_addr is stored at once and bound after a restart; " +
+		"changing only service_id (or the service's targets) applies live. A deleted or disabled route's listener closes its connections until a restart unbinds it."
+	return []*Endpoint{
+		{Method: "GET", Path: "/api/v1/stream-routes", Role: RoleViewer, Tag: "stream routes", Summary: "List stream routes",
+			Response: storage.StreamRoute{}, ResponseList: true, Handle: streamRoutes.List},
+		{Method: "POST", Path: "/api/v1/stream-routes", Role: RoleEditor, Tag: "stream routes", Summary: "Create a stream route",
+			Description: desc, Body: storage.StreamRoute{}, ResponseSchema: withNote, Statuses: []int{400},
+			Handle: func(c *Call) (any, error) {
+				v, err := streamRoutes.Create(c, nil)
+				return withListenerNote(v, err, true)
+			}},
+		{Method: "PUT", Path: "/api/v1/stream-routes/{id}", Role: RoleEditor, Tag: "stream routes",
+			Summary:     "Replace a stream route (note only when listen_addr changed)",
+			Description: desc, Body: storage.StreamRoute{}, ResponseSchema: withNote, Statuses: []int{400, 404},
+			Handle: func(c *Call) (any, error) {
+				changed := false
+				v, err := streamRoutes.Replace(c, func(old, v *storage.StreamRoute) error {
+					changed = old.ListenAddr != v.ListenAddr
+					return nil
+				})
+				return withListenerNote(v, err, changed)
+			}},
+		{Method: "DELETE", Path: "/api/v1/stream-routes/{id}", Role: RoleEditor, Tag: "stream routes",
+			Summary: "Delete a stream route (a restart unbinds its listener)", Description: desc,
+			ResponseSchema: deletedWithNote, Statuses: []int{404},
+			Handle: func(c *Call) (any, error) {
+				if _, err := streamRoutes.Remove(c); err != nil {
+					return nil, err
+				}
+				return map[string]any{"deleted": true, "note": listenerNote}, nil
+			}},
+	}
+}
+
+// withListenerNote adds the restart note to a stream route answer.
+func withListenerNote(v any, err error, note bool) (any, error) {
+	if err != nil || !note {
+		return v, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["note"] = listenerNote
+	return m, nil
+}

@@ -1,0 +1,256 @@
+// Package streams proxies raw TCP stream routes: a connection accepted on a
+// route's listen_addr goes to one of its service's targets, chosen by the
+// service's algorithm, within its connect timeout, trying other targets on
+// failure up to its retries.
+//
+// Listeners bind once, when the gateway first loads its stored config (the
+// spec: stream-route listener addresses bind only at process start); every
+// later config only swaps the route table, so changing a route's service
+// applies live while listen_addr changes wait for a restart. The Server
+// lives in package process, so listeners and counters survive reloads.
+package streams
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-gateway/gateway/modules/lb"
+)
+
+// Route is one compiled stream route.
+type Route struct {
+	ID         int64  `json:"id"`
+	ListenAddr string `json:"listen_addr"`
+	ServiceID  int64  `json:"service_id"`
+	// Targets are the dial addresses of the service's enabled targets.
+	Targets          []string       `json:"targets,omitempty"`
+	Algorithm        string         `json:"algorithm,omitempty"`
+	Weights          map[string]int `json:"weights,omitempty"`
+	ConnectTimeoutMS int64          `json:"connect_timeout_ms,omitempty"`
+	Retries          int            `json:"retries,omitempty"`
+}
+
+// Counts are a stream route's connection counters.
+type Counts struct {
+	Active int64 `json:"active"`
+	Total  int64 `json:"total"`
+}
+
+// Server owns the stream listeners of the process.
+type Server struct {
+	mu        sync.Mutex
+	listeners map[string]net.Listener // by listen address
+	bound     bool
+	table     atomic.Pointer[map[string]*liveRoute] // by listen address
+	counts    sync.Map                              // route id → *counter
+	logger    atomic.Pointer[zap.Logger]
+	conns     sync.WaitGroup
+	health    lb.HealthSource
+}
+
+type liveRoute struct {
+	Route
+	balancer *lb.Balancer
+}
+
+type counter struct{ active, total atomic.Int64 }
+
+// NewServer returns a server with no listeners that steers by health.
+func NewServer(health lb.HealthSource) *Server {
+	s := &Server{listeners: map[string]net.Listener{}, health: health}
+	empty := map[string]*liveRoute{}
+	s.table.Store(&empty)
+	s.logger.Store(zap.NewNop())
+	return s
+}
+
+// Apply makes routes the live table. The first call of the process (or the
+// first after Close) also binds every route's listen address; an address
+// that cannot be bound is logged and skipped (the rest of the gateway must
+// still start).
+func (s *Server) Apply(routes []Route, logger *zap.Logger) {
+	if logger != nil {
+		s.logger.Store(logger)
+	}
+	table := make(map[string]*liveRoute, len(routes))
+	for _, r := range routes {
+		table[r.ListenAddr] = &liveRoute{Route: r, balancer: &lb.Balancer{
+			Algorithm: r.Algorithm, ServiceID: r.ServiceID, Weights: r.Weights, Health: s.health}}
+	}
+	s.table.Store(&table)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bound {
+		return
+	}
+	s.bound = true
+	for _, r := range routes {
+		if _, ok := s.listeners[r.ListenAddr]; ok {
+			continue
+		}
+		ln, err := net.Listen("tcp", r.ListenAddr)
+		if err != nil {
+			s.logger.Load().Error("stream route listener", zap.Int64("stream_route_id", r.ID), zap.String("listen_addr", r.ListenAddr), zap.Error(err))
+			continue
+		}
+		s.listeners[r.ListenAddr] = ln
+		go s.accept(r.ListenAddr, ln)
+	}
+}
+
+// Bound lists the bound listen addresses with their actual addresses.
+func (s *Server) Bound() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(s.listeners))
+	for k, ln := range s.listeners {
+		out[k] = ln.Addr().String()
+	}
+	return out
+}
+
+// Counts returns the connection counters of a stream route.
+func (s *Server) Counts(routeID int64) Counts {
+	c := s.counter(routeID)
+	return Counts{Active: c.active.Load(), Total: c.total.Load()}
+}
+
+// AllCounts returns the counters of every route that had a connection.
+func (s *Server) AllCounts() map[int64]Counts {
+	out := map[int64]Counts{}
+	s.counts.Range(func(k, v any) bool {
+		c := v.(*counter)
+		out[k.(int64)] = Counts{Active: c.active.Load(), Total: c.total.Load()}
+		return true
+	})
+	return out
+}
+
+func (s *Server) counter(id int64) *counter {
+	v, _ := s.counts.LoadOrStore(id, new(counter))
+	return v.(*counter)
+}
+
+// Close stops accepting, waits up to ctx for open connections, and forgets
+// the listeners (the next Apply binds again).
+func (s *Server) Close(ctx context.Context) {
+	s.mu.Lock()
+	for k, ln := range s.listeners {
+		_ = ln.Close()
+		delete(s.listeners, k)
+	}
+	s.bound = false
+	s.mu.Unlock()
+	empty := map[string]*liveRoute{}
+	s.table.Store(&empty)
+	done := make(chan struct{})
+	go func() { s.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	s.counts.Range(func(k, _ any) bool { s.counts.Delete(k); return true })
+}
+
+func (s *Server) accept(addr string, ln net.Listener) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		s.conns.Add(1)
+		go func() {
+			defer s.conns.Done()
+			s.serve(addr, conn)
+		}()
+	}
+}
+
+func (s *Server) serve(addr string, client net.Conn) {
+	defer client.Close()
+	r := (*s.table.Load())[addr]
+	if r == nil {
+		return // the route was deleted or disabled: its listener stays until restart
+	}
+	c := s.counter(r.ID)
+	c.total.Add(1)
+	c.active.Add(1)
+	defer c.active.Add(-1)
+
+	upstream, err := s.dial(r, client.RemoteAddr())
+	if err != nil {
+		s.logger.Load().Debug("stream route: no target reachable", zap.Int64("stream_route_id", r.ID), zap.Error(err))
+		return
+	}
+	defer upstream.Close()
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		if tc, ok := dst.(*net.TCPConn); ok {
+			_ = tc.CloseWrite() // pass the half-close on
+		}
+		done <- struct{}{}
+	}
+	go pipe(upstream, client)
+	go pipe(client, upstream)
+	<-done
+	<-done
+}
+
+// dial connects to a target: healthy ones first, other targets after a
+// failure, up to the service's retries.
+func (s *Server) dial(r *liveRoute, remote net.Addr) (net.Conn, error) {
+	clientIP, _, _ := net.SplitHostPort(remote.String())
+	timeout := time.Duration(r.ConnectTimeoutMS) * time.Millisecond
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	var tried []string
+	var lastErr error = errors.New("the service has no targets")
+	for attempt := 0; attempt <= r.Retries; attempt++ {
+		cands := r.candidates(tried, true)
+		if len(cands) == 0 {
+			cands = r.candidates(tried, false)
+		}
+		i := r.balancer.Pick(cands, clientIP)
+		if i < 0 {
+			break
+		}
+		tried = append(tried, cands[i])
+		conn, err := net.DialTimeout("tcp", cands[i], timeout)
+		if err == nil {
+			return conn, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func (r *liveRoute) candidates(tried []string, healthyOnly bool) []string {
+	out := make([]string, 0, len(r.Targets))
+outer:
+	for _, t := range r.Targets {
+		if !r.balancer.Eligible(t, healthyOnly) {
+			continue
+		}
+		for _, x := range tried {
+			if x == t {
+				continue outer
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
