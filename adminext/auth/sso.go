@@ -541,18 +541,10 @@ func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, cl *ssoClaims) (*storage.Admin
 	}
 	row := storage.AdminUser{Email: cl.Email, EmailKey: key, Name: cl.Name, Role: *cfg.AutoProvisionRole}
 	err = db.Transaction(func(tx *gorm.DB) error {
-		if row.Role != "admin" {
-			m, err := loadMode(tx)
-			if err != nil {
-				return err
-			}
-			admins, err := countAdmins(tx)
-			if err != nil {
-				return err
-			}
-			if admins == 0 && m.tokenHash == "" {
-				return errNoAdmin
-			}
+		if lockout, err := wouldLockOut(tx, row.Role); err != nil {
+			return err
+		} else if lockout {
+			return errNoAdmin
 		}
 		return tx.Create(&row).Error
 	})

@@ -112,18 +112,10 @@ func createUser(c *adminext.Call) (any, error) {
 		if err := emailTaken(tx, row.EmailKey, 0); err != nil {
 			return err
 		}
-		if row.Role != "admin" {
-			m, err := loadMode(tx)
-			if err != nil {
-				return err
-			}
-			admins, err := countAdmins(tx)
-			if err != nil {
-				return err
-			}
-			if admins == 0 && m.tokenHash == "" {
-				return adminext.BadRequest("role: the first administrator must have the admin role (no admin user and no admin token exist)")
-			}
+		if lockout, err := wouldLockOut(tx, row.Role); err != nil {
+			return err
+		} else if lockout {
+			return adminext.BadRequest("role: the first administrator must have the admin role (no admin user and no admin token exist)")
 		}
 		return tx.Create(&row).Error
 	})
@@ -235,4 +227,22 @@ func deleteUser(c *adminext.Call) (any, error) {
 		return nil, err
 	}
 	return adminext.Deleted{Deleted: true}, nil
+}
+
+// wouldLockOut reports whether adding a user of role would enable
+// authentication with nobody able to administer the gateway: no admin user,
+// no admin token, and the new user is not an admin.
+func wouldLockOut(tx *gorm.DB, role string) (bool, error) {
+	if role == "admin" {
+		return false, nil
+	}
+	m, err := loadMode(tx)
+	if err != nil {
+		return false, err
+	}
+	admins, err := countAdmins(tx)
+	if err != nil {
+		return false, err
+	}
+	return admins == 0 && m.tokenHash == "", nil
 }

@@ -316,9 +316,6 @@ func (rt *Router) isTrusted(a netip.Addr) bool {
 // Table returns the compiled match table (for the admin dry run).
 func (rt *Router) Table() *Table { return rt.table }
 
-// Services reports whether the router has a proxy for service id.
-func (rt *Router) HasService(id int64) bool { _, ok := rt.services[id]; return ok }
-
 // PickService applies a route's splits the way traffic does.
 func (rt *Router) PickService(routeID int64) int64 {
 	if cr := rt.routes[routeID]; cr != nil {
