@@ -76,8 +76,27 @@ func (cp *ControlPlane) compile(snap *storage.Snapshot) ([]byte, error) {
 	return json.Marshal(cfg)
 }
 
+// snapIndex looks up a snapshot's services and their targets by id; built
+// once per compile.
+type snapIndex struct {
+	services map[int64]*storage.Service
+	targets  map[int64][]storage.Target // by service id, in id order
+}
+
+func indexSnapshot(snap *storage.Snapshot) *snapIndex {
+	idx := &snapIndex{services: make(map[int64]*storage.Service, len(snap.Services)), targets: map[int64][]storage.Target{}}
+	for i := range snap.Services {
+		idx.services[snap.Services[i].ID] = &snap.Services[i]
+	}
+	for _, t := range snap.Targets {
+		idx.targets[t.ServiceID] = append(idx.targets[t.ServiceID], t)
+	}
+	return idx
+}
+
 // compileGenerated compiles the gateway part of the config.
 func compileGenerated(snap *storage.Snapshot) (*Generated, error) {
+	idx := indexSnapshot(snap)
 	s := snap.Settings
 	gen := &Generated{
 		HTTPListen:  s.HTTPListen,
@@ -93,15 +112,15 @@ func compileGenerated(snap *storage.Snapshot) (*Generated, error) {
 			"credentials":   len(snap.Credentials),
 		},
 	}
-	rt, err := compileRouter(snap)
+	rt, err := compileRouter(snap, idx)
 	if err != nil {
 		return nil, err
 	}
 	if gen.RouterRaw, err = json.Marshal(rt); err != nil {
 		return nil, fmt.Errorf("encoding router: %w", err)
 	}
-	gen.Health = compileHealth(snap)
-	gen.Streams = compileStreams(snap)
+	gen.Health = compileHealth(snap, idx)
+	gen.Streams = compileStreams(snap, idx)
 	return gen, nil
 }
 
@@ -111,15 +130,7 @@ type routerJSON struct {
 	router.Router
 }
 
-func compileRouter(snap *storage.Snapshot) (*routerJSON, error) {
-	services := make(map[int64]*storage.Service, len(snap.Services))
-	for i := range snap.Services {
-		services[snap.Services[i].ID] = &snap.Services[i]
-	}
-	targets := map[int64][]storage.Target{}
-	for _, t := range snap.Targets {
-		targets[t.ServiceID] = append(targets[t.ServiceID], t)
-	}
+func compileRouter(snap *storage.Snapshot, idx *snapIndex) (*routerJSON, error) {
 	rt := &routerJSON{Handler: "gateway_router"}
 	rt.TrustedProxies = snap.Settings.TrustedProxies
 	if _, port, err := net.SplitHostPort(snap.Settings.HTTPSListen); err == nil {
@@ -152,11 +163,11 @@ func compileRouter(snap *storage.Snapshot) (*routerJSON, error) {
 
 	rt.ServicesRaw = map[string]json.RawMessage{}
 	for id := range usedServices {
-		svc, ok := services[id]
+		svc, ok := idx.services[id]
 		if !ok {
 			return nil, fmt.Errorf("a route references service %d, which does not exist", id)
 		}
-		raw, err := json.Marshal(compileProxy(svc, targets[id]))
+		raw, err := json.Marshal(compileProxy(svc, idx.targets[id]))
 		if err != nil {
 			return nil, err
 		}
@@ -260,14 +271,10 @@ func ordering(p *storage.Plugin) int32 {
 
 // compileProxy is the reverse_proxy handler of one service.
 func compileProxy(svc *storage.Service, targets []storage.Target) map[string]any {
-	ups := []map[string]any{}
-	weights := map[string]int{}
-	for _, t := range targets {
-		if !t.Enabled || t.Weight <= 0 {
-			continue // weight 0 or disabled takes a target out
-		}
-		ups = append(ups, map[string]any{"dial": t.Addr()})
-		weights[t.Addr()] += int(t.Weight)
+	addrs, weights := liveTargets(targets)
+	ups := make([]map[string]any, 0, len(addrs))
+	for _, a := range addrs {
+		ups = append(ups, map[string]any{"dial": a})
 	}
 	transport := map[string]any{
 		"protocol":                "http",
@@ -306,6 +313,22 @@ func compileProxy(svc *storage.Service, targets []storage.Target) map[string]any
 	}
 }
 
+// liveTargets are the dial addresses of the targets that take traffic (weight
+// 0 or enabled false takes a target out), with their summed weights.
+func liveTargets(targets []storage.Target) (addrs []string, weights map[string]int) {
+	weights = map[string]int{}
+	for _, t := range targets {
+		if !t.Enabled || t.Weight <= 0 {
+			continue
+		}
+		if _, dup := weights[t.Addr()]; !dup {
+			addrs = append(addrs, t.Addr())
+		}
+		weights[t.Addr()] += int(t.Weight)
+	}
+	return addrs, weights
+}
+
 // ms renders milliseconds as a Caddy duration; 0 means no timeout.
 func ms(n int64) any {
 	if n <= 0 {
@@ -315,14 +338,10 @@ func ms(n int64) any {
 }
 
 // compileHealth lists every target of every service, routed or not.
-func compileHealth(snap *storage.Snapshot) []health.Spec {
-	services := make(map[int64]*storage.Service, len(snap.Services))
-	for i := range snap.Services {
-		services[snap.Services[i].ID] = &snap.Services[i]
-	}
+func compileHealth(snap *storage.Snapshot, idx *snapIndex) []health.Spec {
 	var out []health.Spec
 	for _, t := range snap.Targets {
-		svc := services[t.ServiceID]
+		svc := idx.services[t.ServiceID]
 		if svc == nil {
 			continue
 		}
@@ -344,26 +363,16 @@ func compileHealth(snap *storage.Snapshot) []health.Spec {
 
 // compileStreams lists the enabled stream routes with their service's
 // targets and balancing settings.
-func compileStreams(snap *storage.Snapshot) []streams.Route {
-	services := make(map[int64]*storage.Service, len(snap.Services))
-	for i := range snap.Services {
-		services[snap.Services[i].ID] = &snap.Services[i]
-	}
+func compileStreams(snap *storage.Snapshot, idx *snapIndex) []streams.Route {
 	var out []streams.Route
 	for _, sr := range snap.StreamRoutes {
-		svc := services[sr.ServiceID]
+		svc := idx.services[sr.ServiceID]
 		if !sr.Enabled || svc == nil {
 			continue
 		}
-		r := streams.Route{ID: sr.ID, ListenAddr: sr.ListenAddr, ServiceID: svc.ID, Algorithm: svc.LBAlgorithm,
-			ConnectTimeoutMS: svc.ConnectTimeoutMS, Retries: int(svc.Retries), Weights: map[string]int{}}
-		for _, t := range snap.Targets {
-			if t.ServiceID == svc.ID && t.Enabled && t.Weight > 0 {
-				r.Targets = append(r.Targets, t.Addr())
-				r.Weights[t.Addr()] += int(t.Weight)
-			}
-		}
-		out = append(out, r)
+		addrs, weights := liveTargets(idx.targets[svc.ID])
+		out = append(out, streams.Route{ID: sr.ID, ListenAddr: sr.ListenAddr, ServiceID: svc.ID, Algorithm: svc.LBAlgorithm,
+			ConnectTimeoutMS: svc.ConnectTimeoutMS, Retries: int(svc.Retries), Targets: addrs, Weights: weights})
 	}
 	return out
 }
