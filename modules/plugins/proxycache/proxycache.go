@@ -247,9 +247,12 @@ func tooOld(r *http.Request, e *cachestore.Entry) bool {
 }
 
 // baseKey is the cache key of a request before response variants: plugin
-// instance, method, host, path, query, the vary_headers values and the
-// authenticated consumer (a per-consumer response is never served to
-// another consumer).
+// instance, method, scheme, host, path, query, the vary_headers values and
+// the authenticated consumer (a per-consumer response is never served to
+// another consumer). The scheme is part of it as it is of the effective
+// request URI: an HTTPS response (with the hsts plugin's
+// Strict-Transport-Security, or an upstream's answer to
+// X-Forwarded-Proto: https) is never served to a plain-HTTP request.
 func (p *ProxyCache) baseKey(r *http.Request) string {
 	h := sha256.New()
 	write := func(s string) {
@@ -258,6 +261,11 @@ func (p *ProxyCache) baseKey(r *http.Request) string {
 		io.WriteString(h, s)
 	}
 	write(r.Method)
+	if r.TLS != nil {
+		write("https")
+	} else {
+		write("http")
+	}
 	write(strings.ToLower(r.Host))
 	write(r.URL.Path)
 	write(r.URL.RawQuery)

@@ -1,0 +1,290 @@
+package tests
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+// TestPluginRateLimitThroughGateway: 429 {error} with Retry-After; every
+// response carries RateLimit-*; keys ip, consumer, route, service, header.
+func TestPluginRateLimitThroughGateway(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", addr(echo(t, "up")))
+	other := g.Service("o", addr(echo(t, "other")))
+	byIP := g.Route("ip", sid, map[string]any{"paths": []string{"/ip"}})
+	byHeader := g.Route("hdr", sid, map[string]any{"paths": []string{"/hdr"}})
+	byConsumer := g.Route("cons", sid, map[string]any{"paths": []string{"/cons"}})
+	r1 := g.Route("r1", other, map[string]any{"paths": []string{"/r1"}})
+	g.Route("r2", other, map[string]any{"paths": []string{"/r2"}})
+	addPlugin(t, g, "rate-limit", "route", byIP, map[string]any{"limit": 2})
+	addPlugin(t, g, "rate-limit", "route", byHeader, map[string]any{"limit": 1, "key": "header", "header_name": "X-Tenant"})
+	addPlugin(t, g, "rate-limit", "route", byConsumer, map[string]any{"limit": 1, "key": "consumer"})
+	addPlugin(t, g, "key-auth", "route", byConsumer, nil)
+	addPlugin(t, g, "rate-limit", "service", other, map[string]any{"limit": 2, "key": "service"})
+	addPlugin(t, g, "rate-limit", "route", r1, map[string]any{"limit": 1, "key": "route"})
+	for _, u := range []string{"u1", "u2"} {
+		c := testgw.ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": u}))
+		g.Must("POST", "/api/v1/consumers/"+itoa(c)+"/credentials", map[string]any{"type": "key-auth", "key": u})
+	}
+
+	for i, want := range []string{"1", "0"} {
+		p := send(t, g, "GET", "/ip", nil)
+		if p.Status != 200 || p.Header.Get("RateLimit-Limit") != "2" || p.Header.Get("RateLimit-Remaining") != want || p.Header.Get("RateLimit-Reset") == "" {
+			t.Fatalf("request %d: %d %v", i, p.Status, p.Header)
+		}
+	}
+	p := send(t, g, "GET", "/ip", nil)
+	wantGatewayError(t, p, 429, "")
+	if ra, err := strconv.Atoi(p.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 || p.Header.Get("RateLimit-Remaining") != "0" {
+		t.Fatalf("429 headers: %v", p.Header)
+	}
+
+	if send(t, g, "GET", "/hdr", nil, "X-Tenant", "a").Status != 200 || send(t, g, "GET", "/hdr", nil, "X-Tenant", "b").Status != 200 {
+		t.Fatal("key header: different values have their own counters")
+	}
+	wantGatewayError(t, send(t, g, "GET", "/hdr", nil, "X-Tenant", "a"), 429, "")
+
+	if send(t, g, "GET", "/cons", nil, "apikey", "u1").Status != 200 || send(t, g, "GET", "/cons", nil, "apikey", "u2").Status != 200 {
+		t.Fatal("key consumer: different consumers have their own counters")
+	}
+	wantGatewayError(t, send(t, g, "GET", "/cons", nil, "apikey", "u1"), 429, "")
+
+	// route key on r1 (limit 1) shadows the service-scoped one there; r2
+	// uses the service counter (limit 2).
+	if send(t, g, "GET", "/r1", nil).Status != 200 {
+		t.Fatal("r1 first")
+	}
+	wantGatewayError(t, send(t, g, "GET", "/r1", nil), 429, "")
+	if send(t, g, "GET", "/r2", nil).Status != 200 || send(t, g, "GET", "/r2", nil).Status != 200 {
+		t.Fatal("r2 within the service limit")
+	}
+	wantGatewayError(t, send(t, g, "GET", "/r2", nil), 429, "")
+}
+
+// TestPluginProxyCacheThroughGateway: Miss, Hit, Bypass (method, request
+// no-cache), purge through the admin API.
+func TestPluginProxyCacheThroughGateway(t *testing.T) {
+	g := testgw.Start(t, nil)
+	var hits atomic.Int64
+	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		n := hits.Add(1)
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "answer %d", n)
+	})
+	sid := g.Service("s", strings.TrimPrefix(up.URL, "http://"))
+	g.Route("all", sid, nil)
+	addPlugin(t, g, "proxy-cache", "global", 0, nil)
+
+	p1 := send(t, g, "GET", "/c", nil)
+	p2 := send(t, g, "GET", "/c", nil)
+	if p1.Header.Get("X-Cache-Status") != "Miss" || p2.Header.Get("X-Cache-Status") != "Hit" || p1.Body != p2.Body || hits.Load() != 1 {
+		t.Fatalf("miss then hit: %v %q / %v %q (upstream %d)", p1.Header, p1.Body, p2.Header, p2.Body, hits.Load())
+	}
+	if p := send(t, g, "POST", "/c", strings.NewReader("x")); p.Header.Get("X-Cache-Status") != "Bypass" {
+		t.Fatalf("POST: %v", p.Header)
+	}
+	if p := send(t, g, "GET", "/c", nil, "Cache-Control", "no-cache"); p.Header.Get("X-Cache-Status") != "Bypass" {
+		t.Fatalf("no-cache: %v", p.Header)
+	}
+	var purged map[string]any
+	if st := g.JSON("POST", "/api/v1/cache/purge", nil, &purged); st != 200 || purged["purged"].(float64) < 1 {
+		t.Fatalf("purge: %d %v", st, purged)
+	}
+	if p := send(t, g, "GET", "/c", nil); p.Header.Get("X-Cache-Status") != "Miss" {
+		t.Fatalf("after purge: %v", p.Header)
+	}
+}
+
+// TestPluginTransformsThroughGateway: request-transform (headers, query,
+// placeholders) and response-transform.
+func TestPluginTransformsThroughGateway(t *testing.T) {
+	g := testgw.Start(t, nil)
+	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Server", "secret-upstream")
+		w.Header().Set("X-Old", "v")
+		_ = json.NewEncoder(w).Encode(map[string]any{"path": r.URL.Path, "query": r.URL.RawQuery, "headers": r.Header})
+	})
+	sid := g.Service("s", strings.TrimPrefix(up.URL, "http://"))
+	g.Route("all", sid, nil)
+	addPlugin(t, g, "request-id", "global", 0, nil)
+	addPlugin(t, g, "request-transform", "global", 0, map[string]any{
+		"remove_headers": []string{"X-Drop"},
+		"rename_headers": map[string]string{"X-Before": "X-After"},
+		"set_headers":    map[string]string{"X-Client": "{http.request.remote.host}", "X-Rid": "{http.vars.request_id}"},
+		"add_headers":    map[string]string{"X-Added": "1"},
+		"remove_query":   []string{"drop"},
+		"set_query":      map[string]string{"v": "2"},
+	})
+	addPlugin(t, g, "response-transform", "global", 0, map[string]any{
+		"remove_headers": []string{"Server"},
+		"rename_headers": map[string]string{"X-Old": "X-New"},
+		"set_headers":    map[string]string{"X-Powered": "gw"},
+	})
+	p := send(t, g, "GET", "/t?drop=1&keep=1&v=1", nil, "X-Drop", "x", "X-Before", "b")
+	e := decodeEcho(t, p.Body)
+	h := e.Headers
+	if p.Status != 200 || h["X-Drop"] != nil || h["X-Before"] != nil || h["X-After"][0] != "b" || h["X-Added"][0] != "1" ||
+		h["X-Client"][0] != "127.0.0.1" || h["X-Rid"][0] != p.Header.Get("X-Request-ID") {
+		t.Fatalf("upstream request headers: %d %v", p.Status, h)
+	}
+	if e.Query != "keep=1&v=2" {
+		t.Fatalf("query %q", e.Query)
+	}
+	if p.Header.Get("Server") != "" || p.Header.Get("X-Old") != "" || p.Header.Get("X-New") != "v" || p.Header.Get("X-Powered") != "gw" {
+		t.Fatalf("response headers: %v", p.Header)
+	}
+}
+
+// TestPluginResponseBodyTransformThroughGateway: replace and json edits;
+// Content-Length matches the new body.
+func TestPluginResponseBodyTransformThroughGateway(t *testing.T) {
+	g := testgw.Start(t, nil)
+	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b := []byte(`{"user":{"name":"ann","password":"x"},"host":"internal.local"}`)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.Write(b)
+	})
+	sid := g.Service("s", strings.TrimPrefix(up.URL, "http://"))
+	g.Route("all", sid, nil)
+	addPlugin(t, g, "response-body-transform", "global", 0, map[string]any{
+		"replace":     []any{map[string]any{"pattern": `internal\.local`, "with": "api.example.com"}},
+		"json_remove": []string{"user.password"},
+		"json_set":    map[string]any{"user.role": "admin"},
+	})
+	p := send(t, g, "GET", "/", nil)
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(p.Body), &doc); err != nil {
+		t.Fatalf("body %q: %v", p.Body, err)
+	}
+	user := doc["user"].(map[string]any)
+	if doc["host"] != "api.example.com" || user["password"] != nil || user["role"] != "admin" || user["name"] != "ann" {
+		t.Fatalf("body %s", p.Body)
+	}
+	if cl := p.Header.Get("Content-Length"); cl != strconv.Itoa(len(p.Body)) {
+		t.Fatalf("Content-Length %q for a body of %d bytes", cl, len(p.Body))
+	}
+}
+
+// TestPluginResponseCompressionThroughGateway: gzip and zstd by
+// Accept-Encoding; min_length; identity for clients without it.
+func TestPluginResponseCompressionThroughGateway(t *testing.T) {
+	g := testgw.Start(t, nil)
+	big := strings.Repeat("compress me please ", 100)
+	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		if r.URL.Path == "/small" {
+			io.WriteString(w, "tiny")
+			return
+		}
+		io.WriteString(w, big)
+	})
+	sid := g.Service("s", strings.TrimPrefix(up.URL, "http://"))
+	g.Route("all", sid, nil)
+	addPlugin(t, g, "response-compression", "global", 0, nil)
+
+	p := send(t, g, "GET", "/big", nil, "Accept-Encoding", "gzip")
+	if p.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("gzip: %v", p.Header)
+	}
+	zr, err := gzip.NewReader(strings.NewReader(p.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(zr); string(b) != big {
+		t.Fatalf("gunzipped body differs")
+	}
+	p = send(t, g, "GET", "/big", nil, "Accept-Encoding", "gzip, zstd")
+	if p.Header.Get("Content-Encoding") != "zstd" {
+		t.Fatalf("zstd preferred: %v", p.Header)
+	}
+	d, _ := zstd.NewReader(bytes.NewReader([]byte(p.Body)))
+	if b, err := io.ReadAll(d); err != nil || string(b) != big {
+		t.Fatalf("zstd body: %v", err)
+	}
+	if p := send(t, g, "GET", "/small", nil, "Accept-Encoding", "gzip"); p.Header.Get("Content-Encoding") != "" || p.Body != "tiny" {
+		t.Fatalf("below min_length: %v %q", p.Header, p.Body)
+	}
+	if p := send(t, g, "GET", "/big", nil); p.Header.Get("Content-Encoding") != "" || p.Body != big {
+		t.Fatalf("identity: %v", p.Header)
+	}
+}
+
+// TestPluginHSTSThroughGateway: Strict-Transport-Security on HTTPS
+// responses only.
+func TestPluginHSTSThroughGateway(t *testing.T) {
+	cert, key, pool := selfSigned(t, "secure.test")
+	g := testgw.Start(t, &testgw.Options{Apps: map[string]any{
+		"tls": map[string]any{"certificates": map[string]any{"load_pem": []any{map[string]any{"certificate": cert, "key": key}}}},
+	}})
+	sid := g.Service("s", addr(echo(t, "up")))
+	g.Route("all", sid, nil)
+	httpsAddr := testgw.FreeAddr(t)
+	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr, "https_enabled": true})
+	addPlugin(t, g, "hsts", "global", 0, map[string]any{"include_subdomains": true})
+
+	if p := send(t, g, "GET", "/", nil, "Host", "secure.test"); p.Status != 200 || p.Header.Get("Strict-Transport-Security") != "" {
+		t.Fatalf("plain HTTP: %d %v", p.Status, p.Header)
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "secure.test"}}}
+	resp, err := c.Get("https://" + httpsAddr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("Strict-Transport-Security"); resp.StatusCode != 200 || got != "max-age=31536000; includeSubDomains" {
+		t.Fatalf("HTTPS: %d %q", resp.StatusCode, got)
+	}
+}
+
+// TestPluginProxyCacheKeepsSchemesApart: a response cached for an HTTPS
+// request (with hsts's Strict-Transport-Security) is not served to a
+// plain-HTTP request for the same URL: hsts is for HTTPS responses only.
+func TestPluginProxyCacheKeepsSchemesApart(t *testing.T) {
+	cert, key, pool := selfSigned(t, "secure.test")
+	g := testgw.Start(t, &testgw.Options{Apps: map[string]any{
+		"tls": map[string]any{"certificates": map[string]any{"load_pem": []any{map[string]any{"certificate": cert, "key": key}}}},
+	}})
+	sid := g.Service("s", addr(echo(t, "up")))
+	g.Route("all", sid, nil)
+	httpsAddr := testgw.FreeAddr(t)
+	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr, "https_enabled": true})
+	addPlugin(t, g, "hsts", "global", 0, nil)
+	addPlugin(t, g, "proxy-cache", "global", 0, nil)
+
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "secure.test"}}}
+	for _, want := range []string{"Miss", "Hit"} {
+		req, _ := http.NewRequest("GET", "https://"+httpsAddr+"/page", nil)
+		req.Host = "secure.test"
+		req.Header.Set("Accept-Encoding", "identity")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.Header.Get("X-Cache-Status") != want || resp.Header.Get("Strict-Transport-Security") == "" {
+			t.Fatalf("HTTPS, want %s with HSTS: %v", want, resp.Header)
+		}
+	}
+	p := send(t, g, "GET", "/page", nil, "Host", "secure.test")
+	if p.Status != 200 || p.Header.Get("Strict-Transport-Security") != "" || p.Header.Get("X-Cache-Status") != "Miss" {
+		t.Fatalf("plain HTTP got the HTTPS entry: %d %v", p.Status, p.Header)
+	}
+	if e := decodeEcho(t, p.Body); e.Headers["X-Forwarded-Proto"][0] != "http" {
+		t.Fatalf("plain HTTP got the upstream's answer to an HTTPS request: %v", e.Headers["X-Forwarded-Proto"])
+	}
+}
