@@ -182,3 +182,31 @@ func TestPluginRequestTerminationThroughGateway(t *testing.T) {
 		t.Fatalf("Content-Length %s", cl)
 	}
 }
+
+// TestPluginRequestTransformSetsUpstreamHost: a Host entry of
+// request-transform is the Host the upstream gets, whether the route
+// preserves the client's Host or not (the service proxy sets Host after the
+// plugin chain).
+func TestPluginRequestTransformSetsUpstreamHost(t *testing.T) {
+	g := testgw.Start(t, nil)
+	up := echo(t, "up")
+	sid := g.Service("s", addr(up))
+	plain := g.Route("plain", sid, map[string]any{"paths": []string{"/plain"}})
+	kept := g.Route("kept", sid, map[string]any{"paths": []string{"/kept"}, "preserve_host": true})
+	untouched := g.Route("untouched", sid, map[string]any{"paths": []string{"/untouched"}, "preserve_host": true})
+	for _, r := range []int64{plain, kept} {
+		addPlugin(t, g, "request-transform", "route", r, map[string]any{"set_headers": map[string]string{"Host": "custom.example"}})
+	}
+	addPlugin(t, g, "request-transform", "route", untouched, map[string]any{"set_headers": map[string]string{"X-A": "1"}})
+	for _, path := range []string{"/plain", "/kept"} {
+		if e := decodeEcho(t, send(t, g, "GET", path, nil, "Host", "client.example").Body); e.Host != "custom.example" {
+			t.Fatalf("%s: upstream Host %q, want custom.example", path, e.Host)
+		}
+	}
+	if e := decodeEcho(t, send(t, g, "GET", "/untouched", nil, "Host", "client.example").Body); e.Host != "client.example" || e.Headers["X-A"][0] != "1" {
+		t.Fatalf("preserve_host without a Host entry: %q", e.Host)
+	}
+	if e := decodeEcho(t, send(t, g, "GET", "/plain", nil).Body); e.Host != "custom.example" {
+		t.Fatalf("second request: %q", e.Host)
+	}
+}
