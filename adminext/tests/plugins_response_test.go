@@ -288,3 +288,31 @@ func TestPluginProxyCacheKeepsSchemesApart(t *testing.T) {
 		t.Fatalf("plain HTTP got the upstream's answer to an HTTPS request: %v", e.Headers["X-Forwarded-Proto"])
 	}
 }
+
+// TestPluginProxyCacheKeepsRoutesApart: one global proxy-cache serves
+// several routes; a response cached for one route is never served for
+// another, also when strip_path makes their upstream paths equal or when
+// the routes differ only in a header condition.
+func TestPluginProxyCacheKeepsRoutesApart(t *testing.T) {
+	g := testgw.Start(t, nil)
+	one, two, three := g.Service("one", addr(echo(t, "one"))), g.Service("two", addr(echo(t, "two"))), g.Service("three", addr(echo(t, "three")))
+	g.Route("a", one, map[string]any{"paths": []string{"/a"}, "strip_path": true})
+	g.Route("b", two, map[string]any{"paths": []string{"/b"}, "strip_path": true})
+	g.Route("v2", three, map[string]any{"paths": []string{"/b"}, "strip_path": true, "headers": map[string]any{"X-Version": "2"}})
+	addPlugin(t, g, "proxy-cache", "global", 0, nil)
+
+	check := func(path, want, status string, hdr ...string) {
+		t.Helper()
+		p := send(t, g, "GET", path, nil, hdr...)
+		if e := decodeEcho(t, p.Body); e.Name != want || e.Path != "/x" || p.Header.Get("X-Cache-Status") != status {
+			t.Fatalf("%s %v: served by %q (path %q), %s; want %q, %s", path, hdr, e.Name, e.Path, p.Header.Get("X-Cache-Status"), want, status)
+		}
+	}
+	check("/a/x", "one", "Miss")
+	check("/a/x", "one", "Hit")
+	check("/b/x", "two", "Miss")
+	check("/b/x", "two", "Hit")
+	check("/b/x", "three", "Miss", "X-Version", "2")
+	check("/b/x", "three", "Hit", "X-Version", "2")
+	check("/b/x", "two", "Hit")
+}

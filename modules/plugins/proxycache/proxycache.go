@@ -247,9 +247,15 @@ func tooOld(r *http.Request, e *cachestore.Entry) bool {
 }
 
 // baseKey is the cache key of a request before response variants: plugin
-// instance, method, scheme, host, path, query, the vary_headers values and
-// the authenticated consumer (a per-consumer response is never served to
-// another consumer). The scheme is part of it as it is of the effective
+// instance, the gateway route and service that serve it, method, scheme,
+// host, path, query, the vary_headers values and the authenticated consumer
+// (a per-consumer response is never served to another consumer).
+//
+// The route and service are part of it because one instance (global or
+// service scope) serves several routes, and the path here is the one the
+// upstream gets: with strip_path, /a/x of one route and /b/x of another are
+// both /x, and routes that differ only in header conditions, or a route's
+// splits, send the same URL to different upstreams. The scheme is part of it as it is of the effective
 // request URI: an HTTPS response (with the hsts plugin's
 // Strict-Transport-Security, or an upstream's answer to
 // X-Forwarded-Proto: https) is never served to a plain-HTTP request.
@@ -259,6 +265,9 @@ func (p *ProxyCache) baseKey(r *http.Request) string {
 		io.WriteString(h, strconv.Itoa(len(s)))
 		io.WriteString(h, ":")
 		io.WriteString(h, s)
+	}
+	if info := gwctx.From(r); info != nil && info.Matched {
+		write("route:" + strconv.FormatInt(info.RouteID, 10) + "/service:" + strconv.FormatInt(info.ServiceID, 10))
 	}
 	write(r.Method)
 	if r.TLS != nil {
