@@ -178,6 +178,12 @@ func TestPluginResponseBodyTransformThroughGateway(t *testing.T) {
 	if cl := p.Header.Get("Content-Length"); cl != strconv.Itoa(len(p.Body)) {
 		t.Fatalf("Content-Length %q for a body of %d bytes", cl, len(p.Body))
 	}
+	// HEAD: the upstream's length is that of the untransformed body; it
+	// must not be announced.
+	h := send(t, g, "HEAD", "/", nil)
+	if cl := h.Header.Get("Content-Length"); h.Status != 200 || (cl != "" && cl != strconv.Itoa(len(p.Body))) {
+		t.Fatalf("HEAD: %d, Content-Length %q; the GET body has %d bytes", h.Status, cl, len(p.Body))
+	}
 }
 
 // TestPluginResponseCompressionThroughGateway: gzip and zstd by

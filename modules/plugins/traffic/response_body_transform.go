@@ -131,14 +131,45 @@ func validJSONPath(p string) bool {
 
 // ServeHTTP buffers and transforms eligible responses.
 func (h *ResponseBodyTransform) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if r.Method == http.MethodHead || (len(h.Replace) == 0 && len(h.JSONRemove) == 0 && len(h.JSONSet) == 0) {
+	if len(h.Replace) == 0 && len(h.JSONRemove) == 0 && len(h.JSONSet) == 0 {
 		return next.ServeHTTP(w, r)
+	}
+	if r.Method == http.MethodHead {
+		// No body to transform, but the upstream's Content-Length is that of
+		// the untransformed body: a HEAD must not announce a length the GET
+		// would not have.
+		return next.ServeHTTP(&headLength{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h}, r)
 	}
 	bw := &bodyBuffer{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h}
 	if err := next.ServeHTTP(bw, r); err != nil {
 		return err // a buffered partial response is dropped; Caddy answers the error
 	}
 	return bw.finish()
+}
+
+// headLength drops the Content-Length of a HEAD response whose GET would be
+// transformed.
+type headLength struct {
+	*caddyhttp.ResponseWriterWrapper
+	h    *ResponseBodyTransform
+	done bool
+}
+
+func (w *headLength) WriteHeader(status int) {
+	if !w.done && status >= 200 {
+		w.done = true
+		if w.h.eligible(status, w.Header()) {
+			w.Header().Del("Content-Length")
+		}
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *headLength) Write(p []byte) (int, error) {
+	if !w.done {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
 }
 
 // eligible reports whether a response with this status and header is
