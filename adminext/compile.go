@@ -3,6 +3,7 @@ package adminext
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"sort"
 	"strconv"
@@ -191,11 +192,15 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex) (*routerJSON, error) 
 }
 
 // pluginInternals are the fields the compiler adds to a plugin instance's
-// handler config that are not part of its API config: the instance id, so
-// that process-wide state (rate-limit counters, cache entries, log queues)
-// survives reloads.
+// handler config that are not part of its API config: the instance id that
+// keys its process-wide state (rate-limit counters, cache entries, log
+// queues) so that the state survives reloads. It mixes the row's creation
+// time into the id: SQLite may give a new plugin the id of the last deleted
+// one, which must not inherit that one's counters.
 func pluginInternals(p *storage.Plugin) map[string]any {
-	return map[string]any{"instance_id": p.ID}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%d", p.ID, p.CreatedAt.UnixNano())
+	return map[string]any{"instance_id": int64(h.Sum64() >> 1)}
 }
 
 // effectivePlugins resolves, for every route, the most specific enabled

@@ -96,3 +96,34 @@ func TestProxyFollowsRouteChanges(t *testing.T) {
 		t.Fatalf("after delete: %d", st)
 	}
 }
+
+// With trusted_proxies, the client IP and the X-Forwarded-For chain come
+// from a trusted peer's header, for the gateway and for Caddy's own
+// {client_ip} and reverse_proxy alike; from an untrusted peer they do not.
+func TestTrustedProxiesDecideTheClient(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", addr(echo(t, "up")))
+	rid := g.Route("r", sid, nil)
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "request-transform", "scope": "route", "route_id": rid,
+		"config": map[string]any{"set_headers": map[string]string{"X-Client": "{http.vars.client_ip}"}}})
+	send := func() echoed {
+		req, _ := http.NewRequest("GET", g.ProxyURL+"/", nil)
+		req.Header.Set("X-Forwarded-For", "203.0.113.7")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return decodeEcho(t, string(b))
+	}
+	e := send()
+	if e.Headers["X-Client"][0] != "127.0.0.1" || e.Headers["X-Forwarded-For"][0] != "127.0.0.1" {
+		t.Fatalf("untrusted peer: X-Client %v, X-Forwarded-For %v", e.Headers["X-Client"], e.Headers["X-Forwarded-For"])
+	}
+	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "trusted_proxies": []string{"127.0.0.1"}})
+	e = send()
+	if e.Headers["X-Client"][0] != "203.0.113.7" || e.Headers["X-Forwarded-For"][0] != "203.0.113.7, 127.0.0.1" {
+		t.Fatalf("trusted peer: X-Client %v, X-Forwarded-For %v", e.Headers["X-Client"], e.Headers["X-Forwarded-For"])
+	}
+}

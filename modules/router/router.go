@@ -211,7 +211,13 @@ const UpstreamHostHeader = "{" + upstreamHostPlaceholder + "}"
 // route matched"}; next is never called (the router is the end of a route).
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	info, r := gwctx.Ensure(r)
-	info.ClientIP = rt.clientIP(r)
+	clientIP, trusted := rt.clientIP(r)
+	info.ClientIP = clientIP
+	// Caddy's own view of the client follows the gateway's trusted_proxies:
+	// {client_ip} placeholders, and reverse_proxy keeping a trusted peer's
+	// X-Forwarded-* chain instead of replacing it.
+	caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, clientIP)
+	caddyhttp.SetVar(r.Context(), caddyhttp.TrustedProxyVarKey, trusted)
 	info.Consumers = rt.consumers
 	info.HTTPSPort = rt.HTTPSPort
 	consumers.StripHeaders(r.Header)
@@ -272,18 +278,19 @@ func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) error {
 }
 
 // clientIP is the peer address, or, when the peer is a trusted proxy, the
-// first untrusted address of X-Forwarded-For read from the right.
-func (rt *Router) clientIP(r *http.Request) string {
+// first untrusted address of X-Forwarded-For read from the right; trusted
+// tells whether the peer is a trusted proxy.
+func (rt *Router) clientIP(r *http.Request) (ip string, trusted bool) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
 	if len(rt.trusted) == 0 {
-		return host
+		return host, false
 	}
 	peer, err := netip.ParseAddr(host)
 	if err != nil || !rt.isTrusted(peer) {
-		return host
+		return host, false
 	}
 	xff := r.Header.Values("X-Forwarded-For")
 	client := host
@@ -292,15 +299,15 @@ func (rt *Router) clientIP(r *http.Request) string {
 		for j := len(parts) - 1; j >= 0; j-- {
 			a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
 			if err != nil {
-				return client
+				return client, true
 			}
 			client = a.String()
 			if !rt.isTrusted(a) {
-				return client
+				return client, true
 			}
 		}
 	}
-	return client
+	return client, true
 }
 
 func (rt *Router) isTrusted(a netip.Addr) bool {
