@@ -6,6 +6,7 @@ package gateway
 
 import (
 	_ "github.com/caddy-gateway/gateway/adminext"
+	_ "github.com/caddy-gateway/gateway/adminext/apps"
 	_ "github.com/caddy-gateway/gateway/adminext/auth"
 	_ "github.com/caddy-gateway/gateway/adminext/pluginapi"
 	_ "github.com/caddy-gateway/gateway/caddyfile"

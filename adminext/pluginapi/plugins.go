@@ -141,3 +141,8 @@ func pluginOutputSchema() (one, list map[string]any) {
 	}
 	return one, map[string]any{"type": "array", "items": one}
 }
+
+// CheckPlugin is the plugin endpoints' validation inside tx (type, scope
+// target, normalized config, default ordering, one per type per target);
+// used by the configuration import.
+func CheckPlugin(tx *gorm.DB, p *storage.Plugin) error { return checkPlugin(tx, p) }

@@ -1,0 +1,231 @@
+package apps
+
+import (
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+// ApplicationSpec is the input of POST /api/v1/applications: one domain
+// proxied to one upstream origin, with optional HTTPS redirect, HSTS and
+// client IP restriction.
+type ApplicationSpec struct {
+	Name         string   `json:"name" schema:"required,minLength=1,maxLength=100" doc:"Name of the created service and route."`
+	Domain       string   `json:"domain" schema:"required,minLength=1,maxLength=253" doc:"Exact DNS hostname (no scheme, path, port or wildcard, not an IP address). 400 when it exactly equals (case-insensitively) a host of an existing route."`
+	UpstreamURL  string   `json:"upstream_url" schema:"required,minLength=1" doc:"HTTP or HTTPS origin, e.g. http://10.0.0.5:8080 or https://[2001:db8::1]: no credentials, no path other than /, no query, no fragment. The port defaults to 80 / 443."`
+	HTTPS        bool     `json:"https" doc:"Redirect plain HTTP to HTTPS with status 308 (a route-scoped redirect plugin). Requires settings.https_enabled and an issued certificate matching the domain. Default false."`
+	HSTS         bool     `json:"hsts" doc:"Strict-Transport-Security for one year, no subdomains, no preload (a route-scoped hsts plugin). Requires https. Default false."`
+	AllowedCIDRs []string `json:"allowed_cidrs" schema:"maxItems=100" doc:"Allowed client IPs or CIDRs (a route-scoped ip-restriction plugin); empty (the default) adds no restriction."`
+
+	upstream upstream // parsed UpstreamURL (set by Validate)
+}
+
+// SetDefaults implements schema.Defaulter.
+func (s *ApplicationSpec) SetDefaults() {
+	s.HTTPS = false
+	s.HSTS = false
+	s.AllowedCIDRs = []string{}
+}
+
+// Validate implements schema.Validator.
+func (s *ApplicationSpec) Validate() error {
+	if s.AllowedCIDRs == nil {
+		s.AllowedCIDRs = []string{}
+	}
+	if err := validateDomain(s.Domain); err != nil {
+		return schema.Errorf("domain", "%s", err.Error())
+	}
+	u, err := parseUpstream(s.UpstreamURL)
+	if err != nil {
+		return schema.Errorf("upstream_url", "%s", err.Error())
+	}
+	s.upstream = u
+	if s.HSTS && !s.HTTPS {
+		return schema.Errorf("hsts", "requires https")
+	}
+	for i, c := range s.AllowedCIDRs {
+		// The ip-restriction plugin's own parser: what passes here passes
+		// the plugin's config validation.
+		if _, err := caddyhttp.CIDRExpressionToPrefix(c); err != nil {
+			return schema.Errorf("allowed_cidrs["+strconv.Itoa(i)+"]", "must be an IP address or CIDR")
+		}
+	}
+	return nil
+}
+
+// UpstreamTest is the input of POST /api/v1/applications/test-upstream.
+type UpstreamTest struct {
+	UpstreamURL string `json:"upstream_url" schema:"required,minLength=1" doc:"HTTP or HTTPS origin, validated as ApplicationSpec.upstream_url."`
+
+	upstream upstream
+}
+
+// Validate implements schema.Validator.
+func (s *UpstreamTest) Validate() error {
+	u, err := parseUpstream(s.UpstreamURL)
+	if err != nil {
+		return schema.Errorf("upstream_url", "%s", err.Error())
+	}
+	s.upstream = u
+	return nil
+}
+
+// ApplicationCreated is the answer of POST /api/v1/applications.
+type ApplicationCreated struct {
+	Name      string  `json:"name"`
+	URL       string  `json:"url" doc:"https://<domain> when https is true, else http://<domain>, with :<port> when the listener's port is not 443 / 80."`
+	ServiceID int64   `json:"service_id" schema:"min=1"`
+	TargetID  int64   `json:"target_id" schema:"min=1"`
+	RouteID   int64   `json:"route_id" schema:"min=1"`
+	PluginIDs []int64 `json:"plugin_ids" schema:"min=1" doc:"The created route-scoped plugins, in this order as requested: redirect, hsts, ip-restriction."`
+}
+
+// UpstreamProbe is the answer of POST /api/v1/applications/test-upstream.
+type UpstreamProbe struct {
+	Reachable bool   `json:"reachable" doc:"true when the upstream answered with any HTTP status."`
+	Status    *int   `json:"status" doc:"The upstream's HTTP status (a redirect is not followed); null when it was not reached."`
+	LatencyMS int64  `json:"latency_ms" schema:"min=0" doc:"Time until the response headers (or the failure), in milliseconds."`
+	Message   string `json:"message" doc:"What happened, for people."`
+}
+
+// upstream is a validated upstream origin.
+type upstream struct {
+	Scheme string // http or https
+	Host   string // hostname or IP address (IPv6 without brackets)
+	Port   int
+	IsIP   bool
+}
+
+// Origin is the URL the probe requests: scheme://host:port/.
+func (u upstream) Origin() string {
+	return u.Scheme + "://" + net.JoinHostPort(u.Host, strconv.Itoa(u.Port)) + "/"
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+// validateDomain checks an exact DNS hostname: dot-separated labels of
+// letters, digits and hyphens (1..63 characters, no leading or trailing
+// hyphen), at most 253 characters, the last label not all digits (so no IP
+// address), without scheme, path, port, wildcard or trailing dot.
+func validateDomain(d string) error {
+	switch {
+	case d == "":
+		return errString("must not be empty")
+	case strings.Contains(d, "://"):
+		return errString("must be a hostname without scheme")
+	case strings.ContainsAny(d, "/?#"):
+		return errString("must be a hostname without path")
+	case strings.Contains(d, "*"):
+		return errString("must be an exact hostname, not a wildcard")
+	}
+	if _, err := netip.ParseAddr(strings.Trim(d, "[]")); err == nil {
+		return errString("must be a DNS hostname, not an IP address")
+	}
+	if strings.Contains(d, ":") {
+		return errString("must be a hostname without port")
+	}
+	return validateHostname(d)
+}
+
+// validateHostname checks the DNS hostname rules of validateDomain.
+func validateHostname(d string) error {
+	if len(d) > 253 {
+		return errString("must be at most 253 characters")
+	}
+	labels := strings.Split(d, ".")
+	for _, l := range labels {
+		if l == "" {
+			return errString("must be a DNS hostname (empty label)")
+		}
+		if len(l) > 63 {
+			return errString("must be a DNS hostname (a label is longer than 63 characters)")
+		}
+		if l[0] == '-' || l[len(l)-1] == '-' {
+			return errString("must be a DNS hostname (a label starts or ends with a hyphen)")
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return errString("must be a DNS hostname (letters, digits, hyphens and dots only)")
+			}
+		}
+	}
+	last := labels[len(labels)-1]
+	if strings.Trim(last, "0123456789") == "" {
+		return errString("must be a DNS hostname, not an IP address (the last label is all digits)")
+	}
+	return nil
+}
+
+// parseUpstream validates an upstream origin URL.
+func parseUpstream(s string) (upstream, error) {
+	var u upstream
+	if s == "" {
+		return u, errString("must not be empty")
+	}
+	p, err := url.Parse(s)
+	if err != nil {
+		return u, errString("must be an http or https URL")
+	}
+	if p.Scheme != "http" && p.Scheme != "https" {
+		return u, errString("must be an http or https URL")
+	}
+	if p.Opaque != "" || p.Host == "" {
+		return u, errString("must be an absolute http or https URL with a host")
+	}
+	if p.User != nil {
+		return u, errString("must not contain credentials")
+	}
+	if ep := p.EscapedPath(); ep != "" && ep != "/" {
+		return u, errString("must not have a path other than /")
+	}
+	if p.RawQuery != "" || p.ForceQuery {
+		return u, errString("must not have a query")
+	}
+	if p.Fragment != "" || strings.Contains(s, "#") {
+		return u, errString("must not have a fragment")
+	}
+	u.Scheme = p.Scheme
+	u.Port = 80
+	if p.Scheme == "https" {
+		u.Port = 443
+	}
+	if ps := p.Port(); ps != "" {
+		n, err := strconv.Atoi(ps)
+		if err != nil || n < 1 || n > 65535 {
+			return u, errString("port must be 1..65535")
+		}
+		u.Port = n
+	} else if strings.HasSuffix(p.Host, ":") {
+		return u, errString("must not have an empty port")
+	}
+	host := p.Hostname()
+	if strings.HasPrefix(p.Host, "[") {
+		a, err := netip.ParseAddr(host)
+		if err != nil || !a.Is6() {
+			return u, errString("must have a valid IPv6 address in brackets")
+		}
+		u.Host, u.IsIP = host, true
+		return u, nil
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if !a.Is4() {
+			return u, errString("IPv6 hosts must be in brackets")
+		}
+		u.Host, u.IsIP = host, true
+		return u, nil
+	}
+	if err := validateHostname(host); err != nil {
+		return u, errString("host " + err.Error())
+	}
+	u.Host = host
+	return u, nil
+}
