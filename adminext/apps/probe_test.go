@@ -1,6 +1,7 @@
 package apps_test
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -118,5 +119,34 @@ func TestUpstreamProbe(t *testing.T) {
 	}
 	if got := counts(t, g); got != "services=0 routes=0 plugins=0" {
 		t.Fatalf("probing stored something: %s", got)
+	}
+}
+
+// TestUpstreamProbeTimeout: an upstream that accepts and never answers is
+// reported unreachable after the 5-second timeout.
+func TestUpstreamProbeTimeout(t *testing.T) {
+	g := testgw.Start(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, silent, until the listener closes
+		}
+	}()
+	start := time.Now()
+	p := probe(t, g, "http://"+ln.Addr().String())
+	d := time.Since(start)
+	if p.Reachable || p.Status != nil || !strings.Contains(p.Message, "5 seconds") {
+		t.Fatalf("silent upstream: %+v", p)
+	}
+	if d < 4500*time.Millisecond || d > 8*time.Second || *p.LatencyMS < 4500 {
+		t.Fatalf("silent upstream answered after %s (latency_ms %d), want about 5 s", d, *p.LatencyMS)
 	}
 }
