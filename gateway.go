@@ -8,6 +8,7 @@ import (
 	_ "github.com/caddy-gateway/gateway/adminext"
 	_ "github.com/caddy-gateway/gateway/adminext/apps"
 	_ "github.com/caddy-gateway/gateway/adminext/auth"
+	_ "github.com/caddy-gateway/gateway/adminext/backup"
 	_ "github.com/caddy-gateway/gateway/adminext/pluginapi"
 	_ "github.com/caddy-gateway/gateway/caddyfile"
 	_ "github.com/caddy-gateway/gateway/modules/plugins"

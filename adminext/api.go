@@ -96,6 +96,8 @@ type Endpoint struct {
 	Description string
 	// Body is the request body declaration (nil: no body).
 	Body any
+	// BodySchema overrides the generated request body schema.
+	BodySchema map[string]any
 	// Response is the answer's declaration; ResponseList: an array of it.
 	Response     any
 	ResponseList bool

@@ -127,3 +127,7 @@ func createTarget(c *Call) (any, error) {
 	}
 	return targets.Create(c, func(t *storage.Target) error { t.ServiceID = sid; return nil })
 }
+
+// CheckRoute validates a route's references inside tx, as POST and PUT
+// /api/v1/routes do (used by the configuration import).
+func CheckRoute(tx *gorm.DB, r *storage.Route) error { return routes.Check(tx, r) }

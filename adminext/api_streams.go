@@ -91,3 +91,8 @@ func withListenerNote(v any, err error, note bool) (any, error) {
 	m["note"] = listenerNote
 	return m, nil
 }
+
+// CheckStreamRoute validates a stream route's references and listen_addr
+// uniqueness inside tx, as POST and PUT /api/v1/stream-routes do (used by
+// the configuration import).
+func CheckStreamRoute(tx *gorm.DB, sr *storage.StreamRoute) error { return streamRoutes.Check(tx, sr) }

@@ -153,7 +153,13 @@ func (b *docBuilder) operation(ep *Endpoint) map[string]any {
 	if len(params) > 0 {
 		op["parameters"] = params
 	}
-	if ep.Body != nil {
+	switch {
+	case ep.BodySchema != nil:
+		op["requestBody"] = map[string]any{
+			"required": true,
+			"content":  map[string]any{"application/json": map[string]any{"schema": ep.BodySchema}},
+		}
+	case ep.Body != nil:
 		op["requestBody"] = map[string]any{
 			"required": true,
 			"content":  map[string]any{"application/json": map[string]any{"schema": b.ref(ep.Body, schema.Input)}},

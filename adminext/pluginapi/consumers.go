@@ -63,3 +63,7 @@ func consumerEndpoints() []*adminext.Endpoint {
 	)
 	return eps
 }
+
+// CheckConsumer is the consumer endpoints' uniqueness check inside tx (used
+// by the configuration import).
+func CheckConsumer(tx *gorm.DB, c *storage.Consumer) error { return checkConsumer(tx, c) }

@@ -302,3 +302,9 @@ func checkCredentialUnique(tx *gorm.DB, cr *storage.Credential) error {
 	}
 	return nil
 }
+
+// CheckCredentialUnique is the credential endpoint's uniqueness check inside
+// tx (used by the configuration import).
+func CheckCredentialUnique(tx *gorm.DB, cr *storage.Credential) error {
+	return checkCredentialUnique(tx, cr)
+}

@@ -1,0 +1,242 @@
+// Package backup is the configuration export and import of the admin API
+// (admin-api.md "Configuration backup", addendum §5):
+//
+//	GET  /api/v1/export?include_secrets=false|true
+//	POST /api/v1/import
+//
+// The resource kinds a document holds are listed once, in kinds (kinds.go):
+// each kind says how it is exported, described in the OpenAPI document,
+// cleared and restored. Certificates and WASM modules are placeholders
+// there until those resources exist.
+package backup
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+// Format and Version identify an export document; import accepts exactly
+// these (anything else is 400).
+const (
+	Format  = "gateway-export"
+	Version = 1
+)
+
+func init() { adminext.RegisterEndpoints(endpoints) }
+
+const exportDescription = "The whole routing configuration as one JSON document: format \"gateway-export\", version 1, exported_at, secrets_included, " +
+	"settings, services (each with its targets), routes, stream_routes, plugins, consumers (each with its credentials), certificates and wasm_modules, every list in id order. " +
+	"Without include_secrets (any role) no secret leaves the gateway: credentials carry no key-auth key, basic-auth password_hash or jwt secret, " +
+	"and name what was left out in redacted. include_secrets=true (admin only, 403 otherwise) adds them, so that the document restores a working gateway; treat it as a secret. " +
+	"Users, sessions, SSO settings and the admin token are never exported. Certificates and WASM modules are not managed by this version: both lists are empty."
+
+const importDescription = "Destructive full replacement of the routing configuration (settings, services, targets, routes, stream routes, plugins, consumers, credentials) " +
+	"by an export document, in one transaction: it is stored, compiled and loaded into the running proxy before the answer; on any failure the previous configuration keeps running and stays stored. " +
+	"format must be \"gateway-export\" and version 1 (400 otherwise). New ids are assigned; references inside the document (route service_id and splits, plugin service_id and route_id, " +
+	"stream route service_id, targets under their service, credentials under their consumer) follow the items they name. " +
+	"Every item is validated as the resource's own endpoint validates it; an invalid item is 400 naming it (e.g. routes[2].paths[0]) and nothing changes. " +
+	"Items that cannot be restored are skipped and listed with a reason: a credential whose secret was redacted, a plugin of a type this gateway does not know, a wasm plugin whose module is missing, " +
+	"certificates and WASM modules (not managed by this version). settings apply like PUT /api/v1/settings (listeners rebind at once); when the document has no settings they stay as they are. " +
+	"Users, sessions, SSO settings and the admin token are not touched."
+
+func endpoints() []*adminext.Endpoint {
+	return []*adminext.Endpoint{
+		{Method: "GET", Path: "/api/v1/export", Role: adminext.RoleViewer, Tag: "backup",
+			Summary:     "Export the configuration (secrets only for admins with include_secrets=true)",
+			Description: exportDescription,
+			Query: []adminext.QueryParam{{Name: "include_secrets", Type: "boolean",
+				Description: "default false; true needs the admin role and adds key-auth keys, basic-auth password hashes and jwt secrets"}},
+			ResponseSchema: documentSchema(true), Statuses: []int{400},
+			Handle: exportConfig},
+		{Method: "POST", Path: "/api/v1/import", Role: adminext.RoleAdmin, Tag: "backup",
+			Summary:     "Import an export document (destructive full replacement of the routing configuration)",
+			Description: importDescription,
+			BodySchema:  documentSchema(false), ResponseSchema: reportSchema(), Statuses: []int{400},
+			Handle: importConfig},
+	}
+}
+
+// forbidden is a 403.
+func forbidden(msg string) error { return &adminext.APIError{Status: http.StatusForbidden, Msg: msg} }
+
+func exportConfig(c *adminext.Call) (any, error) {
+	secrets := false
+	if v := c.R.URL.Query().Get("include_secrets"); v != "" {
+		b, err := strconv.ParseBool(strings.ToLower(v))
+		if err != nil {
+			return nil, adminext.BadRequest("include_secrets: must be true or false")
+		}
+		secrets = b
+	}
+	if secrets {
+		role := adminext.RolePublic
+		if p := adminext.PrincipalFrom(c.Ctx()); p != nil {
+			role, _ = adminext.ParseRole(p.Role)
+		}
+		if role < adminext.RoleAdmin {
+			return nil, forbidden("include_secrets=true needs the admin role")
+		}
+	}
+	return Export(c.CP.Store().DB.WithContext(c.Ctx()), secrets)
+}
+
+// Export builds the export document from one consistent read of db.
+func Export(db *gorm.DB, secrets bool) (map[string]any, error) {
+	doc := map[string]any{
+		"format":           Format,
+		"version":          Version,
+		"exported_at":      time.Now().UTC(),
+		"secrets_included": secrets,
+	}
+	err := db.Transaction(func(tx *gorm.DB) error {
+		for _, k := range kinds {
+			v, err := k.Export(tx, secrets)
+			if err != nil {
+				return fmt.Errorf("exporting %s: %w", k.Name, err)
+			}
+			doc[k.Name] = v
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+// Report is the answer of an import.
+type Report struct {
+	Restored map[string]int `json:"restored"`
+	Skipped  []Skipped      `json:"skipped"`
+}
+
+// Skipped is an item of the document that was not restored.
+type Skipped struct {
+	Kind   string `json:"kind" doc:"credential, plugin, certificate or wasm_module"`
+	Ref    string `json:"ref" doc:"Where the item is in the document, e.g. consumers[0].credentials[1]."`
+	Reason string `json:"reason"`
+}
+
+func importConfig(c *adminext.Call) (any, error) {
+	body, err := io.ReadAll(c.R.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, adminext.BadRequest("request body is larger than 20 MiB")
+		}
+		return nil, adminext.BadRequest("reading request body: " + err.Error())
+	}
+	doc, err := parseDocument(body)
+	if err != nil {
+		return nil, err
+	}
+	var rep *Report
+	err = c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+		r := newRestorer(tx, c.CP)
+		if err := r.run(doc); err != nil {
+			return err
+		}
+		rep = r.report()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// parseDocument checks the envelope: a JSON object with format
+// "gateway-export", version 1 and no field this version does not know.
+func parseDocument(body []byte) (map[string]json.RawMessage, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(body, &doc); err != nil || doc == nil {
+		return nil, adminext.BadRequest("the body must be an export document (a JSON object)")
+	}
+	var format string
+	if raw, ok := doc["format"]; !ok || json.Unmarshal(raw, &format) != nil || format != Format {
+		return nil, schema.Errorf("format", "must be %q", Format)
+	}
+	var version json.Number
+	if raw, ok := doc["version"]; !ok || json.Unmarshal(raw, &version) != nil || version.String() != strconv.Itoa(Version) {
+		return nil, schema.Errorf("version", "unsupported export version (this gateway reads version %d)", Version)
+	}
+	known := map[string]bool{"format": true, "version": true, "exported_at": true, "secrets_included": true}
+	for _, k := range kinds {
+		known[k.Name] = true
+	}
+	for k := range doc {
+		if !known[k] {
+			return nil, schema.Errorf(k, "unknown field")
+		}
+	}
+	if raw, ok := doc["secrets_included"]; ok {
+		var b *bool
+		if json.Unmarshal(raw, &b) != nil {
+			return nil, schema.Errorf("secrets_included", "must be a boolean")
+		}
+	}
+	if raw, ok := doc["exported_at"]; ok {
+		var t *time.Time
+		if json.Unmarshal(raw, &t) != nil {
+			return nil, schema.Errorf("exported_at", "must be a date-time")
+		}
+	}
+	return doc, nil
+}
+
+// documentSchema is the export document's schema: output (every field
+// present) or input (format and version required, the rest optional).
+func documentSchema(output bool) map[string]any {
+	mode := schema.Input
+	if output {
+		mode = schema.Output
+	}
+	props := map[string]any{
+		"format":           map[string]any{"type": "string", "enum": []any{Format}},
+		"version":          map[string]any{"type": "integer", "enum": []any{Version}},
+		"exported_at":      map[string]any{"type": "string", "format": "date-time"},
+		"secrets_included": map[string]any{"type": "boolean"},
+	}
+	required := []string{"format", "version"}
+	if output {
+		required = append(required, "exported_at", "secrets_included")
+	}
+	for _, k := range kinds {
+		props[k.Name] = k.Schema(mode)
+		if output {
+			required = append(required, k.Name)
+		}
+	}
+	return map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false}
+}
+
+func reportSchema() map[string]any {
+	counts := map[string]any{}
+	var names []string
+	for _, k := range kinds {
+		for _, n := range k.Counts {
+			counts[n] = map[string]any{"type": "integer", "minimum": 0}
+			names = append(names, n)
+		}
+	}
+	return map[string]any{
+		"type": "object", "required": []string{"restored", "skipped"}, "additionalProperties": false,
+		"properties": map[string]any{
+			"restored": map[string]any{"type": "object", "properties": counts, "required": names, "additionalProperties": false,
+				"description": "How many items of each kind were restored."},
+			"skipped": map[string]any{"type": "array", "items": schema.JSONSchema(Skipped{}, schema.Output),
+				"description": "Items that could not be restored, with the reason."},
+		},
+	}
+}

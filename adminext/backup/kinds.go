@@ -1,0 +1,462 @@
+package backup
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/pluginapi"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+// Kind is one kind of resource in an export document: one field of the
+// document and how it is exported, described, cleared and restored.
+type Kind struct {
+	// Name is the document's field.
+	Name string
+	// Counts are the counters of the import report's restored object that
+	// this kind fills (services also counts targets …).
+	Counts []string
+	// Schema describes the field's value: Output for exports, Input for the
+	// import body.
+	Schema func(mode schema.Mode) map[string]any
+	// Export reads the stored rows; secrets adds secret values.
+	Export func(tx *gorm.DB, secrets bool) (any, error)
+	// Clear deletes the stored rows before a restore (nil: nothing to
+	// delete). Kinds are cleared in the reverse of their order.
+	Clear func(tx *gorm.DB) error
+	// Restore validates and stores the document's value (nil when the
+	// document lacks the field).
+	Restore func(r *Restorer, raw json.RawMessage) error
+}
+
+// kinds is the one list of what a document holds, in restore order: a
+// kind comes after every kind its items reference. Certificates and WASM
+// modules get their real export and restore here when those resources
+// exist (wasm plugins look their module up in Restorer.WasmModules).
+var kinds = []Kind{
+	settingsKind,
+	unsupportedKind("wasm_modules", "wasm_module", "WASM modules are not managed by this gateway version"),
+	unsupportedKind("certificates", "certificate", "certificates are not managed by this gateway version"),
+	servicesKind,
+	routesKind,
+	streamRoutesKind,
+	consumersKind,
+	pluginsKind,
+}
+
+// deleteAll removes every row of the models, in order.
+func deleteAll(models ...any) func(tx *gorm.DB) error {
+	return func(tx *gorm.DB) error {
+		for _, m := range models {
+			if err := tx.Where("1 = 1").Delete(m).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// list reads a table in id order (never nil: exports show []).
+func list[T any](tx *gorm.DB) ([]T, error) {
+	out := make([]T, 0)
+	err := tx.Order("id").Find(&out).Error
+	return out, err
+}
+
+func arrayOf(items map[string]any) map[string]any {
+	return map[string]any{"type": "array", "items": items}
+}
+
+// itemSchema is a stored resource's schema inside a document. Input keeps
+// the output-only fields (id, created_at …) as readOnly: an export is
+// imported as it is, and they are ignored. nested adds child lists
+// (a service's targets, a consumer's credentials).
+func itemSchema(decl any, mode schema.Mode, nested map[string]any) map[string]any {
+	s := schema.JSONSchema(decl, mode)
+	props, _ := s["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+		s["properties"] = props
+	}
+	if mode == schema.Input {
+		out := schema.JSONSchema(decl, schema.Output)
+		for name, p := range out["properties"].(map[string]any) {
+			if _, ok := props[name]; !ok {
+				pm := p.(map[string]any)
+				pm["readOnly"] = true
+				props[name] = pm
+			}
+		}
+	}
+	for name, n := range nested {
+		props[name] = n
+		if mode == schema.Output {
+			req, _ := s["required"].([]string)
+			s["required"] = append(req, name)
+		}
+	}
+	return s
+}
+
+// Settings.
+
+var settingsKind = Kind{
+	Name: "settings",
+	Schema: func(mode schema.Mode) map[string]any {
+		s := itemSchema(storage.Settings{}, mode, nil)
+		if mode == schema.Input {
+			return map[string]any{"anyOf": []any{s, map[string]any{"type": "null"}},
+				"description": "Applied like PUT /api/v1/settings; absent or null leaves the settings as they are."}
+		}
+		return s
+	},
+	Export: func(tx *gorm.DB, _ bool) (any, error) {
+		var s storage.Settings
+		if err := tx.First(&s, 1).Error; err != nil {
+			return nil, err
+		}
+		if s.TrustedProxies == nil {
+			s.TrustedProxies = []string{}
+		}
+		return &s, nil
+	},
+	Restore: func(r *Restorer, raw json.RawMessage) error {
+		if isNull(raw) {
+			return nil
+		}
+		boot := r.CP.Boot()
+		s := &storage.Settings{HTTPListen: boot.HTTPListen, HTTPSListen: boot.HTTPSListen, ACMEDirectoryURL: "letsencrypt", TrustedProxies: []string{}}
+		if err := decode("settings", raw, s); err != nil {
+			return err
+		}
+		s.ID = 1
+		return r.Tx.Save(s).Error
+	},
+}
+
+// Services and their targets.
+
+// exportService is a service with its targets.
+type exportService struct {
+	storage.Service
+	Targets []storage.Target `json:"targets"`
+}
+
+var servicesKind = Kind{
+	Name:   "services",
+	Counts: []string{"services", "targets"},
+	Schema: func(mode schema.Mode) map[string]any {
+		return arrayOf(itemSchema(storage.Service{}, mode, map[string]any{"targets": arrayOf(itemSchema(storage.Target{}, mode, nil))}))
+	},
+	Export: func(tx *gorm.DB, _ bool) (any, error) {
+		svcs, err := list[storage.Service](tx)
+		if err != nil {
+			return nil, err
+		}
+		tgts, err := list[storage.Target](tx)
+		if err != nil {
+			return nil, err
+		}
+		by := map[int64][]storage.Target{}
+		for _, t := range tgts {
+			by[t.ServiceID] = append(by[t.ServiceID], t)
+		}
+		out := make([]exportService, len(svcs))
+		for i, s := range svcs {
+			out[i] = exportService{Service: s, Targets: by[s.ID]}
+			if out[i].Targets == nil {
+				out[i].Targets = []storage.Target{}
+			}
+		}
+		return out, nil
+	},
+	Clear: deleteAll(&storage.Target{}, &storage.Service{}),
+	Restore: func(r *Restorer, raw json.RawMessage) error {
+		return r.each("services", raw, "targets", func(it item) error {
+			var s storage.Service
+			if err := decode(it.path, it.fields, &s); err != nil {
+				return err
+			}
+			if err := r.create(it.path, &s); err != nil {
+				return err
+			}
+			if err := r.Map("services", it, s.ID); err != nil {
+				return err
+			}
+			r.count("services")
+			return r.each(it.path+".targets", it.child, "", func(ti item) error {
+				var t storage.Target
+				if err := decode(ti.path, ti.fields, &t); err != nil {
+					return err
+				}
+				t.ServiceID = s.ID
+				if err := r.create(ti.path, &t); err != nil {
+					return err
+				}
+				r.count("targets")
+				return nil
+			})
+		})
+	},
+}
+
+// Routes.
+
+var routesKind = Kind{
+	Name:   "routes",
+	Counts: []string{"routes"},
+	Schema: func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(storage.Route{}, mode, nil)) },
+	Export: func(tx *gorm.DB, _ bool) (any, error) { return list[storage.Route](tx) },
+	Clear:  deleteAll(&storage.Route{}),
+	Restore: func(r *Restorer, raw json.RawMessage) error {
+		return r.each("routes", raw, "", func(it item) error {
+			var rt storage.Route
+			if err := decode(it.path, it.fields, &rt); err != nil {
+				return err
+			}
+			var err error
+			if rt.ServiceID, err = r.Ref("services", it.path+".service_id", rt.ServiceID); err != nil {
+				return err
+			}
+			for j := range rt.Splits {
+				if rt.Splits[j].ServiceID, err = r.Ref("services", fmt.Sprintf("%s.splits[%d].service_id", it.path, j), rt.Splits[j].ServiceID); err != nil {
+					return err
+				}
+			}
+			if err := prefix(it.path, adminext.CheckRoute(r.Tx, &rt)); err != nil {
+				return err
+			}
+			if err := r.create(it.path, &rt); err != nil {
+				return err
+			}
+			r.count("routes")
+			return r.Map("routes", it, rt.ID)
+		})
+	},
+}
+
+// Stream routes.
+
+var streamRoutesKind = Kind{
+	Name:   "stream_routes",
+	Counts: []string{"stream_routes"},
+	Schema: func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(storage.StreamRoute{}, mode, nil)) },
+	Export: func(tx *gorm.DB, _ bool) (any, error) { return list[storage.StreamRoute](tx) },
+	Clear:  deleteAll(&storage.StreamRoute{}),
+	Restore: func(r *Restorer, raw json.RawMessage) error {
+		return r.each("stream_routes", raw, "", func(it item) error {
+			var sr storage.StreamRoute
+			if err := decode(it.path, it.fields, &sr); err != nil {
+				return err
+			}
+			var err error
+			if sr.ServiceID, err = r.Ref("services", it.path+".service_id", sr.ServiceID); err != nil {
+				return err
+			}
+			if err := prefix(it.path, adminext.CheckStreamRoute(r.Tx, &sr)); err != nil {
+				return err
+			}
+			if err := r.create(it.path, &sr); err != nil {
+				return err
+			}
+			r.count("stream_routes")
+			return nil
+		})
+	},
+}
+
+// Plugins.
+
+var pluginsKind = Kind{
+	Name:   "plugins",
+	Counts: []string{"plugins"},
+	Schema: func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(storage.Plugin{}, mode, nil)) },
+	Export: func(tx *gorm.DB, _ bool) (any, error) { return list[storage.Plugin](tx) },
+	Clear:  deleteAll(&storage.Plugin{}),
+	Restore: func(r *Restorer, raw json.RawMessage) error {
+		return r.each("plugins", raw, "", func(it item) error {
+			var head struct {
+				Type   any `json:"type"`
+				Config any `json:"config"`
+			}
+			_ = json.Unmarshal(it.fields, &head)
+			if typ, ok := head.Type.(string); ok {
+				if typ == "wasm" {
+					module, _ := head.Config.(map[string]any)["module"].(string)
+					if !r.WasmModules[module] {
+						r.Skip("plugin", it.path, fmt.Sprintf("wasm plugin: its module %q is missing", module))
+						return nil
+					}
+				}
+				if _, known := plugins.Lookup(typ); !known {
+					r.Skip("plugin", it.path, fmt.Sprintf("unknown plugin type %q", typ))
+					return nil
+				}
+			}
+			var p storage.Plugin
+			if err := decode(it.path, it.fields, &p); err != nil {
+				return err
+			}
+			if p.ServiceID != nil {
+				id, err := r.Ref("services", it.path+".service_id", *p.ServiceID)
+				if err != nil {
+					return err
+				}
+				p.ServiceID = &id
+			}
+			if p.RouteID != nil {
+				id, err := r.Ref("routes", it.path+".route_id", *p.RouteID)
+				if err != nil {
+					return err
+				}
+				p.RouteID = &id
+			}
+			if err := prefix(it.path, pluginapi.CheckPlugin(r.Tx, &p)); err != nil {
+				return err
+			}
+			if err := r.create(it.path, &p); err != nil {
+				return err
+			}
+			r.count("plugins")
+			return nil
+		})
+	},
+}
+
+// Placeholders: kinds whose resources this version does not manage yet.
+// Exports list none; imported items are skipped.
+func unsupportedKind(name, singular, reason string) Kind {
+	return Kind{
+		Name:   name,
+		Counts: []string{name},
+		Schema: func(schema.Mode) map[string]any {
+			return map[string]any{"type": "array", "items": map[string]any{"type": "object"},
+				"description": "Always empty in this version; imported items are skipped."}
+		},
+		Export: func(*gorm.DB, bool) (any, error) { return []any{}, nil },
+		Restore: func(r *Restorer, raw json.RawMessage) error {
+			return r.each(name, raw, "", func(it item) error {
+				r.Skip(singular, it.path, reason)
+				return nil
+			})
+		},
+	}
+}
+
+// Consumers and their credentials.
+
+// exportConsumer is a consumer with its credentials.
+type exportConsumer struct {
+	storage.Consumer
+	Credentials []Credential `json:"credentials"`
+}
+
+// Credential is a credential in an export document: the identity and, in an
+// export with secrets, the secret (key-auth key, basic-auth password hash,
+// jwt secret) that the normal answers never show.
+type Credential struct {
+	ID           int64     `json:"id" schema:"readonly"`
+	ConsumerID   int64     `json:"consumer_id" schema:"readonly" doc:"The consumer it belongs to (on import: the consumer it is listed under)."`
+	Type         string    `json:"type" schema:"required,enum=key-auth|basic-auth|jwt"`
+	Key          *string   `json:"key,omitempty" schema:"minLength=1" doc:"key-auth: the API key (a secret: only with include_secrets); jwt: the key claim value."`
+	Username     *string   `json:"username,omitempty" schema:"minLength=1" doc:"basic-auth."`
+	PasswordHash *string   `json:"password_hash,omitempty" schema:"minLength=1" doc:"basic-auth: the bcrypt hash of the password (only with include_secrets)."`
+	Algorithm    *string   `json:"algorithm,omitempty" schema:"enum=HS256|HS384|HS512|RS256|ES256" doc:"jwt."`
+	Secret       *string   `json:"secret,omitempty" schema:"minLength=1" doc:"jwt HS256/HS384/HS512: the HMAC secret (only with include_secrets)."`
+	PublicKey    *string   `json:"public_key,omitempty" schema:"minLength=1" doc:"jwt RS256/ES256: the PEM public key."`
+	Redacted     []string  `json:"redacted,omitempty" doc:"The secret fields left out of an export without secrets; such a credential is skipped on import."`
+	CreatedAt    time.Time `json:"created_at" schema:"readonly"`
+}
+
+func exportCredential(cr storage.Credential, secrets bool) Credential {
+	out := Credential{ID: cr.ID, ConsumerID: cr.ConsumerID, Type: cr.Type, CreatedAt: cr.CreatedAt}
+	secret := func(name string, v *string) *string {
+		if !secrets {
+			out.Redacted = append(out.Redacted, name)
+			return nil
+		}
+		return v
+	}
+	switch cr.Type {
+	case "key-auth":
+		out.Key = secret("key", cr.Key)
+	case "basic-auth":
+		out.Username = cr.Username
+		h := cr.PasswordHash
+		out.PasswordHash = secret("password_hash", &h)
+	case "jwt":
+		out.Key = cr.Key
+		alg := "HS256"
+		if cr.Algorithm != nil && *cr.Algorithm != "" {
+			alg = *cr.Algorithm
+		}
+		out.Algorithm = &alg
+		out.PublicKey = cr.PublicKey
+		if alg != "RS256" && alg != "ES256" {
+			s := cr.Secret
+			out.Secret = secret("secret", &s)
+		}
+	}
+	return out
+}
+
+var consumersKind = Kind{
+	Name:   "consumers",
+	Counts: []string{"consumers", "credentials"},
+	Schema: func(mode schema.Mode) map[string]any {
+		return arrayOf(itemSchema(storage.Consumer{}, mode, map[string]any{"credentials": arrayOf(itemSchema(Credential{}, mode, nil))}))
+	},
+	Export: func(tx *gorm.DB, secrets bool) (any, error) {
+		cons, err := list[storage.Consumer](tx)
+		if err != nil {
+			return nil, err
+		}
+		creds, err := list[storage.Credential](tx)
+		if err != nil {
+			return nil, err
+		}
+		by := map[int64][]Credential{}
+		for _, cr := range creds {
+			by[cr.ConsumerID] = append(by[cr.ConsumerID], exportCredential(cr, secrets))
+		}
+		out := make([]exportConsumer, len(cons))
+		for i, c := range cons {
+			if c.Groups == nil {
+				c.Groups = []string{}
+			}
+			out[i] = exportConsumer{Consumer: c, Credentials: by[c.ID]}
+			if out[i].Credentials == nil {
+				out[i].Credentials = []Credential{}
+			}
+		}
+		return out, nil
+	},
+	Clear: deleteAll(&storage.Credential{}, &storage.Consumer{}),
+	Restore: func(r *Restorer, raw json.RawMessage) error {
+		return r.each("consumers", raw, "credentials", func(it item) error {
+			var c storage.Consumer
+			if err := decode(it.path, it.fields, &c); err != nil {
+				return err
+			}
+			if err := prefix(it.path, pluginapi.CheckConsumer(r.Tx, &c)); err != nil {
+				return err
+			}
+			if err := r.create(it.path, &c); err != nil {
+				return err
+			}
+			if err := r.Map("consumers", it, c.ID); err != nil {
+				return err
+			}
+			r.count("consumers")
+			return r.each(it.path+".credentials", it.child, "", func(ci item) error {
+				return r.restoreCredential(ci, &c)
+			})
+		})
+	},
+}

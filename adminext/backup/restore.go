@@ -1,0 +1,277 @@
+package backup
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"golang.org/x/crypto/bcrypt"
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/pluginapi"
+	"github.com/caddy-gateway/gateway/schema"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+// Restorer is one import: its transaction, the ids it assigned and what it
+// restored or skipped.
+type Restorer struct {
+	Tx *gorm.DB
+	CP *adminext.ControlPlane
+	// WasmModules are the names of the WASM modules the import restored
+	// (a wasm plugin whose module is not among them is skipped).
+	WasmModules map[string]bool
+
+	ids      map[string]map[int64]int64 // kind → document id → new id
+	restored map[string]int
+	skipped  []Skipped
+}
+
+func newRestorer(tx *gorm.DB, cp *adminext.ControlPlane) *Restorer {
+	r := &Restorer{Tx: tx, CP: cp, WasmModules: map[string]bool{}, ids: map[string]map[int64]int64{}, restored: map[string]int{}}
+	for _, k := range kinds {
+		for _, n := range k.Counts {
+			r.restored[n] = 0
+		}
+	}
+	return r
+}
+
+// run replaces the stored configuration by the document's.
+func (r *Restorer) run(doc map[string]json.RawMessage) error {
+	for i := len(kinds) - 1; i >= 0; i-- {
+		if kinds[i].Clear != nil {
+			if err := kinds[i].Clear(r.Tx); err != nil {
+				return fmt.Errorf("clearing %s: %w", kinds[i].Name, err)
+			}
+		}
+	}
+	for _, k := range kinds {
+		if err := k.Restore(r, doc[k.Name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Restorer) report() *Report {
+	skipped := r.skipped
+	if skipped == nil {
+		skipped = []Skipped{}
+	}
+	return &Report{Restored: r.restored, Skipped: skipped}
+}
+
+func (r *Restorer) count(name string) { r.restored[name]++ }
+
+// Skip records an item that is not restored.
+func (r *Restorer) Skip(kind, ref, reason string) {
+	r.skipped = append(r.skipped, Skipped{Kind: kind, Ref: ref, Reason: reason})
+}
+
+// Map records the new id of a document item (items without an id cannot be
+// referenced; an id used twice within a kind is 400).
+func (r *Restorer) Map(kind string, it item, newID int64) error {
+	if it.id == 0 {
+		return nil
+	}
+	m := r.ids[kind]
+	if m == nil {
+		m = map[int64]int64{}
+		r.ids[kind] = m
+	}
+	if _, dup := m[it.id]; dup {
+		return schema.Errorf(it.path+".id", "%d is used by another item of %s", it.id, kind)
+	}
+	m[it.id] = newID
+	return nil
+}
+
+// Ref maps a reference to a document id of kind to the item's new id (400
+// naming field when the document has no such item).
+func (r *Restorer) Ref(kind, field string, docID int64) (int64, error) {
+	if id, ok := r.ids[kind][docID]; ok {
+		return id, nil
+	}
+	return 0, schema.Errorf(field, "%d is not the id of an item of %s in the document", docID, kind)
+}
+
+// create inserts a new row (a fresh id).
+func (r *Restorer) create(path string, v any) error {
+	if err := r.Tx.Create(v).Error; err != nil {
+		if storage.IsConflict(err) {
+			return adminext.BadRequest(path + ": conflicts with another item (a unique value is used twice)")
+		}
+		if storage.IsForeignKey(err) {
+			return adminext.BadRequest(path + ": references something that does not exist")
+		}
+		return fmt.Errorf("storing %s: %w", path, err)
+	}
+	return nil
+}
+
+// item is one element of a document list.
+type item struct {
+	path   string          // e.g. routes[2]
+	id     int64           // its id in the document (0: none)
+	fields json.RawMessage // the object without the nested list
+	child  json.RawMessage // the nested list (targets, credentials)
+}
+
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// each calls fn for every item of the list raw (absent or null: none);
+// nested names the item's child list, split off before decoding.
+func (r *Restorer) each(path string, raw json.RawMessage, nested string, fn func(it item) error) error {
+	if isNull(raw) {
+		return nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return schema.Errorf(path, "must be an array")
+	}
+	for i, el := range list {
+		it := item{path: fmt.Sprintf("%s[%d]", path, i)}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(el, &obj); err != nil || obj == nil {
+			return schema.Errorf(it.path, "must be an object")
+		}
+		if v, ok := obj["id"]; ok && !isNull(v) {
+			if err := json.Unmarshal(v, &it.id); err != nil || it.id < 1 {
+				return schema.Errorf(it.path+".id", "must be a positive integer")
+			}
+		}
+		if nested != "" {
+			it.child = obj[nested]
+			delete(obj, nested)
+		}
+		it.fields, _ = json.Marshal(obj)
+		if err := fn(it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decode reads an item with its resource's declaration: defaults, strict
+// fields, the tag rules and Validate, exactly as its endpoint does; errors
+// name the item ("routes[2].paths[0]: …").
+func decode(path string, raw json.RawMessage, dst any) error {
+	return prefix(path, schema.Decode(raw, dst))
+}
+
+var fieldMsg = regexp.MustCompile(`^[A-Za-z0-9_.\[\]-]+: `)
+
+// prefix puts the item's path in front of a validation error.
+func prefix(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe *schema.FieldError
+	if errors.As(err, &fe) {
+		if fe.Field == "" {
+			return schema.Errorf(path, "%s", fe.Msg)
+		}
+		return schema.Prefix(path, err)
+	}
+	var ae *adminext.APIError
+	if errors.As(err, &ae) && ae.Status == 400 {
+		if fieldMsg.MatchString(ae.Msg) {
+			return adminext.BadRequest(path + "." + ae.Msg)
+		}
+		return adminext.BadRequest(path + ": " + ae.Msg)
+	}
+	return err
+}
+
+// restoreCredential restores one credential of consumer c, validated as
+// POST /api/v1/consumers/{id}/credentials validates its input (the stored
+// password hash stands in for the password). One whose secret is missing
+// (an export without secrets) is skipped.
+func (r *Restorer) restoreCredential(it item, c *storage.Consumer) error {
+	var in Credential
+	if err := decode(it.path, it.fields, &in); err != nil {
+		return err
+	}
+	label := fmt.Sprintf("%s credential of consumer %q", in.Type, c.Username)
+	if len(in.Redacted) > 0 {
+		r.Skip("credential", it.path, fmt.Sprintf("%s: its secret (%s) was redacted (an export without secrets)", label, in.Redacted[0]))
+		return nil
+	}
+	missing := ""
+	switch in.Type {
+	case "key-auth":
+		if in.Key == nil {
+			missing = "key"
+		}
+	case "basic-auth":
+		if in.PasswordHash == nil {
+			missing = "password_hash"
+		}
+	case "jwt":
+		if (in.Algorithm == nil || (*in.Algorithm != "RS256" && *in.Algorithm != "ES256")) && in.Secret == nil {
+			missing = "secret"
+		}
+	}
+	if missing != "" {
+		r.Skip("credential", it.path, fmt.Sprintf("%s: it has no %s (redacted or left out), so it cannot work", label, missing))
+		return nil
+	}
+	if in.PasswordHash != nil && in.Type != "basic-auth" {
+		return schema.Errorf(it.path+".password_hash", "does not apply to %s credentials", in.Type)
+	}
+	// The create endpoint's rules, on its own input declaration.
+	check := pluginapi.Credential{Type: in.Type, Key: in.Key, Username: in.Username, Algorithm: in.Algorithm, Secret: in.Secret, PublicKey: in.PublicKey}
+	if in.PasswordHash != nil {
+		placeholder := "x"
+		check.Password = &placeholder
+	}
+	if err := prefix(it.path, schema.Check(&check)); err != nil {
+		return err
+	}
+	cr := &storage.Credential{ConsumerID: c.ID, Type: in.Type, Key: in.Key, Username: in.Username, Algorithm: check.Algorithm, PublicKey: in.PublicKey}
+	switch in.Type {
+	case "basic-auth":
+		if _, err := bcrypt.Cost([]byte(*in.PasswordHash)); err != nil {
+			return schema.Errorf(it.path+".password_hash", "must be a bcrypt hash")
+		}
+		cr.PasswordHash = *in.PasswordHash
+	case "jwt":
+		if in.Secret != nil {
+			cr.Secret = *in.Secret
+		}
+		if cr.Key == nil {
+			k, err := randomKey()
+			if err != nil {
+				return err
+			}
+			cr.Key = &k
+		}
+	}
+	if err := prefix(it.path, pluginapi.CheckCredentialUnique(r.Tx, cr)); err != nil {
+		return err
+	}
+	if err := r.create(it.path, cr); err != nil {
+		return err
+	}
+	r.count("credentials")
+	return nil
+}
+
+// randomKey is a jwt key for a credential that has none (as the create
+// endpoint generates it).
+func randomKey() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
