@@ -280,6 +280,10 @@ func TestImportRejects(t *testing.T) {
 			item(d, "routes", 0)["splits"] = []any{map[string]any{"service_id": 998, "weight": 1}}
 		}), []string{"routes[0].splits[0].service_id"}},
 		{set(func(d map[string]any) { item(d, "routes", 0)["colour"] = "red" }), []string{"routes[0].colour", "unknown field"}},
+		{set(func(d map[string]any) { item(d, "routes", 0)["priority"] = "high" }), []string{"routes[0].priority"}},
+		{set(func(d map[string]any) { item(d, "routes", 0)["id"] = "one" }), []string{"routes[0].id"}},
+		{set(func(d map[string]any) { item(d, "routes", 1)["id"] = item(d, "routes", 0)["id"] }), []string{"routes[1].id", "used by another"}},
+		{set(func(d map[string]any) { d["services"].([]any)[0] = "svc" }), []string{"services[0]", "object"}},
 		{set(func(d map[string]any) { item(d, "services", 1)["protocol"] = "gopher" }), []string{"services[1].protocol"}},
 		{set(func(d map[string]any) {
 			item(d, "services", 1)["targets"].([]any)[0].(map[string]any)["port"] = 70000
@@ -373,4 +377,38 @@ func TestRoles(t *testing.T) {
 		t.Fatalf("users after import: %d %v", st, users)
 	}
 	login("viewer@example.com", "viewer-pass")
+}
+
+// TestImportMinimal: a document with only the envelope empties the routing
+// configuration and leaves the settings as they are.
+func TestImportMinimal(t *testing.T) {
+	g := start(t, nil)
+	build(t, g)
+	settings := g.Must("GET", "/api/v1/settings", nil)
+	settings["trusted_proxies"] = []any{"10.0.0.0/8"}
+	delete(settings, "updated_at")
+	g.Must("PUT", "/api/v1/settings", settings)
+
+	rep := importDoc(t, g, map[string]any{"format": "gateway-export", "version": 1, "settings": nil})
+	for k, n := range rep.Restored {
+		if n != 0 {
+			t.Fatalf("restored %s: %d", k, n)
+		}
+	}
+	if len(rep.Restored) != 9 || rep.Skipped == nil || len(rep.Skipped) != 0 {
+		t.Fatalf("report: %+v", rep)
+	}
+	var cfg map[string]any
+	g.JSON("GET", "/api/v1/config", nil, &cfg)
+	for _, k := range []string{"services", "targets", "routes", "stream_routes", "plugins", "consumers", "credentials"} {
+		if cfg[k] != float64(0) {
+			t.Fatalf("config %s: %v", k, cfg[k])
+		}
+	}
+	if got := g.Must("GET", "/api/v1/settings", nil); !reflect.DeepEqual(got["trusted_proxies"], []any{"10.0.0.0/8"}) {
+		t.Fatalf("settings changed: %v", got)
+	}
+	if r := get(t, g, "/b/"); r.Status != 404 {
+		t.Fatalf("after emptying: %d", r.Status)
+	}
 }
