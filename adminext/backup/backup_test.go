@@ -203,6 +203,7 @@ func TestImportSkips(t *testing.T) {
 	doc["plugins"] = append(doc["plugins"].([]any),
 		map[string]any{"id": 90, "type": "wasm", "scope": "global", "config": map[string]any{"module": "filter"}},
 		map[string]any{"id": 91, "type": "no-such-plugin", "scope": "global", "config": map[string]any{}},
+		map[string]any{"id": 92, "type": "wasm", "scope": "global"},
 	)
 	doc["certificates"] = []any{map[string]any{"id": 1, "domains": []string{"example.com"}}}
 	rep := importDoc(t, g, doc)
@@ -220,13 +221,14 @@ func TestImportSkips(t *testing.T) {
 		"credential consumers[1].credentials[0]": "redacted", // bob key-auth
 		"plugin plugins[5]":                      `module "filter" is missing`,
 		"plugin plugins[6]":                      `unknown plugin type "no-such-plugin"`,
+		"plugin plugins[7]":                      `module "" is missing`,
 		"certificate certificates[0]":            "not managed",
 	} {
 		if !strings.Contains(got[ref], fragment) {
 			t.Fatalf("skipped %s: %q, want it to mention %q (all: %v)", ref, got[ref], fragment, got)
 		}
 	}
-	if len(rep.Skipped) != 7 {
+	if len(rep.Skipped) != 8 {
 		t.Fatalf("skipped: %v", got)
 	}
 	// What was restored works; the skipped credentials are gone.

@@ -288,7 +288,8 @@ var pluginsKind = Kind{
 			_ = json.Unmarshal(it.fields, &head)
 			if typ, ok := head.Type.(string); ok {
 				if typ == "wasm" {
-					module, _ := head.Config.(map[string]any)["module"].(string)
+					cfg, _ := head.Config.(map[string]any)
+					module, _ := cfg["module"].(string)
 					if !r.WasmModules[module] {
 						r.Skip("plugin", it.path, fmt.Sprintf("wasm plugin: its module %q is missing", module))
 						return nil
