@@ -58,25 +58,6 @@ func create(t *testing.T, g *testgw.Gateway, body map[string]any) created {
 	return out
 }
 
-// want sends a request that must answer status with an error containing
-// every fragment.
-func want(t *testing.T, g *testgw.Gateway, status int, method, path string, body any, fragments ...string) {
-	t.Helper()
-	st, b := g.Do(method, path, body)
-	if st != status {
-		t.Fatalf("%s %s %v: status %d, want %d: %s", method, path, body, st, status, b)
-	}
-	var e struct{ Error string }
-	if err := json.Unmarshal(b, &e); err != nil || e.Error == "" {
-		t.Fatalf("%s %s: not an error body: %s", method, path, b)
-	}
-	for _, f := range fragments {
-		if !strings.Contains(e.Error, f) {
-			t.Fatalf("%s %s %v: error %q does not contain %q", method, path, body, e.Error, f)
-		}
-	}
-}
-
 // counts is what the store holds, by kind.
 func counts(t *testing.T, g *testgw.Gateway) string {
 	t.Helper()
@@ -157,15 +138,15 @@ func TestDuplicateDomain(t *testing.T) {
 	g.Route("wild", sid, map[string]any{"hosts": []string{"*.example.test"}})
 	before := counts(t, g)
 
-	want(t, g, 400, "POST", "/api/v1/applications", map[string]any{"name": "a", "domain": "taken.example.test", "upstream_url": up.URL}, "domain")
-	want(t, g, 400, "POST", "/api/v1/applications", map[string]any{"name": "a", "domain": "TAKEN.example.test", "upstream_url": up.URL}, "domain")
+	g.WantError(400, "POST", "/api/v1/applications", map[string]any{"name": "a", "domain": "taken.example.test", "upstream_url": up.URL}, "domain")
+	g.WantError(400, "POST", "/api/v1/applications", map[string]any{"name": "a", "domain": "TAKEN.example.test", "upstream_url": up.URL}, "domain")
 	if got := counts(t, g); got != before {
 		t.Fatalf("a refused create stored something: %s, before %s", got, before)
 	}
 	// A wildcard host covering the domain is no conflict; a second
 	// application for the same domain is.
 	create(t, g, map[string]any{"name": "a", "domain": "fresh.example.test", "upstream_url": up.URL})
-	want(t, g, 400, "POST", "/api/v1/applications", map[string]any{"name": "b", "domain": "fresh.example.test", "upstream_url": up.URL}, "domain", "already")
+	g.WantError(400, "POST", "/api/v1/applications", map[string]any{"name": "b", "domain": "fresh.example.test", "upstream_url": up.URL}, "domain", "already")
 }
 
 func TestValidation(t *testing.T) {
@@ -228,7 +209,7 @@ func TestValidation(t *testing.T) {
 		{"not an object", `["x"]`, "object"},
 	}
 	for _, c := range cases {
-		want(t, g, 400, "POST", "/api/v1/applications", c.body, c.field)
+		g.WantError(400, "POST", "/api/v1/applications", c.body, c.field)
 	}
 	if got := counts(t, g); got != "services=0 routes=0 plugins=0" {
 		t.Fatalf("failed creates stored something: %s", got)
@@ -260,7 +241,7 @@ func TestHTTPSRequirements(t *testing.T) {
 	body := map[string]any{"name": "sec", "domain": "sec.example.test", "upstream_url": up.URL, "https": true, "hsts": true}
 
 	// HTTPS listener disabled (the default).
-	want(t, g, 400, "POST", "/api/v1/applications", body, "https", "https_enabled")
+	g.WantError(400, "POST", "/api/v1/applications", body, "https", "https_enabled")
 
 	settings := g.Must("GET", "/api/v1/settings", nil)
 	httpsAddr := testgw.FreeAddr(t)
@@ -268,7 +249,7 @@ func TestHTTPSRequirements(t *testing.T) {
 
 	// Enabled listener, but no certificate (the certificates feature does
 	// not exist yet: none is ever found).
-	want(t, g, 400, "POST", "/api/v1/applications", body, "no issued certificate matches sec.example.test")
+	g.WantError(400, "POST", "/api/v1/applications", body, "no issued certificate matches sec.example.test")
 	if got := counts(t, g); got != "services=0 routes=0 plugins=0" {
 		t.Fatalf("failed creates stored something: %s", got)
 	}

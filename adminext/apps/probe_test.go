@@ -110,9 +110,9 @@ func TestUpstreamProbe(t *testing.T) {
 		map[string]any{"upstream_url": "http://127.0.0.1/path"},
 		map[string]any{"upstream_url": "http://u:p@127.0.0.1"},
 	} {
-		want(t, g, 400, "POST", "/api/v1/applications/test-upstream", body, "upstream_url")
+		g.WantError(400, "POST", "/api/v1/applications/test-upstream", body, "upstream_url")
 	}
-	want(t, g, 400, "POST", "/api/v1/applications/test-upstream", map[string]any{"upstream_url": live.URL, "method": "HEAD"}, "method")
+	g.WantError(400, "POST", "/api/v1/applications/test-upstream", map[string]any{"upstream_url": live.URL, "method": "HEAD"}, "method")
 
 	if v := version(); v != v0 {
 		t.Fatalf("probing changed the configuration version: %v -> %v", v0, v)

@@ -43,12 +43,12 @@ func TestRoles(t *testing.T) {
 	probeBody := map[string]any{"upstream_url": up.URL}
 
 	g.Header = http.Header{}
-	want(t, g, 401, "POST", "/api/v1/applications", app)
-	want(t, g, 401, "POST", "/api/v1/applications/test-upstream", probeBody)
+	g.WantError(401, "POST", "/api/v1/applications", app)
+	g.WantError(401, "POST", "/api/v1/applications/test-upstream", probeBody)
 
 	g.Header = session(t, g, "viewer@example.test", pw)
-	want(t, g, 403, "POST", "/api/v1/applications", app)
-	want(t, g, 403, "POST", "/api/v1/applications/test-upstream", probeBody)
+	g.WantError(403, "POST", "/api/v1/applications", app)
+	g.WantError(403, "POST", "/api/v1/applications/test-upstream", probeBody)
 
 	g.Header = session(t, g, "editor@example.test", pw)
 	create(t, g, app)

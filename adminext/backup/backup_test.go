@@ -139,7 +139,7 @@ func TestRoundTrip(t *testing.T) {
 	dsn := g.DSN
 	stop(t)
 	g = start(t, &testgw.Options{DSN: dsn})
-	if got, err := tcpSay(f.streamAddr, "hi"); err != nil || got != "tcp: hi" {
+	if got, err := testgw.TCPSay(f.streamAddr, "hi"); err != nil || got != "tcp: hi" {
 		t.Fatalf("stream route after import and restart: %q %v", got, err)
 	}
 	checkTraffic(t, g, f)

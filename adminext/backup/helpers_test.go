@@ -1,7 +1,6 @@
 package backup_test
 
 import (
-	"bufio"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -10,7 +9,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -60,42 +58,6 @@ func upstream(t *testing.T, name string) string {
 	}))
 	t.Cleanup(s.Close)
 	return strings.TrimPrefix(s.URL, "http://")
-}
-
-func tcpEcho(t *testing.T, name string) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					fmt.Fprintf(c, "%s: %s\n", name, sc.Text())
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-func tcpSay(addr, line string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-	fmt.Fprintf(c, "%s\n", line)
-	got, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSpace(got), err
 }
 
 type reply struct {
@@ -177,7 +139,7 @@ func build(t *testing.T, g *testgw.Gateway) fixture {
 
 	a := g.Service("svc-a", upstream(t, "a"))
 	b := g.Service("svc-b", upstream(t, "b"))
-	c := g.Service("svc-tcp", tcpEcho(t, "tcp"))
+	c := g.Service("svc-tcp", testgw.TCPEcho(t, "tcp"))
 	g.Route("split", a, map[string]any{"paths": []string{"/split"}, "splits": []map[string]any{{"service_id": a, "weight": 1}, {"service_id": b, "weight": 1}}})
 	ka := g.Route("ka", a, map[string]any{"paths": []string{"/ka"}})
 	ba := g.Route("ba", a, map[string]any{"paths": []string{"/ba"}})

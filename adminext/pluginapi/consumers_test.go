@@ -47,13 +47,13 @@ func TestConsumerCRUD(t *testing.T) {
 		t.Fatalf("bob: %v", bob)
 	}
 
-	want(t, g, 400, "POST", "/api/v1/consumers", map[string]any{"username": "alice"}, "username", "taken")
-	want(t, g, 400, "POST", "/api/v1/consumers", map[string]any{"username": "carol", "custom_id": "b-1"}, "custom_id", "taken")
-	want(t, g, 400, "POST", "/api/v1/consumers", map[string]any{}, "username", "required")
-	want(t, g, 400, "POST", "/api/v1/consumers", map[string]any{"username": ""}, "username")
-	want(t, g, 400, "POST", "/api/v1/consumers", map[string]any{"username": strings.Repeat("x", 129)}, "username", "128")
-	want(t, g, 400, "POST", "/api/v1/consumers", map[string]any{"username": "c", "groups": []string{""}}, "groups[0]")
-	want(t, g, 400, "POST", "/api/v1/consumers", map[string]any{"username": "c", "password": "x"}, "password", "unknown field")
+	g.WantError(400, "POST", "/api/v1/consumers", map[string]any{"username": "alice"}, "username", "taken")
+	g.WantError(400, "POST", "/api/v1/consumers", map[string]any{"username": "carol", "custom_id": "b-1"}, "custom_id", "taken")
+	g.WantError(400, "POST", "/api/v1/consumers", map[string]any{}, "username", "required")
+	g.WantError(400, "POST", "/api/v1/consumers", map[string]any{"username": ""}, "username")
+	g.WantError(400, "POST", "/api/v1/consumers", map[string]any{"username": strings.Repeat("x", 129)}, "username", "128")
+	g.WantError(400, "POST", "/api/v1/consumers", map[string]any{"username": "c", "groups": []string{""}}, "groups[0]")
+	g.WantError(400, "POST", "/api/v1/consumers", map[string]any{"username": "c", "password": "x"}, "password", "unknown field")
 	g.Must("POST", "/api/v1/consumers", map[string]any{"username": strings.Repeat("x", 128)})
 
 	// PUT: full replacement; its own username and custom_id are not conflicts.
@@ -65,10 +65,10 @@ func TestConsumerCRUD(t *testing.T) {
 	if put["custom_id"] != nil || put["username"] != "robert" {
 		t.Fatalf("PUT: %v", put)
 	}
-	want(t, g, 400, "PUT", p("/api/v1/consumers/%d", id(bob)), map[string]any{"username": "alice"}, "username", "taken")
-	want(t, g, 404, "PUT", "/api/v1/consumers/999", map[string]any{"username": "zed"})
-	want(t, g, 404, "GET", "/api/v1/consumers/999", nil)
-	want(t, g, 404, "DELETE", "/api/v1/consumers/999", nil)
+	g.WantError(400, "PUT", p("/api/v1/consumers/%d", id(bob)), map[string]any{"username": "alice"}, "username", "taken")
+	g.WantError(404, "PUT", "/api/v1/consumers/999", map[string]any{"username": "zed"})
+	g.WantError(404, "GET", "/api/v1/consumers/999", nil)
+	g.WantError(404, "DELETE", "/api/v1/consumers/999", nil)
 	if got := g.Must("GET", p("/api/v1/consumers/%d", id(alice)), nil); !reflect.DeepEqual(got, alice) {
 		t.Fatalf("GET %v, want %v", got, alice)
 	}
@@ -84,7 +84,7 @@ func TestConsumerCRUD(t *testing.T) {
 	if l := list(t, g, p("/api/v1/consumers/%d/credentials", id(alice))); len(l) != 0 {
 		t.Fatalf("credentials left: %v", l)
 	}
-	want(t, g, 404, "DELETE", p("/api/v1/credentials/%d", id(cred)), nil)
+	g.WantError(404, "DELETE", p("/api/v1/credentials/%d", id(cred)), nil)
 	var n struct{ Consumers, Credentials int }
 	g.JSON("GET", "/api/v1/config", nil, &n)
 	if n.Consumers != 2 || n.Credentials != 0 {
@@ -200,8 +200,8 @@ func TestCredentials(t *testing.T) {
 		}
 	}
 	// Missing consumer: 400 on create, [] on list.
-	want(t, g, 400, "POST", "/api/v1/consumers/999/credentials", map[string]any{"type": "key-auth"}, "consumer_id")
-	want(t, g, 400, "POST", "/api/v1/consumers/abc/credentials", map[string]any{"type": "key-auth"}, "consumer_id")
+	g.WantError(400, "POST", "/api/v1/consumers/999/credentials", map[string]any{"type": "key-auth"}, "consumer_id")
+	g.WantError(400, "POST", "/api/v1/consumers/abc/credentials", map[string]any{"type": "key-auth"}, "consumer_id")
 	for _, path := range []string{"/api/v1/consumers/999/credentials", "/api/v1/consumers/abc/credentials"} {
 		if l := list(t, g, path); len(l) != 0 {
 			t.Fatalf("%s: %v", path, l)
@@ -225,8 +225,8 @@ func TestCredentials(t *testing.T) {
 	if got := g.Must("DELETE", p("/api/v1/credentials/%d", id(k2)), nil); !reflect.DeepEqual(got, map[string]any{"deleted": true}) {
 		t.Fatalf("delete: %v", got)
 	}
-	want(t, g, 404, "DELETE", p("/api/v1/credentials/%d", id(k2)), nil)
-	want(t, g, 404, "DELETE", "/api/v1/credentials/abc", nil)
+	g.WantError(404, "DELETE", p("/api/v1/credentials/%d", id(k2)), nil)
+	g.WantError(404, "DELETE", "/api/v1/credentials/abc", nil)
 	// The key is free again.
 	create(map[string]any{"type": "key-auth", "key": "alice-key"})
 }

@@ -88,25 +88,6 @@ func (a answer) echo(t *testing.T) echoed {
 	return e
 }
 
-// want400 sends a request that must answer 400 with an error containing
-// every fragment.
-func want(t *testing.T, g *testgw.Gateway, status int, method, path string, body any, fragments ...string) {
-	t.Helper()
-	st, b := g.Do(method, path, body)
-	if st != status {
-		t.Fatalf("%s %s %v: status %d, want %d: %s", method, path, body, st, status, b)
-	}
-	var e struct{ Error string }
-	if err := json.Unmarshal(b, &e); err != nil || e.Error == "" {
-		t.Fatalf("%s %s: not an error body: %s", method, path, b)
-	}
-	for _, f := range fragments {
-		if !strings.Contains(e.Error, f) {
-			t.Fatalf("%s %s %v: error %q does not contain %q", method, path, body, e.Error, f)
-		}
-	}
-}
-
 func list(t *testing.T, g *testgw.Gateway, path string) []map[string]any {
 	t.Helper()
 	var out []map[string]any

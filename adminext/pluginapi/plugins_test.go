@@ -85,9 +85,9 @@ func TestPluginCRUD(t *testing.T) {
 		{map[string]any{"type": "request-id", "scope": "service", "service_id": svc}, []string{"type", "already exists"}},
 		{map[string]any{"type": "cors", "scope": "route", "route_id": route}, []string{"type", "already exists"}},
 	} {
-		want(t, g, 400, "POST", "/api/v1/plugins", c.body, c.fragments...)
+		g.WantError(400, "POST", "/api/v1/plugins", c.body, c.fragments...)
 	}
-	want(t, g, 400, "POST", "/api/v1/plugins", `{"type":`, "malformed")
+	g.WantError(400, "POST", "/api/v1/plugins", `{"type":`, "malformed")
 
 	// The same type at other targets is fine.
 	svcRL := g.Must("POST", "/api/v1/plugins", map[string]any{"type": "rate-limit", "scope": "service", "service_id": svc, "config": map[string]any{"limit": 2}})
@@ -107,10 +107,10 @@ func TestPluginCRUD(t *testing.T) {
 	}
 	// PUT keeping its own target is fine; moving onto an occupied target is not.
 	g.Must("PUT", p("/api/v1/plugins/%d", id(other)), map[string]any{"type": "rate-limit", "scope": "route", "route_id": route2, "config": map[string]any{"limit": 5}})
-	want(t, g, 400, "PUT", p("/api/v1/plugins/%d", id(other)), map[string]any{"type": "rate-limit", "scope": "route", "route_id": route, "config": map[string]any{"limit": 5}}, "type", "already exists")
-	want(t, g, 400, "PUT", p("/api/v1/plugins/%d", id(other)), map[string]any{"type": "rate-limit", "scope": "service", "service_id": svc, "config": map[string]any{"limit": 5}}, "already exists")
-	want(t, g, 400, "PUT", p("/api/v1/plugins/%d", id(other)), map[string]any{"type": "rate-limit", "scope": "global", "config": map[string]any{"limit": 5}}, "already exists")
-	want(t, g, 400, "PUT", p("/api/v1/plugins/%d", id(other)), map[string]any{"type": "rate-limit", "scope": "route", "route_id": route2, "config": map[string]any{}}, "config.limit")
+	g.WantError(400, "PUT", p("/api/v1/plugins/%d", id(other)), map[string]any{"type": "rate-limit", "scope": "route", "route_id": route, "config": map[string]any{"limit": 5}}, "type", "already exists")
+	g.WantError(400, "PUT", p("/api/v1/plugins/%d", id(other)), map[string]any{"type": "rate-limit", "scope": "service", "service_id": svc, "config": map[string]any{"limit": 5}}, "already exists")
+	g.WantError(400, "PUT", p("/api/v1/plugins/%d", id(other)), map[string]any{"type": "rate-limit", "scope": "global", "config": map[string]any{"limit": 5}}, "already exists")
+	g.WantError(400, "PUT", p("/api/v1/plugins/%d", id(other)), map[string]any{"type": "rate-limit", "scope": "route", "route_id": route2, "config": map[string]any{}}, "config.limit")
 	// Changing the type of a plugin is a full replacement too.
 	moved := g.Must("PUT", p("/api/v1/plugins/%d", id(other)), map[string]any{"type": "request-id", "scope": "route", "route_id": route2})
 	if moved["type"] != "request-id" || moved["ordering"] != 100.0 {
@@ -118,16 +118,16 @@ func TestPluginCRUD(t *testing.T) {
 	}
 
 	// 404s.
-	want(t, g, 404, "GET", "/api/v1/plugins/999", nil)
-	want(t, g, 404, "GET", "/api/v1/plugins/abc", nil)
-	want(t, g, 404, "PUT", "/api/v1/plugins/999", map[string]any{"type": "cors", "scope": "global"})
-	want(t, g, 404, "DELETE", "/api/v1/plugins/999", nil)
+	g.WantError(404, "GET", "/api/v1/plugins/999", nil)
+	g.WantError(404, "GET", "/api/v1/plugins/abc", nil)
+	g.WantError(404, "PUT", "/api/v1/plugins/999", map[string]any{"type": "cors", "scope": "global"})
+	g.WantError(404, "DELETE", "/api/v1/plugins/999", nil)
 
 	// Delete.
 	if got := g.Must("DELETE", p("/api/v1/plugins/%d", id(routeRL)), nil); !reflect.DeepEqual(got, map[string]any{"deleted": true}) {
 		t.Fatalf("delete: %v", got)
 	}
-	want(t, g, 404, "GET", p("/api/v1/plugins/%d", id(routeRL)), nil)
+	g.WantError(404, "GET", p("/api/v1/plugins/%d", id(routeRL)), nil)
 	// Its target is free again.
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "rate-limit", "scope": "route", "route_id": route, "config": map[string]any{"limit": 3}})
 

@@ -1,53 +1,11 @@
 package tests
 
 import (
-	"bufio"
 	"fmt"
-	"net"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
-
-// tcpEcho answers each line with name + ": " + line.
-func tcpEcho(t *testing.T, name string) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					fmt.Fprintf(c, "%s: %s\n", name, sc.Text())
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-func tcpSay(t *testing.T, addr, line string) (string, error) {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(3 * time.Second))
-	fmt.Fprintf(c, "%s\n", line)
-	got, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSpace(got), err
-}
 
 func TestStreamRoutesAPI(t *testing.T) {
 	g := testgw.Start(t, nil)
@@ -94,11 +52,11 @@ func TestStreamRoutesAPI(t *testing.T) {
 
 func TestStreamRouteTraffic(t *testing.T) {
 	g := testgw.Start(t, nil)
-	one, two := tcpEcho(t, "one"), tcpEcho(t, "two")
+	one, two := testgw.TCPEcho(t, "one"), testgw.TCPEcho(t, "two")
 	s1, s2 := g.Service("one", one), g.Service("two", two)
 	listen := testgw.FreeAddr(t)
 	id := testgw.ID(g.Must("POST", "/api/v1/stream-routes", map[string]any{"name": "tcp", "listen_addr": listen, "service_id": s1}))
-	if _, err := tcpSay(t, listen, "hi"); err == nil {
+	if _, err := testgw.TCPSay(listen, "hi"); err == nil {
 		t.Fatal("a new listen_addr was bound before a restart")
 	}
 
@@ -108,19 +66,19 @@ func TestStreamRouteTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	g = testgw.Start(t, &testgw.Options{DSN: dsn})
-	if got, err := tcpSay(t, listen, "hello"); err != nil || got != "one: hello" {
+	if got, err := testgw.TCPSay(listen, "hello"); err != nil || got != "one: hello" {
 		t.Fatalf("through the stream route: %q %v", got, err)
 	}
 
 	// Changing only the service applies live, on the same listener.
 	g.Must("PUT", fmt.Sprintf("/api/v1/stream-routes/%d", id), map[string]any{"name": "tcp", "listen_addr": listen, "service_id": s2})
-	if got, err := tcpSay(t, listen, "again"); err != nil || got != "two: again" {
+	if got, err := testgw.TCPSay(listen, "again"); err != nil || got != "two: again" {
 		t.Fatalf("after a live service change: %q %v", got, err)
 	}
 	// Retries reach another target when one is down.
 	g.Must("POST", fmt.Sprintf("/api/v1/services/%d/targets", s2), map[string]any{"host": "127.0.0.1", "port": 1})
 	for i := 0; i < 4; i++ {
-		if got, err := tcpSay(t, listen, "r"); err != nil || got != "two: r" {
+		if got, err := testgw.TCPSay(listen, "r"); err != nil || got != "two: r" {
 			t.Fatalf("with a dead target and one retry: %q %v", got, err)
 		}
 	}
@@ -130,7 +88,7 @@ func TestStreamRouteTraffic(t *testing.T) {
 	}
 	// Disabled: the listener stays (until restart) but carries nothing.
 	g.Must("PUT", fmt.Sprintf("/api/v1/stream-routes/%d", id), map[string]any{"name": "tcp", "listen_addr": listen, "service_id": s2, "enabled": false})
-	if got, err := tcpSay(t, listen, "x"); err == nil && got != "" {
+	if got, err := testgw.TCPSay(listen, "x"); err == nil && got != "" {
 		t.Fatalf("a disabled stream route answered %q", got)
 	}
 }

@@ -1,0 +1,70 @@
+package testgw
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// WantError sends an admin request that must answer status with an
+// {error} body containing every fragment.
+func (g *Gateway) WantError(status int, method, path string, body any, fragments ...string) {
+	g.T.Helper()
+	st, b := g.Do(method, path, body)
+	if st != status {
+		g.T.Fatalf("%s %s %v: status %d, want %d: %s", method, path, body, st, status, b)
+	}
+	var e struct{ Error string }
+	if err := json.Unmarshal(b, &e); err != nil || e.Error == "" {
+		g.T.Fatalf("%s %s: not an error body: %s", method, path, b)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(e.Error, f) {
+			g.T.Fatalf("%s %s %v: error %q does not contain %q", method, path, body, e.Error, f)
+		}
+	}
+}
+
+// TCPEcho runs a TCP upstream on 127.0.0.1 that answers each line with
+// name + ": " + line, and returns its address.
+func TCPEcho(t testing.TB, name string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					fmt.Fprintf(c, "%s: %s\n", name, sc.Text())
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TCPSay sends one line to addr and returns the first line of the answer.
+func TCPSay(addr, line string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	fmt.Fprintf(c, "%s\n", line)
+	got, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(got), err
+}
