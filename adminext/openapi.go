@@ -21,7 +21,8 @@ func init() { RegisterEndpoints(docEndpoints) }
 // apiDescription records the decisions taken where the specification is
 // silent; it heads the served OpenAPI document.
 const apiDescription = `Admin API of Caddy Gateway: upstream services, targets, routes, stream
-routes, plugins, consumers and credentials, settings, observability.
+routes, plugins, consumers and credentials, applications, settings,
+observability, export and import.
 
 Every mutation is persisted and hot-reloaded into the running proxy before
 the answer. PUT is a full replacement. Creates and deletes answer 200.
