@@ -9,6 +9,8 @@ import (
 	_ "github.com/caddy-gateway/gateway/adminext/apps"
 	_ "github.com/caddy-gateway/gateway/adminext/auth"
 	_ "github.com/caddy-gateway/gateway/adminext/backup"
+	_ "github.com/caddy-gateway/gateway/adminext/dashboard"
+	_ "github.com/caddy-gateway/gateway/adminext/certs"
 	_ "github.com/caddy-gateway/gateway/adminext/pluginapi"
 	_ "github.com/caddy-gateway/gateway/caddyfile"
 	_ "github.com/caddy-gateway/gateway/modules/plugins"

@@ -40,6 +40,7 @@ type App struct {
 	cp        *ControlPlane
 	router    *router.Router
 	tlsConfig *tls.Config
+	tlsApp    *caddytls.TLS // the tls app of this config (HTTP-01 challenges)
 	logger    *zap.Logger
 	prev      *App        // the app that was live when this one started
 	stopped   atomic.Bool // Stop was called
@@ -65,6 +66,9 @@ type Bootstrap struct {
 	// keeps (user site blocks keep working). Default: Caddy's default admin
 	// address (honours CADDY_ADMIN).
 	CaddyAdmin string `json:"caddy_admin,omitempty"`
+	// ACMETrustedRoots are PEM files of extra roots trusted for the ACME
+	// CA's own HTTPS (a private or test CA); default: the system roots.
+	ACMETrustedRoots []string `json:"acme_trusted_roots_pem_files,omitempty"`
 	// HealthInterval overrides the 10 s active health-check interval.
 	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
 }
@@ -108,6 +112,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.cp = cp
 	if a.Generated == nil {
 		return nil
+	}
+	if app, err := ctx.AppIfConfigured("tls"); err == nil {
+		a.tlsApp, _ = app.(*caddytls.TLS)
 	}
 	if len(a.Generated.RouterRaw) > 0 {
 		mod, err := ctx.LoadModule(a.Generated, "RouterRaw")

@@ -56,6 +56,9 @@ func (cp *ControlPlane) compile(snap *storage.Snapshot) ([]byte, error) {
 		}
 	}
 	apps["gateway"] = appJSON
+	if err := compileTLSApp(apps, snap, &cp.boot); err != nil {
+		return nil, err
+	}
 	if cfg["apps"], err = json.Marshal(apps); err != nil {
 		return nil, err
 	}
@@ -111,6 +114,7 @@ func compileGenerated(snap *storage.Snapshot) (*Generated, error) {
 			"plugins":       len(snap.Plugins),
 			"consumers":     len(snap.Consumers),
 			"credentials":   len(snap.Credentials),
+			"certificates":  len(snap.Certificates()),
 		},
 	}
 	rt, err := compileRouter(snap, idx)
@@ -409,4 +413,96 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// CertificateTag tags a certificate loaded from the store in the tls app.
+func CertificateTag(id int64) string { return "gateway-certificate-" + strconv.FormatInt(id, 10) }
+
+// compileTLSApp merges the stored certificates into the tls app of the base
+// config (the user's own tls app is kept): uploaded pairs are added to
+// certificates.load_pem, tagged with their id; ACME names are added to
+// certificates.automate with an automation policy per certificate, placed
+// before the user's policies (the first matching policy wins). Certificates
+// are then selected by SNI by the HTTPS listener's empty connection policy.
+func compileTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, boot *Bootstrap) error {
+	certs := snap.Certificates()
+	if len(certs) == 0 {
+		return nil
+	}
+	tlsApp := map[string]any{}
+	if raw, ok := apps["tls"]; ok {
+		if err := json.Unmarshal(raw, &tlsApp); err != nil {
+			return fmt.Errorf("reading the base config's tls app: %w", err)
+		}
+	}
+	certsObj, _ := tlsApp["certificates"].(map[string]any)
+	if certsObj == nil {
+		certsObj = map[string]any{}
+	}
+	loadPEM, _ := certsObj["load_pem"].([]any)
+	automate, _ := certsObj["automate"].([]any)
+	var policies []any
+	s := snap.Settings
+	for _, c := range certs {
+		if !c.ACME {
+			loadPEM = append(loadPEM, map[string]any{
+				"certificate": c.CertPEM, "key": c.KeyPEM, "tags": []string{CertificateTag(c.ID)},
+			})
+			continue
+		}
+		for _, d := range c.Domains {
+			automate = append(automate, d)
+		}
+		issuer := map[string]any{
+			"module": "acme",
+			"ca":     storage.NormalizeACMEDirectory(s.ACMEDirectoryURL),
+		}
+		if s.ACMEEmail != "" {
+			issuer["email"] = s.ACMEEmail
+		}
+		if len(boot.ACMETrustedRoots) > 0 {
+			issuer["trusted_roots_pem_files"] = boot.ACMETrustedRoots
+		}
+		challenges := map[string]any{}
+		switch c.Challenge {
+		case "tls-alpn-01":
+			challenges["http"] = map[string]any{"disabled": true}
+			if _, port, err := net.SplitHostPort(s.HTTPSListen); err == nil {
+				n, _ := strconv.Atoi(port)
+				challenges["tls-alpn"] = map[string]any{"alternate_port": n}
+			}
+		case "dns-01":
+			return fmt.Errorf("certificate %d: dns-01 has no DNS provider in this gateway version", c.ID)
+		default: // http-01: answered by the gateway's HTTP listener
+			challenges["tls-alpn"] = map[string]any{"disabled": true}
+			if _, port, err := net.SplitHostPort(s.HTTPListen); err == nil {
+				n, _ := strconv.Atoi(port)
+				challenges["http"] = map[string]any{"alternate_port": n}
+			}
+		}
+		issuer["challenges"] = challenges
+		policies = append(policies, map[string]any{"subjects": c.Domains, "issuers": []any{issuer}})
+	}
+	if len(loadPEM) > 0 {
+		certsObj["load_pem"] = loadPEM
+	}
+	if len(automate) > 0 {
+		certsObj["automate"] = automate
+	}
+	tlsApp["certificates"] = certsObj
+	if len(policies) > 0 {
+		automation, _ := tlsApp["automation"].(map[string]any)
+		if automation == nil {
+			automation = map[string]any{}
+		}
+		existing, _ := automation["policies"].([]any)
+		automation["policies"] = append(policies, existing...)
+		tlsApp["automation"] = automation
+	}
+	raw, err := json.Marshal(tlsApp)
+	if err != nil {
+		return err
+	}
+	apps["tls"] = raw
+	return nil
 }

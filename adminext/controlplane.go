@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"go.uber.org/zap"
 	"gorm.io/gorm"
 
@@ -43,6 +44,7 @@ type ControlPlane struct {
 
 	router    atomic.Pointer[router.Router]
 	tlsConfig atomic.Pointer[tls.Config]
+	tlsApp    atomic.Pointer[caddytls.TLS]
 	active    atomic.Pointer[App]
 	applied   atomic.Pointer[Generated]
 	appliedAt atomic.Pointer[time.Time]
@@ -133,6 +135,7 @@ func (cp *ControlPlane) activate(a *App) error {
 	}
 	cp.router.Store(a.router)
 	cp.tlsConfig.Store(a.tlsConfig)
+	cp.tlsApp.Store(a.tlsApp)
 	process.Health.Sync(g.Health)
 	process.Streams.Apply(g.Streams, cp.logger.Named("streams"))
 	now := time.Now().UTC()
@@ -155,6 +158,7 @@ func (cp *ControlPlane) deactivate(a *App) {
 		if prev.Generated != nil {
 			cp.router.Store(prev.router)
 			cp.tlsConfig.Store(prev.tlsConfig)
+			cp.tlsApp.Store(prev.tlsApp)
 			process.Health.Sync(prev.Generated.Health)
 			process.Streams.Apply(prev.Generated.Streams, nil)
 			cp.applied.Store(prev.Generated)
@@ -352,6 +356,10 @@ func (cp *ControlPlane) reloadLocked() error {
 	}
 	return caddy.Load(cfg, false)
 }
+
+// TLSApp is the tls app of the live compiled config (nil when the config
+// has none).
+func (cp *ControlPlane) TLSApp() *caddytls.TLS { return cp.tlsApp.Load() }
 
 // API is the admin API handler.
 func (cp *ControlPlane) API() *API { return cp.api }

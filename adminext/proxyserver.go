@@ -158,6 +158,11 @@ type proxyHandler struct {
 }
 
 func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// ACME HTTP-01 challenges for the gateway's certificates (and any the
+	// tls app started) come before the routes.
+	if ta := h.cp.tlsApp.Load(); ta != nil && ta.HandleHTTPChallenge(w, r) {
+		return
+	}
 	info := &gwctx.Info{Start: time.Now(), RecordBuilt: true}
 	r = gwctx.With(r, info)
 	repl := caddy.NewReplacer()

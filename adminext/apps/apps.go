@@ -20,6 +20,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
@@ -58,14 +59,7 @@ func endpoints() []*adminext.Endpoint {
 // issuedCertificateMatching reports whether an issued certificate matches
 // domain (addendum §7: a certificate is issued when it is active, and it
 // matches when one of its names equals the domain exactly or by wildcard).
-//
-// The certificates feature is not built yet, so today no certificate is
-// ever found and https: true is always refused. The certificates feature
-// plugs in here: replace the body with a lookup of active certificates in
-// tx whose names match domain.
-var issuedCertificateMatching = func(tx *gorm.DB, domain string) (bool, error) {
-	return false, nil
-}
+var issuedCertificateMatching = certs.Matching
 
 func createApplication(c *adminext.Call) (any, error) {
 	spec := new(ApplicationSpec)

@@ -1,0 +1,405 @@
+// Package certs is the certificates resource of the admin API: uploaded
+// (manual) certificate chains with their keys, and ACME-managed names.
+// Both compile into Caddy's tls app (adminext/compile.go): uploaded pairs
+// into certificates.load_pem, ACME names into certificates.automate with an
+// automation policy; the HTTPS listener picks them by SNI. Issued ACME
+// certificates live in Caddy's storage (certmagic); their status is read
+// from Caddy's certificate cache.
+package certs
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/schema"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+func init() {
+	adminext.RegisterEndpoints(endpoints)
+}
+
+const description = "Manual: cert (PEM chain, leaf first) and key (PEM private key, write-only, must match the leaf); " +
+	"domains are the leaf's SANs; a valid certificate is active, one past not_after expired. " +
+	"ACME: acme true, domains (1..100 DNS names; wildcards only with challenge dns-01), challenge (http-01 default, tls-alpn-01, dns-01); " +
+	"the certificate is pending until Caddy's automation has issued it (from settings.acme_directory_url with settings.acme_email), then active. " +
+	"HTTP-01 challenges are answered by the gateway's HTTP listener (the CA must reach it on port 80). " +
+	"Private keys are never returned."
+
+// CertificateInput is the body of POST /api/v1/certificates.
+type CertificateInput struct {
+	ACME      bool     `json:"acme" doc:"true for an ACME-managed certificate; default false (manual upload)."`
+	Cert      *string  `json:"cert" schema:"minLength=1" doc:"Manual only, required: the PEM certificate chain, leaf first."`
+	Key       *string  `json:"key" schema:"minLength=1,writeonly" doc:"Manual only, required: the PEM private key of the leaf; never returned."`
+	Domains   []string `json:"domains" schema:"maxItems=100" doc:"ACME only, required: 1..100 DNS names; wildcards (*.example.com) only with challenge dns-01."`
+	Challenge *string  `json:"challenge" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"ACME only; default http-01."`
+}
+
+var dnsName = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// Validate implements schema.Validator.
+func (in *CertificateInput) Validate() error {
+	if !in.ACME {
+		if in.Domains != nil {
+			return schema.Errorf("domains", "applies to ACME certificates only (a manual certificate's names come from its leaf)")
+		}
+		if in.Challenge != nil {
+			return schema.Errorf("challenge", "applies to ACME certificates only")
+		}
+		if in.Cert == nil {
+			return schema.Errorf("cert", "is required")
+		}
+		if in.Key == nil {
+			return schema.Errorf("key", "is required")
+		}
+		return nil
+	}
+	if in.Cert != nil {
+		return schema.Errorf("cert", "does not apply to ACME certificates")
+	}
+	if in.Key != nil {
+		return schema.Errorf("key", "does not apply to ACME certificates")
+	}
+	if in.Challenge == nil {
+		ch := "http-01"
+		in.Challenge = &ch
+	}
+	if len(in.Domains) == 0 {
+		return schema.Errorf("domains", "needs 1..100 DNS names")
+	}
+	seen := map[string]bool{}
+	out := make([]string, 0, len(in.Domains))
+	for i, d := range in.Domains {
+		d = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(d), "."))
+		field := fmt.Sprintf("domains[%d]", i)
+		if len(d) > 253 || !dnsName.MatchString(d) || !strings.Contains(strings.TrimPrefix(d, "*."), ".") && d != "localhost" {
+			return schema.Errorf(field, "%q is not a DNS name", in.Domains[i])
+		}
+		if strings.HasPrefix(d, "*.") && *in.Challenge != "dns-01" {
+			return schema.Errorf(field, "wildcard names need challenge dns-01")
+		}
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	if *in.Challenge == "dns-01" {
+		return schema.Errorf("challenge", "dns-01 needs a DNS provider, which this gateway version does not have yet; use http-01 or tls-alpn-01")
+	}
+	in.Domains = out
+	return nil
+}
+
+// Certificate is a certificate as answers show it: never its key.
+type Certificate struct {
+	ID                int64      `json:"id"`
+	ACME              bool       `json:"acme"`
+	Domains           []string   `json:"domains" doc:"The leaf's SANs (manual) or the managed names (ACME)."`
+	Status            string     `json:"status" schema:"enum=pending|active|failed|expired"`
+	Issuer            *string    `json:"issuer" doc:"The issuer's common name (or full name); null while pending."`
+	NotBefore         *time.Time `json:"not_before" doc:"null while pending."`
+	NotAfter          *time.Time `json:"not_after" doc:"null while pending."`
+	FingerprintSHA256 *string    `json:"fingerprint_sha256" doc:"SHA-256 of the leaf's DER, hex; null while pending."`
+	LastError         *string    `json:"last_error"`
+	CreatedAt         time.Time  `json:"created_at"`
+	UpdatedAt         time.Time  `json:"updated_at"`
+}
+
+// RenewResult is the answer of POST /api/v1/certificates/{id}/renew.
+type RenewResult struct {
+	Queued bool `json:"queued"`
+}
+
+func endpoints() []*adminext.Endpoint {
+	return []*adminext.Endpoint{
+		{Method: "GET", Path: "/api/v1/certificates", Role: adminext.RoleViewer, Tag: "certificates",
+			Summary: "List certificates (without private keys)", Response: Certificate{}, ResponseList: true, Handle: list},
+		{Method: "POST", Path: "/api/v1/certificates", Role: adminext.RoleEditor, Tag: "certificates",
+			Summary: "Upload a certificate or request an ACME-managed one", Description: description,
+			Body: CertificateInput{}, Response: Certificate{}, Statuses: []int{400}, Handle: create},
+		{Method: "DELETE", Path: "/api/v1/certificates/{id}", Role: adminext.RoleEditor, Tag: "certificates",
+			Summary: "Delete a certificate", Response: adminext.Deleted{}, Statuses: []int{404}, Handle: resource.Remove},
+		{Method: "POST", Path: "/api/v1/certificates/{id}/renew", Role: adminext.RoleEditor, Tag: "certificates",
+			Summary:     "Queue the renewal of an ACME-managed certificate",
+			Description: "400 for a manual certificate (upload a new one instead).",
+			Response:    RenewResult{}, Statuses: []int{400, 404}, Handle: renew},
+	}
+}
+
+var resource = adminext.Resource[storage.Certificate]{Kind: "certificate"}
+
+func list(c *adminext.Call) (any, error) {
+	var rows []storage.Certificate
+	if err := c.CP.Store().DB.WithContext(c.Ctx()).Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("listing certificates: %w", err)
+	}
+	out := make([]Certificate, 0, len(rows))
+	for i := range rows {
+		out = append(out, View(&rows[i], time.Now()))
+	}
+	return out, nil
+}
+
+func create(c *adminext.Call) (any, error) {
+	in := new(CertificateInput)
+	if err := c.Decode(in); err != nil {
+		return nil, err
+	}
+	row, err := Row(in)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error { return tx.Create(row).Error }); err != nil {
+		return nil, err
+	}
+	return View(row, time.Now()), nil
+}
+
+// Row builds the stored certificate from a validated input: a manual one is
+// parsed (chain, key matching the leaf) and described by its leaf.
+func Row(in *CertificateInput) (*storage.Certificate, error) {
+	if in.ACME {
+		return &storage.Certificate{ACME: true, Domains: in.Domains, Challenge: *in.Challenge, Status: "pending"}, nil
+	}
+	leaf, err := parsePair(*in.Cert, *in.Key)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(leaf.Raw)
+	nb, na := leaf.NotBefore.UTC(), leaf.NotAfter.UTC()
+	return &storage.Certificate{
+		Domains: leafNames(leaf), CertPEM: *in.Cert, KeyPEM: *in.Key, Status: "active",
+		Issuer: issuerName(leaf), NotBefore: &nb, NotAfter: &na, Fingerprint: hex.EncodeToString(sum[:]),
+	}, nil
+}
+
+// parsePair parses the chain and the key and checks that the key belongs to
+// the leaf (400 naming the field otherwise).
+func parsePair(certPEM, keyPEM string) (*x509.Certificate, error) {
+	var chain []*x509.Certificate
+	rest := []byte(certPEM)
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, schema.Errorf("cert", "certificate %d of the chain cannot be parsed: %v", len(chain)+1, err)
+		}
+		chain = append(chain, c)
+	}
+	if len(chain) == 0 {
+		return nil, schema.Errorf("cert", "must be a PEM certificate chain (no CERTIFICATE block found)")
+	}
+	leaf := chain[0]
+	if len(leafNames(leaf)) == 0 {
+		return nil, schema.Errorf("cert", "the leaf certificate has no DNS names or IP addresses")
+	}
+	kb, _ := pem.Decode([]byte(keyPEM))
+	if kb == nil || !strings.Contains(kb.Type, "PRIVATE KEY") {
+		return nil, schema.Errorf("key", "must be a PEM private key")
+	}
+	if _, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM)); err != nil {
+		if _, perr := parseKey(kb.Bytes); perr != nil {
+			return nil, schema.Errorf("key", "cannot be parsed: %v", perr)
+		}
+		return nil, schema.Errorf("key", "does not match the leaf certificate: %v", err)
+	}
+	return leaf, nil
+}
+
+func parseKey(der []byte) (crypto.PrivateKey, error) {
+	if k, err := x509.ParsePKCS8PrivateKey(der); err == nil {
+		switch k.(type) {
+		case *rsa.PrivateKey, *ecdsa.PrivateKey, ed25519.PrivateKey:
+			return k, nil
+		}
+		return nil, errors.New("unsupported key type")
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(der); err == nil {
+		return k, nil
+	}
+	if k, err := x509.ParseECPrivateKey(der); err == nil {
+		return k, nil
+	}
+	return nil, errors.New("not a PKCS#8, PKCS#1 or EC private key")
+}
+
+// leafNames are the leaf's SANs (DNS names, then IP addresses), lowercased.
+func leafNames(leaf *x509.Certificate) []string {
+	out := make([]string, 0, len(leaf.DNSNames)+len(leaf.IPAddresses))
+	for _, n := range leaf.DNSNames {
+		out = append(out, strings.ToLower(n))
+	}
+	for _, ip := range leaf.IPAddresses {
+		out = append(out, ip.String())
+	}
+	return out
+}
+
+func issuerName(c *x509.Certificate) string {
+	if c.Issuer.CommonName != "" {
+		return c.Issuer.CommonName
+	}
+	return c.Issuer.String()
+}
+
+// View is a row as answers show it at time now: a manual certificate is
+// active within its validity period and expired after; an ACME certificate
+// is active once Caddy holds it (its details then come from the issued
+// leaf).
+func View(row *storage.Certificate, now time.Time) Certificate {
+	v := Certificate{
+		ID: row.ID, ACME: row.ACME, Domains: row.Domains, Status: row.Status,
+		NotBefore: row.NotBefore, NotAfter: row.NotAfter, LastError: row.LastError,
+		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+	}
+	if v.Domains == nil {
+		v.Domains = []string{}
+	}
+	if row.ACME {
+		v.Status, v.Issuer, v.NotBefore, v.NotAfter, v.FingerprintSHA256 = "pending", nil, nil, nil, nil
+		if row.Status == "failed" {
+			v.Status = "failed"
+		}
+		if leaf := managedLeaf(row.Domains); leaf != nil {
+			sum := sha256.Sum256(leaf.Raw)
+			fp, iss := hex.EncodeToString(sum[:]), issuerName(leaf)
+			nb, na := leaf.NotBefore.UTC(), leaf.NotAfter.UTC()
+			v.Status, v.Issuer, v.NotBefore, v.NotAfter, v.FingerprintSHA256 = "active", &iss, &nb, &na, &fp
+			v.LastError = nil
+			if now.After(na) {
+				v.Status = "expired"
+			}
+		}
+		return v
+	}
+	if row.Issuer != "" {
+		iss := row.Issuer
+		v.Issuer = &iss
+	}
+	if row.Fingerprint != "" {
+		fp := row.Fingerprint
+		v.FingerprintSHA256 = &fp
+	}
+	v.Status = "active"
+	if row.NotAfter != nil && now.After(*row.NotAfter) {
+		v.Status = "expired"
+	}
+	return v
+}
+
+// managedLeaf finds, in Caddy's certificate cache, a certificate that
+// covers every name and was not uploaded through the gateway (nil when none
+// is issued yet).
+func managedLeaf(domains []string) *x509.Certificate {
+	if len(domains) == 0 {
+		return nil
+	}
+	for _, c := range caddytls.AllMatchingCertificates(domains[0]) {
+		if len(c.Tags) > 0 || c.Leaf == nil {
+			continue // uploaded (tagged by the compiler), not issued
+		}
+		names := map[string]bool{}
+		for _, n := range c.Names {
+			names[strings.ToLower(n)] = true
+		}
+		all := true
+		for _, d := range domains {
+			if !names[d] {
+				all = false
+				break
+			}
+		}
+		if all {
+			return c.Leaf
+		}
+	}
+	return nil
+}
+
+func renew(c *adminext.Call) (any, error) {
+	id, err := c.ID("id")
+	if err != nil {
+		return nil, err
+	}
+	row, err := resource.Load(c.CP.Store().DB.WithContext(c.Ctx()), id)
+	if err != nil {
+		return nil, err
+	}
+	if !row.ACME {
+		return nil, adminext.BadRequest("certificate " + fmt.Sprint(id) + " is a manual certificate: upload a new one to replace it")
+	}
+	if err := queueRenewal(c, row); err != nil {
+		return nil, err
+	}
+	return RenewResult{Queued: true}, nil
+}
+
+// Matching reports whether an issued certificate in tx matches domain
+// (addendum §7): active (manual within its validity period, ACME issued)
+// and one of its names equals domain or is a wildcard covering it.
+func Matching(tx *gorm.DB, domain string) (bool, error) {
+	var rows []storage.Certificate
+	if err := tx.Order("id").Find(&rows).Error; err != nil {
+		return false, err
+	}
+	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
+	now := time.Now()
+	for i := range rows {
+		if View(&rows[i], now).Status != "active" {
+			continue
+		}
+		for _, n := range rows[i].Domains {
+			if NameMatches(n, domain) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// NameMatches: exact (case-insensitive), or a *.parent wildcard covering
+// exactly one label.
+func NameMatches(name, domain string) bool {
+	name, domain = strings.ToLower(name), strings.ToLower(domain)
+	if name == domain {
+		return true
+	}
+	if rest, ok := strings.CutPrefix(name, "*."); ok {
+		label, parent, found := strings.Cut(domain, ".")
+		return found && label != "" && parent == rest
+	}
+	return false
+}
+
+// queueRenewal reloads the configuration with the certificate touched:
+// Caddy's automation manages its names again and renews what is due (an
+// early, forced renewal of a still-valid certificate is not done).
+func queueRenewal(c *adminext.Call, row *storage.Certificate) error {
+	return c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+		return tx.Model(&storage.Certificate{}).Where("id = ?", row.ID).
+			Updates(map[string]any{"last_error": nil, "updated_at": time.Now().UTC()}).Error
+	})
+}

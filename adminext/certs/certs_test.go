@@ -1,0 +1,191 @@
+package certs_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-gateway/gateway/adminext/certs"
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+type pair struct {
+	cert, key string
+	der       []byte
+}
+
+// issue makes a certificate for names signed by ca (self-signed when nil).
+func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, notAfter time.Time, names ...string) (pair, *x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	n, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tpl := &x509.Certificate{
+		SerialNumber: n, Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-2 * time.Hour).Add(-48 * time.Hour), NotAfter: notAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	parent, signer := tpl, key
+	if ca != nil {
+		parent, signer = ca, caKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, parent, &key.PublicKey, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalPKCS8PrivateKey(key)
+	c, _ := x509.ParseCertificate(der)
+	return pair{
+		cert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		key:  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})),
+		der:  der,
+	}, c, key
+}
+
+func testCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey, *x509.CertPool) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tpl := &x509.Certificate{
+		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "Gateway Test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(c)
+	return c, key, pool
+}
+
+// TestManualCertificates: upload, validation, status, SNI selection on the
+// HTTPS listener, renew and delete; keys never in answers.
+func TestManualCertificates(t *testing.T) {
+	ca, caKey, pool := testCA(t)
+	a, _, _ := issue(t, ca, caKey, time.Now().Add(12*time.Hour), "a.test", "*.wild.test")
+	b, _, _ := issue(t, ca, caKey, time.Now().Add(12*time.Hour), "b.test")
+	old, _, _ := issue(t, nil, nil, time.Now().Add(-time.Hour), "old.test")
+	other, _, _ := issue(t, ca, caKey, time.Now().Add(time.Hour), "other.test")
+
+	g := testgw.Start(t, nil)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "up "+r.Host) }))
+	defer up.Close()
+	sid := g.Service("s", strings.TrimPrefix(up.URL, "http://"))
+	g.Route("all", sid, nil)
+
+	// Validation.
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"cert": a.cert}, "key")
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"cert": a.cert, "key": other.key}, "key", "does not match")
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"cert": "nope", "key": a.key}, "cert")
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"cert": a.cert, "key": "nope"}, "key")
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"cert": a.cert, "key": a.key, "domains": []string{"a.test"}}, "domains")
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{"*.x.test"}}, "wildcard")
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{}}, "domains")
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{"x.test"}, "cert": a.cert}, "cert")
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{"bad name"}}, "domains[0]")
+
+	ca1 := g.Must("POST", "/api/v1/certificates", map[string]any{"cert": a.cert, "key": a.key})
+	sum := sha256.Sum256(a.der)
+	if ca1["status"] != "active" || ca1["acme"] != false || ca1["issuer"] != "Gateway Test CA" ||
+		ca1["fingerprint_sha256"] != hex.EncodeToString(sum[:]) || ca1["not_after"] == nil || ca1["last_error"] != nil {
+		t.Fatalf("manual certificate: %v", ca1)
+	}
+	if d := fmt.Sprint(ca1["domains"]); d != "[a.test *.wild.test]" {
+		t.Fatalf("domains: %s", d)
+	}
+	if _, ok := ca1["key"]; ok {
+		t.Fatalf("key in answer: %v", ca1)
+	}
+	cb := g.Must("POST", "/api/v1/certificates", map[string]any{"cert": b.cert, "key": b.key})
+	co := g.Must("POST", "/api/v1/certificates", map[string]any{"cert": old.cert, "key": old.key})
+	if co["status"] != "expired" {
+		t.Fatalf("expired certificate: %v", co)
+	}
+
+	st, body := g.Do("GET", "/api/v1/certificates", nil)
+	if st != 200 || strings.Contains(string(body), "PRIVATE KEY") || strings.Contains(string(body), `"key"`) {
+		t.Fatalf("list: %d %s", st, body)
+	}
+	if n := strings.Count(string(body), `"id"`); n != 3 {
+		t.Fatalf("list has %d certificates: %s", n, body)
+	}
+	if cfg := g.Must("GET", "/api/v1/config", nil); cfg["certificates"] != float64(3) {
+		t.Fatalf("config counts: %v", cfg)
+	}
+
+	// The HTTPS listener picks the certificate by SNI.
+	httpsAddr := testgw.FreeAddr(t)
+	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr, "https_enabled": true})
+	get := func(sni string) (*http.Response, string, error) {
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: sni}}}
+		resp, err := c.Get("https://" + httpsAddr + "/x")
+		if err != nil {
+			return nil, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b), nil
+	}
+	for sni, want := range map[string][]byte{"a.test": a.der, "x.wild.test": a.der, "b.test": b.der} {
+		resp, txt, err := get(sni)
+		if err != nil {
+			t.Fatalf("HTTPS %s: %v", sni, err)
+		}
+		if resp.StatusCode != 200 || !strings.HasPrefix(txt, "up ") || string(resp.TLS.PeerCertificates[0].Raw) != string(want) {
+			t.Fatalf("HTTPS %s: %d %q", sni, resp.StatusCode, txt)
+		}
+		t.Logf("%s over %s", sni, resp.Proto)
+	}
+
+	// Applications: https needs an active certificate matching exactly or
+	// by wildcard; an expired one does not count.
+	app := func(name, domain string) map[string]any {
+		return map[string]any{"name": name, "domain": domain, "upstream_url": up.URL, "https": true}
+	}
+	g.Must("POST", "/api/v1/applications", app("exact", "a.test"))
+	g.Must("POST", "/api/v1/applications", app("wild", "app.wild.test"))
+	g.WantError(400, "POST", "/api/v1/applications", app("deep", "x.app.wild.test"), "no issued certificate")
+	g.WantError(400, "POST", "/api/v1/applications", app("old", "old.test"), "no issued certificate")
+
+	// Renew: 400 for manual, 404 for missing.
+	g.WantError(400, "POST", fmt.Sprintf("/api/v1/certificates/%d/renew", testgw.ID(cb)), nil, "manual")
+	g.WantError(404, "POST", "/api/v1/certificates/999/renew", nil)
+
+	// Delete: b.test is no longer served.
+	g.Must("DELETE", fmt.Sprintf("/api/v1/certificates/%d", testgw.ID(cb)), nil)
+	g.WantError(404, "DELETE", fmt.Sprintf("/api/v1/certificates/%d", testgw.ID(cb)), nil)
+	if _, _, err := get("b.test"); err == nil {
+		t.Fatal("b.test still served after delete")
+	}
+	if _, _, err := get("a.test"); err != nil {
+		t.Fatalf("a.test after deleting b: %v", err)
+	}
+}
+
+func TestNameMatches(t *testing.T) {
+	for _, c := range []struct {
+		name, domain string
+		want         bool
+	}{
+		{"a.test", "a.test", true}, {"A.Test", "a.test", true}, {"*.a.test", "x.a.test", true},
+		{"*.a.test", "a.test", false}, {"*.a.test", "y.x.a.test", false}, {"a.test", "b.test", false},
+	} {
+		if got := certs.NameMatches(c.name, c.domain); got != c.want {
+			t.Errorf("NameMatches(%q, %q) = %v", c.name, c.domain, got)
+		}
+	}
+}
