@@ -1,0 +1,254 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/caddy-gateway/gateway/adminext/dashboard"
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+func get(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+var externalURL = regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}`)
+
+// TestServesPageAndAssets: GET / is the HTML page, its files are served with
+// their content types, nothing refers to another host, other paths keep
+// the API's 404.
+func TestServesPageAndAssets(t *testing.T) {
+	g := testgw.Start(t, nil)
+	resp, page := get(t, g.AdminURL+"/")
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if !strings.Contains(page, "<!doctype html>") || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+		t.Fatalf("GET / is not the dashboard page: %.200s", page)
+	}
+	if m := externalURL.FindString(page); m != "" {
+		t.Errorf("the page refers to another host: %s", m)
+	}
+	for name, ct := range dashboard.Assets {
+		if !strings.Contains(page, dashboard.AssetPrefix+name) {
+			t.Errorf("the page does not load %s", name)
+		}
+		resp, body := get(t, g.AdminURL+dashboard.AssetPrefix+name)
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != ct {
+			t.Errorf("%s: %d %q, want 200 %q", name, resp.StatusCode, resp.Header.Get("Content-Type"), ct)
+		}
+		if len(body) < 100 {
+			t.Errorf("%s: %d bytes", name, len(body))
+		}
+		if m := externalURL.FindString(body); m != "" {
+			t.Errorf("%s refers to another host: %s", name, m)
+		}
+	}
+	for _, p := range []string{"/nope", "/dashboard/assets/missing.js", "/dashboard/"} {
+		resp, body := get(t, g.AdminURL+p)
+		if resp.StatusCode != 404 || !strings.Contains(body, "no such endpoint") {
+			t.Errorf("GET %s: %d %s, want the API's 404", p, resp.StatusCode, body)
+		}
+	}
+	// The endpoints are in the generated OpenAPI document.
+	_, doc := get(t, g.AdminURL+"/openapi.yaml")
+	for _, p := range []string{"\n    /:\n", dashboard.AssetPrefix + "app.js"} {
+		if !strings.Contains(doc, p) {
+			t.Errorf("openapi.yaml does not document %q", strings.TrimSpace(p))
+		}
+	}
+}
+
+func chromium(t *testing.T) string {
+	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"} {
+		if p == "" {
+			continue
+		}
+		if _, err := exec.LookPath(p); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is not installed (apt-get install chromium): the dashboard browser test cannot run on CI")
+	}
+	t.Skip("chromium is not installed: skipping the browser test")
+	return ""
+}
+
+// TestBrowser drives the dashboard in headless Chromium: open mode goes
+// straight to the overview, a service and a route are created through the
+// forms, a proxied request shows up in the live log (event stream), and
+// the router dry run finds the route.
+func TestBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	bin := chromium(t)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "upstream saw %s", r.URL.Path)
+	}))
+	defer upstream.Close()
+	upHost, upPort, _ := strings.Cut(strings.TrimPrefix(upstream.URL, "http://"), ":")
+
+	g := testgw.Start(t, nil)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(bin),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 860),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancelC()
+	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelT()
+
+	step := func(name string, actions ...chromedp.Action) {
+		t.Helper()
+		start := time.Now()
+		if err := chromedp.Run(ctx, actions...); err != nil {
+			shot(t, ctx, "/tmp/dashboard-failed.png")
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Logf("%s: %v", name, time.Since(start).Round(time.Millisecond))
+	}
+
+	var who, version string
+	step("overview in open mode",
+		chromedp.Navigate(g.AdminURL+"/"),
+		chromedp.WaitVisible(`#config-cards`, chromedp.ByQuery),
+		chromedp.Text(`#whoami`, &who, chromedp.ByQuery),
+		chromedp.Text(`#view-overview h3:nth-of-type(2)`, &version, chromedp.ByQuery),
+	)
+	if !strings.Contains(who, "open mode") || !strings.Contains(who, "admin") {
+		t.Errorf("who am I: %q", who)
+	}
+	if !strings.Contains(version, "Configuration · version") {
+		t.Errorf("overview: %q", version)
+	}
+
+	step("create a service",
+		chromedp.Navigate(g.AdminURL+"/#services"),
+		chromedp.WaitVisible(`#services-table`, chromedp.ByQuery),
+		chromedp.Click(`//button[text()="New service"]`, chromedp.BySearch),
+		chromedp.SendKeys(`#service-form input[name=name]`, "ui-svc", chromedp.ByQuery),
+		chromedp.Click(`#service-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="services-table"]//strong[text()="ui-svc"]`, chromedp.BySearch),
+		chromedp.Click(`//table[@id="services-table"]//tr[.//strong[text()="ui-svc"]]//button[text()="Targets"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#target-form`, chromedp.ByQuery),
+		chromedp.SendKeys(`#target-form input[name=host]`, upHost, chromedp.ByQuery),
+		chromedp.SendKeys(`#target-form input[name=port]`, upPort, chromedp.ByQuery),
+		chromedp.Click(`#target-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="targets-table"]//td[text()="`+upHost+`"]`, chromedp.BySearch),
+	)
+
+	// An error of the API is shown next to the form.
+	var formErr string
+	step("a rejected route shows the API error",
+		chromedp.Navigate(g.AdminURL+"/#routes"),
+		chromedp.WaitVisible(`#routes-table`, chromedp.ByQuery),
+		chromedp.Click(`//button[text()="New route"]`, chromedp.BySearch),
+		chromedp.SendKeys(`#route-form input[name=name]`, "ui-route", chromedp.ByQuery),
+		chromedp.SendKeys(`#route-form input[name=paths]`, "~(", chromedp.ByQuery),
+		chromedp.Click(`#route-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#route-form .err:not(:empty)`, chromedp.ByQuery),
+		chromedp.Text(`#route-form .err`, &formErr, chromedp.ByQuery),
+	)
+	if formErr == "" {
+		t.Error("no error shown for an invalid route")
+	}
+	step("create a route",
+		chromedp.SetValue(`#route-form input[name=paths]`, "/ui", chromedp.ByQuery),
+		chromedp.Click(`#route-form input[name=strip_path]`, chromedp.ByQuery),
+		chromedp.Click(`#route-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="routes-table"]//strong[text()="ui-route"]`, chromedp.BySearch),
+	)
+	var routes []map[string]any
+	if st := g.JSON("GET", "/api/v1/routes", nil, &routes); st != 200 || len(routes) != 1 || routes[0]["strip_path"] != true {
+		t.Fatalf("routes after the UI created one: %d %v", st, routes)
+	}
+
+	step("open the live log",
+		chromedp.Navigate(g.AdminURL+"/#log"),
+		chromedp.WaitVisible(`#live-state.live`, chromedp.ByQuery),
+	)
+	st, body, _ := g.Get("", "/ui/hello-from-test")
+	if st != 200 || body != "upstream saw /hello-from-test" {
+		t.Fatalf("proxied request: %d %q", st, body)
+	}
+	var row string
+	step("the proxied request appears in the live log",
+		chromedp.WaitVisible(`//tbody[@id="log-rows"]//td[text()="/ui/hello-from-test"]`, chromedp.BySearch),
+		chromedp.Text(`#log-rows tr`, &row, chromedp.ByQuery),
+	)
+	if !strings.Contains(row, "200") || !strings.Contains(row, upstream.Listener.Addr().String()) {
+		t.Errorf("log row: %q", row)
+	}
+
+	var result string
+	step("router dry run",
+		chromedp.Navigate(g.AdminURL+"/#router"),
+		chromedp.WaitVisible(`#router-form`, chromedp.ByQuery),
+		chromedp.SetValue(`#router-form input[name=path]`, "/ui/x", chromedp.ByQuery),
+		chromedp.Click(`#router-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#router-result .ok`, chromedp.ByQuery),
+		chromedp.Text(`#router-result .ok`, &result, chromedp.ByQuery),
+	)
+	if !strings.Contains(result, "ui-route") {
+		t.Errorf("router test: %q", result)
+	}
+
+	var total string
+	step("the overview counts the request",
+		chromedp.Navigate(g.AdminURL+"/#overview"),
+		chromedp.WaitVisible(`#health`, chromedp.ByQuery),
+		chromedp.Text(`#traffic-cards .card .v`, &total, chromedp.ByQuery),
+	)
+	if total == "0" || total == "" {
+		t.Errorf("overview requests: %q", total)
+	}
+	shot(t, ctx, "/tmp/dashboard-overview.png")
+	step("back to the live log for the screenshot",
+		chromedp.Navigate(g.AdminURL+"/#log"),
+		chromedp.WaitVisible(`//tbody[@id="log-rows"]//td[text()="/ui/hello-from-test"]`, chromedp.BySearch),
+	)
+	shot(t, ctx, "/tmp/dashboard.png")
+}
+
+func shot(t *testing.T, ctx context.Context, path string) {
+	var png []byte
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
+		t.Logf("screenshot: %v", err)
+		return
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Logf("screenshot: %v", err)
+		return
+	}
+	t.Logf("screenshot: %s (%d bytes)", path, len(png))
+}

@@ -1,0 +1,592 @@
+// Caddy Gateway admin dashboard: a dependency-free single-page application
+// on top of the admin API of the same origin.
+'use strict';
+(function () {
+  const TOKEN_KEY = 'gateway_admin_token';
+  const S = { status: null, me: null, token: sessionStorage.getItem(TOKEN_KEY) || '', es: null, log: [], paused: false, timer: null, view: '' };
+  const main = document.getElementById('main');
+
+  // ---- helpers ---------------------------------------------------------
+  function h(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+      else if (k === 'className' || k === 'textContent' || k === 'value' || k === 'checked' || k === 'disabled' || k === 'hidden') e[k] = v;
+      else e.setAttribute(k, v === true ? '' : v);
+    }
+    for (const c of kids.flat()) if (c !== null && c !== undefined && c !== false) e.append(c instanceof Node ? c : String(c));
+    return e;
+  }
+  const txt = (tag, s, cls) => h(tag, { textContent: s, className: cls || '' });
+  const fmtNum = n => (n === null || n === undefined) ? '–' : Number(n).toLocaleString('en-US', { maximumFractionDigits: 2 });
+  const fmtTime = t => { if (!t) return '–'; const d = new Date(t); return isNaN(d) ? t : d.toLocaleTimeString(); };
+  const list = s => String(s || '').split(',').map(x => x.trim()).filter(Boolean);
+  const canEdit = () => S.me && S.me.role !== 'viewer';
+  const chips = a => (a && a.length) ? a.map(x => txt('span', x, 'chip mono')) : [txt('span', 'any', 'off')];
+
+  class APIError extends Error { constructor(status, msg) { super(msg); this.status = status; } }
+
+  async function api(method, path, body) {
+    const headers = { Accept: 'application/json' };
+    if (S.token) headers.Authorization = 'Bearer ' + S.token;
+    // The server's CSRF rule for cookie sessions: mutations are JSON.
+    if (method !== 'GET') headers['Content-Type'] = 'application/json';
+    const resp = await fetch(path, { method, headers, credentials: 'same-origin', body: body === undefined ? undefined : JSON.stringify(body) });
+    let data = null;
+    const ct = resp.headers.get('Content-Type') || '';
+    if (ct.includes('json')) { try { data = await resp.json(); } catch (e) { data = null; } }
+    if (!resp.ok) {
+      const msg = (data && data.error) || (resp.status + ' ' + resp.statusText);
+      if (resp.status === 401 && S.me && !path.startsWith('/api/v1/auth/')) { S.me = null; showLogin('Your session has ended: please sign in again.'); }
+      throw new APIError(resp.status, msg);
+    }
+    return data;
+  }
+
+  // Runs an action of a form: shows {error} next to it, disables the button.
+  async function guard(errBox, btn, fn) {
+    errBox.textContent = '';
+    if (btn) btn.disabled = true;
+    try { return await fn(); } catch (e) { errBox.textContent = e.message || String(e); return undefined; } finally { if (btn) btn.disabled = false; }
+  }
+  function confirmDelete(what) { return window.confirm('Delete ' + what + '?'); }
+  function field(label, input, cls) { return h('label', { className: cls || '' }, label, input); }
+  function check(label, name, checked) { return h('label', { className: 'check' }, h('input', { type: 'checkbox', name, checked: !!checked }), label); }
+  function select(name, options, value) {
+    return h('select', { name }, options.map(o => { const [v, l] = Array.isArray(o) ? o : [o, o]; return h('option', { value: String(v), textContent: l, selected: String(v) === String(value ?? '') }); }));
+  }
+  const num = (form, name) => { const v = form.elements[name].value.trim(); return v === '' ? undefined : Number(v); };
+  const str = (form, name) => form.elements[name].value.trim();
+  const bool = (form, name) => form.elements[name].checked;
+  function mutBtn(label, cls, onclick) { return h('button', { type: 'button', className: 'mut ' + (cls || ''), onclick, disabled: !canEdit() }, label); }
+  function statusClass(s) { return 's' + String(s || 0)[0]; }
+
+  // ---- sign-in ---------------------------------------------------------
+  async function boot() {
+    const params = new URLSearchParams(location.search);
+    const ssoError = params.get('sso_error');
+    if (ssoError !== null) history.replaceState(null, '', location.pathname + location.hash);
+    try { S.status = await api('GET', '/api/v1/admin/status'); } catch (e) { main.replaceChildren(txt('p', 'The admin API does not answer: ' + e.message, 'err')); return; }
+    if (!S.status.auth_enabled) { S.me = { role: 'admin', method: 'open', user: null }; return enter(); }
+    try { S.me = await api('GET', '/api/v1/auth/me'); return enter(); } catch (e) {
+      if (S.token && e.status === 401) { S.token = ''; sessionStorage.removeItem(TOKEN_KEY); }
+      showLogin(ssoError !== null ? 'Single sign-on failed: ' + (ssoError || 'unknown reason') : '');
+    }
+  }
+
+  function showLogin(message) {
+    stopTimers();
+    if (S.es) { S.es.close(); S.es = null; }
+    document.getElementById('nav').hidden = true;
+    document.getElementById('who').replaceChildren();
+    const err = txt('div', message || '', 'err');
+    const form = h('form', { id: 'login-form' },
+      field('E-mail', h('input', { type: 'email', name: 'email', autocomplete: 'username', required: true })),
+      field('Password', h('input', { type: 'password', name: 'password', autocomplete: 'current-password', required: true })),
+      h('button', { className: 'primary', type: 'submit' }, 'Sign in'));
+    form.addEventListener('submit', ev => {
+      ev.preventDefault();
+      guard(err, form.querySelector('button'), async () => {
+        S.token = ''; sessionStorage.removeItem(TOKEN_KEY);
+        S.me = await api('POST', '/api/v1/auth/login', { email: str(form, 'email'), password: form.elements.password.value });
+        enter();
+      });
+    });
+    const tform = h('form', { id: 'token-form' },
+      field('Admin token', h('input', { type: 'password', name: 'token', autocomplete: 'off', placeholder: '64 hex characters', required: true })),
+      h('button', { type: 'submit' }, 'Use token'));
+    tform.addEventListener('submit', ev => {
+      ev.preventDefault();
+      guard(err, tform.querySelector('button'), async () => {
+        S.token = str(tform, 'token');
+        try { S.me = await api('GET', '/api/v1/auth/me'); } catch (e) { S.token = ''; throw e; }
+        sessionStorage.setItem(TOKEN_KEY, S.token);
+        enter();
+      });
+    });
+    const sso = S.status && S.status.sso && S.status.sso.enabled;
+    main.replaceChildren(h('div', { className: 'login' }, h('div', { className: 'panel' },
+      txt('h2', 'Sign in'),
+      sso ? h('button', { type: 'button', className: 'sso primary', id: 'sso-button', onclick: () => { location.href = '/api/v1/auth/sso/start'; } }, S.status.sso.label || 'Sign in with SSO') : null,
+      sso ? txt('div', 'or', 'or') : null,
+      form, err, txt('div', 'or', 'or'), tform,
+      h('p', { className: 'muted hint' }, 'The token is kept in this browser tab only (sessionStorage). API reference: ', h('a', { href: '/docs' }, '/docs')))));
+  }
+
+  async function signOut() {
+    if (S.token) { S.token = ''; sessionStorage.removeItem(TOKEN_KEY); } else { try { await api('POST', '/api/v1/auth/logout'); } catch (e) { /* already gone */ } }
+    S.me = null;
+    showLogin('Signed out.');
+  }
+
+  function enter() {
+    document.body.classList.toggle('ro', !canEdit());
+    const who = document.getElementById('who');
+    const name = S.me.user ? (S.me.user.name || S.me.user.email) : (S.me.method === 'token' ? 'admin token' : 'open mode');
+    who.replaceChildren(h('span', { id: 'whoami' }, name + ' · ' + S.me.role));
+    if (S.status.auth_enabled) who.append(h('button', { type: 'button', className: 'small', id: 'signout', onclick: signOut }, 'Sign out'));
+    document.getElementById('nav').hidden = false;
+    startEvents();
+    route();
+  }
+
+  // ---- live events ----------------------------------------------------
+  function startEvents() {
+    if (S.es) S.es.close();
+    api('GET', '/api/v1/requests?limit=100').then(rs => { const seen = new Set(S.log.map(r => r.id)); S.log = S.log.concat(rs.filter(r => !seen.has(r.id))).sort((a, b) => b.id - a.id).slice(0, 500); renderLogRows(); }).catch(() => {});
+    const url = '/api/v1/events' + (S.token ? '?access_token=' + encodeURIComponent(S.token) : '');
+    const es = new EventSource(url, { withCredentials: true });
+    S.es = es;
+    es.onopen = () => setLive('live');
+    es.onerror = () => setLive(es.readyState === EventSource.CLOSED ? 'down' : 'reconnecting');
+    es.onmessage = ev => {
+      let r; try { r = JSON.parse(ev.data); } catch (e) { return; }
+      if (S.log.length && S.log.some(x => x.id === r.id)) return;
+      S.log.unshift(r);
+      if (S.log.length > 500) S.log.length = 500;
+      if (!S.paused) renderLogRows();
+    };
+  }
+  function setLive(state) {
+    S.live = state;
+    const e = document.getElementById('live-state');
+    if (e) { e.className = 'state ' + state; e.textContent = state; }
+  }
+
+  // ---- views ------------------------------------------------------------
+  const views = { overview, services, routes, plugins, consumers, log: logView, router: routerView };
+  window.addEventListener('hashchange', () => { if (S.me) route(); });
+  function stopTimers() { if (S.timer) { clearInterval(S.timer); S.timer = null; } }
+  function route() {
+    stopTimers();
+    let v = location.hash.replace(/^#/, '') || 'overview';
+    if (!views[v]) v = 'overview';
+    S.view = v;
+    for (const a of document.querySelectorAll('nav a')) a.classList.toggle('on', a.getAttribute('href') === '#' + v);
+    const root = h('section', { id: 'view-' + v });
+    main.replaceChildren(root);
+    views[v](root);
+  }
+
+  function card(k, v, small) { return h('div', { className: 'card' }, txt('div', k, 'k'), h('div', { className: 'v' }, v, small ? h('small', {}, ' ' + small) : null)); }
+
+  function overview(root) {
+    const err = txt('div', '', 'err');
+    const body = h('div', {}, txt('p', 'Loading…', 'muted'));
+    root.append(h('div', { className: 'row' }, txt('h2', 'Overview'), h('span', { className: 'spacer' }), txt('span', 'refreshes every 5 s', 'muted hint')), err, body);
+    async function load() {
+      try {
+        const [m, c, hl] = await Promise.all([api('GET', '/api/v1/metrics'), api('GET', '/api/v1/config'), api('GET', '/api/v1/health')]);
+        err.textContent = '';
+        const st = m.status || {}; const lat = m.latency_ms || {};
+        const up = m.uptime_s >= 3600 ? (m.uptime_s / 3600).toFixed(1) + ' h' : m.uptime_s >= 60 ? (m.uptime_s / 60).toFixed(1) + ' min' : Math.round(m.uptime_s) + ' s';
+        const healthy = hl.filter(t => t.state === 'healthy').length;
+        body.replaceChildren(h('div', {},
+          txt('h3', 'Traffic'),
+          h('div', { className: 'cards', id: 'traffic-cards' },
+            card('Requests', fmtNum(m.total_requests)), card('Unmatched', fmtNum(m.unmatched_requests)),
+            card('2xx', fmtNum(st['2xx'])), card('3xx', fmtNum(st['3xx'])), card('4xx', fmtNum(st['4xx'])), card('5xx', fmtNum(st['5xx'])),
+            card('p50', fmtNum(lat.p50), 'ms'), card('p95', fmtNum(lat.p95), 'ms'), card('p99', fmtNum(lat.p99), 'ms'), card('Uptime', up)),
+          txt('h3', 'Configuration · version ' + c.version),
+          h('div', { className: 'cards', id: 'config-cards' },
+            card('Services', c.services), card('Targets', c.targets), card('Routes', c.routes), card('Stream routes', c.stream_routes),
+            card('Plugins', c.plugins), card('Consumers', c.consumers), card('Credentials', c.credentials), card('Certificates', c.certificates)),
+          txt('h3', 'Target health · ' + healthy + ' of ' + hl.length + ' healthy'),
+          hl.length ? h('div', { className: 'tablewrap' }, h('table', { id: 'health' },
+            h('tr', {}, ['Target', 'Service', 'Address', 'State', 'Check', 'Last checked', 'Last error'].map(x => txt('th', x))),
+            hl.map(t => h('tr', {}, txt('td', '#' + t.target_id + ' ' + t.host + ':' + t.port, 'mono'), txt('td', '#' + t.service_id), txt('td', t.address || '–', 'mono'),
+              h('td', {}, txt('span', t.state, 'state ' + t.state)), txt('td', t.check || ''), txt('td', fmtTime(t.last_checked_at)), txt('td', t.last_error || '', 'muted'))))) : txt('p', 'No targets yet.', 'muted'),
+          (m.routes && m.routes.length) ? [txt('h3', 'Requests per route'), h('div', { className: 'tablewrap' }, h('table', {},
+            h('tr', {}, txt('th', 'Route'), txt('th', 'Requests'), txt('th', 'Errors')),
+            m.routes.map(r => h('tr', {}, txt('td', '#' + r.route_id), txt('td', fmtNum(r.requests), 'num'), txt('td', fmtNum(r.errors), 'num')))))] : null));
+      } catch (e) { err.textContent = e.message; }
+    }
+    load();
+    S.timer = setInterval(load, 5000);
+  }
+
+  // ---- services and targets ----------------------------------------------
+  function services(root) {
+    const err = txt('div', '', 'err');
+    const tbl = h('div', { className: 'tablewrap' });
+    const formBox = h('div', { className: 'panel mut' });
+    const targetsBox = h('div', {});
+    let selected = null;
+    root.append(h('div', { className: 'row' }, txt('h2', 'Services'), h('span', { className: 'spacer' }), mutBtn('New service', 'primary', () => editForm(null))), formBox, err, tbl, targetsBox);
+    formBox.hidden = true;
+
+    async function load() {
+      try {
+        const list = await api('GET', '/api/v1/services');
+        tbl.replaceChildren(h('table', { id: 'services-table' },
+          h('tr', {}, ['ID', 'Name', 'Protocol', 'Balancing', 'Timeouts (ms)', 'Retries', 'Health check', ''].map(x => txt('th', x))),
+          list.map(s => h('tr', { className: selected === s.id ? 'sel' : '', 'data-id': s.id },
+            txt('td', s.id), h('td', {}, h('strong', {}, s.name)), txt('td', s.protocol), txt('td', s.lb_algorithm),
+            txt('td', s.connect_timeout_ms + ' / ' + s.read_timeout_ms + ' / ' + s.write_timeout_ms, 'mono'), txt('td', s.retries),
+            txt('td', s.health_path ? 'GET ' + s.health_path : 'tcp', 'mono'),
+            h('td', { className: 'actions' },
+              h('button', { type: 'button', className: 'small', onclick: () => { selected = s.id; load(); showTargets(s); } }, 'Targets'),
+              mutBtn('Edit', 'small', () => editForm(s)),
+              mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('service ' + s.name + ' with its targets, routes and plugins')) return; await guard(err, null, () => api('DELETE', '/api/v1/services/' + s.id)); if (selected === s.id) { selected = null; targetsBox.replaceChildren(); } load(); })))),
+          list.length ? null : h('tr', {}, h('td', { colspan: 8, className: 'muted' }, 'No services yet.'))));
+      } catch (e) { err.textContent = e.message; }
+    }
+
+    function editForm(s) {
+      const ferr = txt('div', '', 'err');
+      const f = h('form', { className: 'grid', id: 'service-form' },
+        field('Name', h('input', { name: 'name', required: true, value: s ? s.name : '' })),
+        field('Protocol', select('protocol', ['http', 'https'], s ? s.protocol : 'http')),
+        field('Load balancing', select('lb_algorithm', ['round_robin', 'random', 'consistent', 'weighted'], s ? s.lb_algorithm : 'round_robin')),
+        field('Retries', h('input', { name: 'retries', type: 'number', min: 0, value: s ? s.retries : 1 })),
+        field('Connect timeout (ms)', h('input', { name: 'connect_timeout_ms', type: 'number', min: 0, value: s ? s.connect_timeout_ms : 5000 })),
+        field('Read timeout (ms)', h('input', { name: 'read_timeout_ms', type: 'number', min: 0, value: s ? s.read_timeout_ms : 60000 })),
+        field('Write timeout (ms)', h('input', { name: 'write_timeout_ms', type: 'number', min: 0, value: s ? s.write_timeout_ms : 60000 })),
+        field('Health check path', h('input', { name: 'health_path', placeholder: 'blank: TCP check', value: s && s.health_path ? s.health_path : '' })),
+        field('TLS server name', h('input', { name: 'tls_sni', placeholder: 'https upstreams', value: s && s.tls_sni ? s.tls_sni : '' })),
+        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, s ? 'Save service' : 'Create service'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
+        h('div', { className: 'wide' }, ferr));
+      f.addEventListener('submit', ev => {
+        ev.preventDefault();
+        const body = { name: str(f, 'name'), protocol: str(f, 'protocol'), lb_algorithm: str(f, 'lb_algorithm'), retries: num(f, 'retries'),
+          connect_timeout_ms: num(f, 'connect_timeout_ms'), read_timeout_ms: num(f, 'read_timeout_ms'), write_timeout_ms: num(f, 'write_timeout_ms'),
+          health_path: str(f, 'health_path') || null, tls_sni: str(f, 'tls_sni') || null };
+        guard(ferr, f.querySelector('button[type=submit]'), async () => {
+          await (s ? api('PUT', '/api/v1/services/' + s.id, body) : api('POST', '/api/v1/services', body));
+          formBox.hidden = true; load();
+        });
+      });
+      formBox.replaceChildren(txt('h3', s ? 'Edit service #' + s.id : 'New service'), f);
+      formBox.hidden = false;
+      f.elements.name.focus();
+    }
+
+    async function showTargets(s) {
+      const terr = txt('div', '', 'err');
+      const tt = h('div', { className: 'tablewrap' });
+      const f = h('form', { className: 'grid mut', id: 'target-form' },
+        field('Host', h('input', { name: 'host', required: true, placeholder: '127.0.0.1' })),
+        field('Port', h('input', { name: 'port', type: 'number', min: 0, max: 65535, required: true })),
+        field('Weight', h('input', { name: 'weight', type: 'number', min: 0, value: 100 })),
+        check('Enabled', 'enabled', true),
+        h('div', {}, h('button', { type: 'submit', className: 'primary' }, 'Add target')));
+      f.addEventListener('submit', ev => {
+        ev.preventDefault();
+        guard(terr, f.querySelector('button'), async () => {
+          await api('POST', '/api/v1/services/' + s.id + '/targets', { host: str(f, 'host'), port: num(f, 'port'), weight: num(f, 'weight'), enabled: bool(f, 'enabled') });
+          f.reset(); loadTargets();
+        });
+      });
+      async function loadTargets() {
+        try {
+          const ts = await api('GET', '/api/v1/services/' + s.id + '/targets');
+          tt.replaceChildren(h('table', { id: 'targets-table' },
+            h('tr', {}, ['ID', 'Host', 'Port', 'Weight', 'Enabled', ''].map(x => txt('th', x))),
+            ts.map(t => {
+              const put = body => guard(terr, null, async () => { await api('PUT', '/api/v1/targets/' + t.id, Object.assign({ host: t.host, port: t.port, weight: t.weight, enabled: t.enabled }, body)); loadTargets(); });
+              return h('tr', {}, txt('td', t.id), txt('td', t.host, 'mono'), txt('td', t.port), txt('td', t.weight),
+                txt('td', t.enabled ? 'yes' : 'no', t.enabled ? 'ok' : 'off'),
+                h('td', { className: 'actions' },
+                  mutBtn(t.enabled ? 'Disable' : 'Enable', 'small', () => put({ enabled: !t.enabled })),
+                  mutBtn('Weight…', 'small', () => { const w = prompt('Weight of ' + t.host + ':' + t.port, t.weight); if (w !== null && w.trim() !== '') put({ weight: Number(w) }); }),
+                  mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('target ' + t.host + ':' + t.port)) return; await guard(terr, null, () => api('DELETE', '/api/v1/targets/' + t.id)); loadTargets(); })));
+            }),
+            ts.length ? null : h('tr', {}, h('td', { colspan: 6, className: 'muted' }, 'No targets: requests to this service answer 503.'))));
+        } catch (e) { terr.textContent = e.message; }
+      }
+      targetsBox.replaceChildren(txt('h3', 'Targets of ' + s.name), h('div', { className: 'panel' }, f, terr), tt);
+      loadTargets();
+    }
+    load();
+  }
+
+  // ---- routes -------------------------------------------------------------
+  function routes(root) {
+    const err = txt('div', '', 'err');
+    const tbl = h('div', { className: 'tablewrap' });
+    const formBox = h('div', { className: 'panel mut', hidden: true });
+    let svcs = [];
+    root.append(h('div', { className: 'row' }, txt('h2', 'Routes'), h('span', { className: 'spacer' }), mutBtn('New route', 'primary', () => editForm(null))), formBox, err, tbl);
+    const svcName = id => { const s = svcs.find(x => x.id === id); return s ? s.name : '#' + id; };
+
+    async function load() {
+      try {
+        const [rs, ss] = await Promise.all([api('GET', '/api/v1/routes'), api('GET', '/api/v1/services')]);
+        svcs = ss;
+        tbl.replaceChildren(h('table', { id: 'routes-table' },
+          h('tr', {}, ['ID', 'Name', 'Service', 'Hosts', 'Paths', 'Methods', 'Priority', 'Options', 'Enabled', ''].map(x => txt('th', x))),
+          rs.map(r => h('tr', { 'data-id': r.id },
+            txt('td', r.id), h('td', {}, h('strong', {}, r.name)),
+            txt('td', r.splits && r.splits.length ? 'split: ' + r.splits.map(x => svcName(x.service_id) + ' ' + x.weight).join(', ') : svcName(r.service_id)),
+            h('td', {}, chips(r.hosts)), h('td', {}, chips(r.paths)), h('td', {}, chips(r.methods)), txt('td', r.priority),
+            txt('td', [r.strip_path ? 'strip path' : '', r.preserve_host ? 'preserve host' : '', Object.keys(r.headers || {}).length ? 'headers' : ''].filter(Boolean).join(', ') || '–', 'muted'),
+            txt('td', r.enabled ? 'yes' : 'no', r.enabled ? 'ok' : 'off'),
+            h('td', { className: 'actions' },
+              h('a', { href: '#router', onclick: () => { S.routerPrefill = { path: (r.paths.find(p => !p.startsWith('~')) || '/'), host: r.hosts.find(x => !x.startsWith('*')) || '', method: r.methods[0] || 'GET' }; } }, h('button', { type: 'button', className: 'small' }, 'Test')),
+              mutBtn('Edit', 'small', () => editForm(r)),
+              mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('route ' + r.name)) return; await guard(err, null, () => api('DELETE', '/api/v1/routes/' + r.id)); load(); })))),
+          rs.length ? null : h('tr', {}, h('td', { colspan: 10, className: 'muted' }, 'No routes yet: proxied requests answer 404.'))));
+      } catch (e) { err.textContent = e.message; }
+    }
+
+    function editForm(r) {
+      const ferr = txt('div', '', 'err');
+      if (!svcs.length) { err.textContent = 'Create a service first: a route sends its traffic to a service.'; return; }
+      const f = h('form', { className: 'grid', id: 'route-form' },
+        field('Name', h('input', { name: 'name', required: true, value: r ? r.name : '' })),
+        field('Service', select('service_id', svcs.map(s => [s.id, s.name + ' (#' + s.id + ')']), r ? r.service_id : svcs[0].id)),
+        field('Priority', h('input', { name: 'priority', type: 'number', value: r ? r.priority : 0 })),
+        field(h('span', {}, 'Hosts ', h('span', { className: 'hint' }, 'comma-separated, *.example.com')), h('input', { name: 'hosts', value: r ? r.hosts.join(', ') : '' })),
+        field(h('span', {}, 'Paths ', h('span', { className: 'hint' }, 'prefixes, or ~regex')), h('input', { name: 'paths', value: r ? r.paths.join(', ') : '', placeholder: '/api' })),
+        field(h('span', {}, 'Methods ', h('span', { className: 'hint' }, 'blank: any')), h('input', { name: 'methods', value: r ? r.methods.join(', ') : '', placeholder: 'GET, POST' })),
+        field(h('span', {}, 'Headers ', h('span', { className: 'hint' }, 'Name:value, … (* = present)')), h('input', { name: 'headers', value: r ? Object.entries(r.headers || {}).map(([k, v]) => k + ':' + v).join(', ') : '' }), 'wide'),
+        check('Strip matched path', 'strip_path', r && r.strip_path), check('Preserve Host header', 'preserve_host', r && r.preserve_host), check('Enabled', 'enabled', r ? r.enabled : true),
+        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, r ? 'Save route' : 'Create route'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel'),
+          r && r.splits && r.splits.length ? txt('span', 'Traffic splits are kept as they are.', 'hint') : null),
+        h('div', { className: 'wide' }, ferr));
+      f.addEventListener('submit', ev => {
+        ev.preventDefault();
+        const headers = {};
+        for (const p of list(str(f, 'headers'))) { const i = p.indexOf(':'); if (i > 0) headers[p.slice(0, i).trim()] = p.slice(i + 1).trim(); }
+        const body = { name: str(f, 'name'), service_id: Number(str(f, 'service_id')), priority: num(f, 'priority') || 0,
+          hosts: list(str(f, 'hosts')), paths: list(str(f, 'paths')), methods: list(str(f, 'methods')).map(m => m.toUpperCase()), headers,
+          splits: r ? r.splits : [], strip_path: bool(f, 'strip_path'), preserve_host: bool(f, 'preserve_host'), enabled: bool(f, 'enabled') };
+        guard(ferr, f.querySelector('button[type=submit]'), async () => {
+          await (r ? api('PUT', '/api/v1/routes/' + r.id, body) : api('POST', '/api/v1/routes', body));
+          formBox.hidden = true; load();
+        });
+      });
+      formBox.replaceChildren(txt('h3', r ? 'Edit route #' + r.id : 'New route'), f);
+      formBox.hidden = false;
+      f.elements.name.focus();
+    }
+    load();
+  }
+
+  // ---- plugins --------------------------------------------------------------
+  const PLUGIN_TYPES = ['key-auth', 'basic-auth', 'jwt', 'acl', 'ip-restriction', 'rate-limit', 'proxy-cache', 'request-size-limit', 'request-termination', 'redirect', 'cors', 'wasm', 'request-transform', 'response-transform', 'hsts', 'response-body-transform', 'http-log', 'request-id', 'response-compression'];
+  let configSchemas = null;
+  async function pluginTemplate(type) {
+    // A starting config from the OpenAPI document: required fields and
+    // their defaults.
+    try {
+      if (!configSchemas) configSchemas = ((await (await fetch('/openapi.json')).json()).components || {}).schemas || {};
+      const s = configSchemas['PluginConfig_' + type.replace(/-/g, '_')];
+      if (!s || !s.properties) return {};
+      const out = {};
+      for (const [k, p] of Object.entries(s.properties)) {
+        if ('default' in p && p.default !== null && !(Array.isArray(p.default) && !p.default.length) && !(typeof p.default === 'object' && !Array.isArray(p.default) && !Object.keys(p.default).length) && p.default !== '') out[k] = p.default;
+        else if ((s.required || []).includes(k)) out[k] = p.type === 'integer' || p.type === 'number' ? 1 : p.type === 'boolean' ? false : p.type === 'array' ? [] : p.type === 'object' ? {} : '';
+      }
+      return out;
+    } catch (e) { return {}; }
+  }
+
+  function plugins(root) {
+    const err = txt('div', '', 'err');
+    const tbl = h('div', { className: 'tablewrap' });
+    const formBox = h('div', { className: 'panel mut', hidden: true });
+    let svcs = [], rts = [];
+    root.append(h('div', { className: 'row' }, txt('h2', 'Plugins'), h('span', { className: 'spacer' }), mutBtn('New plugin', 'primary', () => editForm(null))), formBox, err, tbl);
+    const input = p => ({ type: p.type, scope: p.scope, service_id: p.service_id, route_id: p.route_id, ordering: p.ordering, enabled: p.enabled, config: p.config });
+    const scopeText = p => p.scope === 'global' ? 'global' : p.scope === 'service' ? 'service ' + ((svcs.find(s => s.id === p.service_id) || {}).name || '#' + p.service_id) : 'route ' + ((rts.find(r => r.id === p.route_id) || {}).name || '#' + p.route_id);
+
+    async function load() {
+      try {
+        const [ps, ss, rs] = await Promise.all([api('GET', '/api/v1/plugins'), api('GET', '/api/v1/services'), api('GET', '/api/v1/routes')]);
+        svcs = ss; rts = rs;
+        tbl.replaceChildren(h('table', { id: 'plugins-table' },
+          h('tr', {}, ['ID', 'Type', 'Applies to', 'Ordering', 'Config', 'Enabled', ''].map(x => txt('th', x))),
+          ps.map(p => h('tr', { 'data-id': p.id }, txt('td', p.id), h('td', {}, h('strong', {}, p.type)), txt('td', scopeText(p)), txt('td', p.ordering),
+            h('td', {}, txt('code', JSON.stringify(p.config).slice(0, 90))),
+            txt('td', p.enabled ? 'yes' : 'no', p.enabled ? 'ok' : 'off'),
+            h('td', { className: 'actions' },
+              mutBtn(p.enabled ? 'Disable' : 'Enable', 'small', async () => { await guard(err, null, () => api('PUT', '/api/v1/plugins/' + p.id, Object.assign(input(p), { enabled: !p.enabled }))); load(); }),
+              mutBtn('Edit', 'small', () => editForm(p)),
+              mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('plugin ' + p.type + ' #' + p.id)) return; await guard(err, null, () => api('DELETE', '/api/v1/plugins/' + p.id)); load(); })))),
+          ps.length ? null : h('tr', {}, h('td', { colspan: 7, className: 'muted' }, 'No plugins yet.'))));
+      } catch (e) { err.textContent = e.message; }
+    }
+
+    function editForm(p) {
+      const ferr = txt('div', '', 'err');
+      const cfg = h('textarea', { name: 'config', rows: 8, spellcheck: 'false' });
+      cfg.value = p ? JSON.stringify(p.config, null, 2) : '{}';
+      const typeSel = select('type', PLUGIN_TYPES, p ? p.type : 'rate-limit');
+      const scopeSel = select('scope', ['global', 'service', 'route'], p ? p.scope : 'global');
+      const svcSel = select('service_id', svcs.map(s => [s.id, s.name + ' (#' + s.id + ')']), p && p.service_id);
+      const rtSel = select('route_id', rts.map(r => [r.id, r.name + ' (#' + r.id + ')']), p && p.route_id);
+      const svcField = field('Service', svcSel), rtField = field('Route', rtSel);
+      const sync = () => { svcField.hidden = scopeSel.value !== 'service'; rtField.hidden = scopeSel.value !== 'route'; };
+      scopeSel.addEventListener('change', sync); sync();
+      let touched = !!p;
+      cfg.addEventListener('input', () => { touched = true; });
+      const fill = async () => { if (!touched) cfg.value = JSON.stringify(await pluginTemplate(typeSel.value), null, 2); };
+      typeSel.addEventListener('change', fill); fill();
+      const f = h('form', { className: 'grid', id: 'plugin-form' },
+        field('Type', typeSel), field('Scope', scopeSel), svcField, rtField,
+        field(h('span', {}, 'Ordering ', h('span', { className: 'hint' }, 'blank: type default')), h('input', { name: 'ordering', type: 'number', value: p ? p.ordering : '' })),
+        check('Enabled', 'enabled', p ? p.enabled : true),
+        field(h('span', {}, 'Config (JSON) ', h('span', { className: 'hint' }, 'fields of the type are listed in ', h('a', { href: '/docs', target: '_blank' }, '/docs'))), cfg, 'wide'),
+        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, p ? 'Save plugin' : 'Create plugin'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
+        h('div', { className: 'wide' }, ferr));
+      f.addEventListener('submit', ev => {
+        ev.preventDefault();
+        let config;
+        try { config = cfg.value.trim() ? JSON.parse(cfg.value) : null; } catch (e) { ferr.textContent = 'Config is not valid JSON: ' + e.message; return; }
+        const scope = scopeSel.value;
+        const body = { type: typeSel.value, scope, service_id: scope === 'service' ? Number(svcSel.value) || null : null, route_id: scope === 'route' ? Number(rtSel.value) || null : null,
+          enabled: bool(f, 'enabled'), config };
+        const o = num(f, 'ordering'); if (o !== undefined) body.ordering = o;
+        guard(ferr, f.querySelector('button[type=submit]'), async () => {
+          await (p ? api('PUT', '/api/v1/plugins/' + p.id, body) : api('POST', '/api/v1/plugins', body));
+          formBox.hidden = true; load();
+        });
+      });
+      formBox.replaceChildren(txt('h3', p ? 'Edit plugin #' + p.id : 'New plugin'), f);
+      formBox.hidden = false;
+    }
+    load();
+  }
+
+  // ---- consumers and credentials ---------------------------------------------
+  function consumers(root) {
+    const err = txt('div', '', 'err');
+    const tbl = h('div', { className: 'tablewrap' });
+    const formBox = h('div', { className: 'panel mut', hidden: true });
+    const credBox = h('div', {});
+    let selected = null;
+    root.append(h('div', { className: 'row' }, txt('h2', 'Consumers'), h('span', { className: 'spacer' }), mutBtn('New consumer', 'primary', () => editForm(null))), formBox, err, tbl, credBox);
+
+    async function load() {
+      try {
+        const cs = await api('GET', '/api/v1/consumers');
+        tbl.replaceChildren(h('table', { id: 'consumers-table' },
+          h('tr', {}, ['ID', 'Username', 'Custom id', 'Groups', 'Created', ''].map(x => txt('th', x))),
+          cs.map(c => h('tr', { className: selected === c.id ? 'sel' : '' }, txt('td', c.id), h('td', {}, h('strong', {}, c.username)), txt('td', c.custom_id || '–', 'mono'),
+            h('td', {}, c.groups.length ? c.groups.map(g => txt('span', g, 'chip')) : txt('span', 'none', 'off')), txt('td', new Date(c.created_at).toLocaleString()),
+            h('td', { className: 'actions' },
+              h('button', { type: 'button', className: 'small', onclick: () => { selected = c.id; load(); showCreds(c); } }, 'Credentials'),
+              mutBtn('Edit', 'small', () => editForm(c)),
+              mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('consumer ' + c.username + ' and its credentials')) return; await guard(err, null, () => api('DELETE', '/api/v1/consumers/' + c.id)); if (selected === c.id) { selected = null; credBox.replaceChildren(); } load(); })))),
+          cs.length ? null : h('tr', {}, h('td', { colspan: 6, className: 'muted' }, 'No consumers yet.'))));
+      } catch (e) { err.textContent = e.message; }
+    }
+
+    function editForm(c) {
+      const ferr = txt('div', '', 'err');
+      const f = h('form', { className: 'grid', id: 'consumer-form' },
+        field('Username', h('input', { name: 'username', required: true, value: c ? c.username : '' })),
+        field('Custom id', h('input', { name: 'custom_id', value: c && c.custom_id ? c.custom_id : '' })),
+        field(h('span', {}, 'Groups ', h('span', { className: 'hint' }, 'comma-separated, for acl')), h('input', { name: 'groups', value: c ? c.groups.join(', ') : '' })),
+        h('div', { className: 'row' }, h('button', { type: 'submit', className: 'primary' }, c ? 'Save consumer' : 'Create consumer'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
+        h('div', { className: 'wide' }, ferr));
+      f.addEventListener('submit', ev => {
+        ev.preventDefault();
+        const body = { username: str(f, 'username'), custom_id: str(f, 'custom_id') || null, groups: list(str(f, 'groups')) };
+        guard(ferr, f.querySelector('button[type=submit]'), async () => {
+          await (c ? api('PUT', '/api/v1/consumers/' + c.id, body) : api('POST', '/api/v1/consumers', body));
+          formBox.hidden = true; load();
+        });
+      });
+      formBox.replaceChildren(txt('h3', c ? 'Edit consumer #' + c.id : 'New consumer'), f);
+      formBox.hidden = false;
+    }
+
+    function showCreds(c) {
+      const cerr = txt('div', '', 'err');
+      const ct = h('div', { className: 'tablewrap' });
+      const typeSel = select('type', ['key-auth', 'basic-auth', 'jwt'], 'key-auth');
+      const algSel = select('algorithm', ['HS256', 'HS384', 'HS512', 'RS256', 'ES256'], 'HS256');
+      const fields = {
+        key: field('Key', h('input', { name: 'key', placeholder: 'blank: generated' })),
+        username: field('Username', h('input', { name: 'username' })),
+        password: field('Password', h('input', { name: 'password', type: 'password', autocomplete: 'new-password' })),
+        algorithm: field('Algorithm', algSel),
+        secret: field('Secret', h('input', { name: 'secret', type: 'password', autocomplete: 'off' })),
+        public_key: field('Public key (PEM)', h('textarea', { name: 'public_key', rows: 4 }), 'wide'),
+      };
+      const sync = () => {
+        const t = typeSel.value, asym = /^(RS|ES)/.test(algSel.value);
+        const show = { key: t !== 'basic-auth', username: t === 'basic-auth', password: t === 'basic-auth', algorithm: t === 'jwt', secret: t === 'jwt' && !asym, public_key: t === 'jwt' && asym };
+        for (const [k, el] of Object.entries(fields)) el.hidden = !show[k];
+      };
+      typeSel.addEventListener('change', sync); algSel.addEventListener('change', sync); sync();
+      const f = h('form', { className: 'grid mut', id: 'credential-form' }, field('Type', typeSel), Object.values(fields), h('div', {}, h('button', { type: 'submit', className: 'primary' }, 'Add credential')));
+      f.addEventListener('submit', ev => {
+        ev.preventDefault();
+        const body = { type: typeSel.value };
+        for (const [k, el] of Object.entries(fields)) { if (el.hidden) continue; const v = f.elements[k].value.trim(); if (v) body[k] = v; }
+        guard(cerr, f.querySelector('button'), async () => { await api('POST', '/api/v1/consumers/' + c.id + '/credentials', body); f.reset(); sync(); loadCreds(); });
+      });
+      async function loadCreds() {
+        try {
+          const cr = await api('GET', '/api/v1/consumers/' + c.id + '/credentials');
+          ct.replaceChildren(h('table', { id: 'credentials-table' },
+            h('tr', {}, ['ID', 'Type', 'Key / username', 'Algorithm', 'Created', ''].map(x => txt('th', x))),
+            cr.map(x => h('tr', {}, txt('td', x.id), txt('td', x.type), txt('td', x.key || x.username || '–', 'mono'), txt('td', x.algorithm || '–'), txt('td', new Date(x.created_at).toLocaleString()),
+              h('td', { className: 'actions' }, mutBtn('Delete', 'small danger', async () => { if (!confirmDelete(x.type + ' credential #' + x.id)) return; await guard(cerr, null, () => api('DELETE', '/api/v1/credentials/' + x.id)); loadCreds(); })))),
+            cr.length ? null : h('tr', {}, h('td', { colspan: 6, className: 'muted' }, 'No credentials.'))));
+        } catch (e) { cerr.textContent = e.message; }
+      }
+      credBox.replaceChildren(txt('h3', 'Credentials of ' + c.username), h('div', { className: 'panel' }, f, cerr, h('p', { className: 'hint' }, 'Secrets (passwords, jwt secrets) are never shown again after creation.')), ct);
+      loadCreds();
+    }
+    load();
+  }
+
+  // ---- live request log ---------------------------------------------------------
+  function logView(root) {
+    const filter = h('input', { type: 'search', id: 'log-filter', placeholder: 'filter: path, host, status, method…', oninput: renderLogRows });
+    const pause = h('button', { type: 'button', id: 'log-pause', onclick: () => { S.paused = !S.paused; pause.textContent = S.paused ? 'Resume' : 'Pause'; renderLogRows(); } }, S.paused ? 'Resume' : 'Pause');
+    root.append(
+      h('div', { className: 'row' }, txt('h2', 'Live request log'), h('span', { id: 'live-state', className: 'state ' + (S.live || '') }, S.live || 'connecting'), h('span', { className: 'spacer' }), filter, pause,
+        h('button', { type: 'button', onclick: () => { S.log = []; renderLogRows(); } }, 'Clear')),
+      h('p', { className: 'muted hint' }, 'Completed proxied requests, newest first, from the event stream /api/v1/events (the last 500 are kept).'),
+      h('div', { className: 'tablewrap' }, h('table', { id: 'log-table' },
+        h('thead', {}, h('tr', {}, ['Time', 'Method', 'Host', 'Path', 'Status', 'Latency', 'Bytes', 'Route', 'Target', 'Client'].map(x => txt('th', x)))),
+        h('tbody', { id: 'log-rows' }))));
+    renderLogRows();
+  }
+  function renderLogRows() {
+    const tb = document.getElementById('log-rows');
+    if (!tb) return;
+    const q = ((document.getElementById('log-filter') || {}).value || '').toLowerCase();
+    const rows = S.log.filter(r => !q || [r.method, r.host, r.path, r.status, r.target, r.client_ip].join(' ').toLowerCase().includes(q)).slice(0, 300);
+    tb.replaceChildren(...rows.map(r => h('tr', { 'data-id': r.id },
+      txt('td', fmtTime(r.time), 'mono'), h('td', {}, txt('span', r.method, 'badge ' + String(r.method).toLowerCase())), txt('td', r.host, 'mono'), txt('td', r.path, 'mono'),
+      txt('td', r.status, statusClass(r.status)), txt('td', fmtNum(r.latency_ms) + ' ms', 'num'), txt('td', fmtNum(r.bytes_sent), 'num'),
+      txt('td', r.route_id ? '#' + r.route_id : 'unmatched', r.route_id ? '' : 'off'), txt('td', r.target || '–', 'mono'), txt('td', r.client_ip, 'mono'))));
+    if (!rows.length) tb.append(h('tr', {}, h('td', { colspan: 10, className: 'muted' }, 'No requests yet. Send traffic through the proxy listener to see it here.')));
+  }
+
+  // ---- router dry run ------------------------------------------------------------
+  function routerView(root) {
+    const pre = S.routerPrefill || {}; S.routerPrefill = null;
+    const err = txt('div', '', 'err');
+    const out = h('div', { id: 'router-result' });
+    const f = h('form', { className: 'grid', id: 'router-form' },
+      field('Method', select('method', ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'], pre.method || 'GET')),
+      field('Host', h('input', { name: 'host', placeholder: 'api.example.com', value: pre.host || '' })),
+      field('Path', h('input', { name: 'path', required: true, value: pre.path || '/' })),
+      field(h('span', {}, 'Headers ', h('span', { className: 'hint' }, 'Name:value, …')), h('input', { name: 'headers' })),
+      h('div', {}, h('button', { type: 'submit', className: 'primary' }, 'Test')));
+    f.addEventListener('submit', ev => {
+      ev.preventDefault();
+      const q = new URLSearchParams({ path: str(f, 'path'), host: str(f, 'host'), method: str(f, 'method') });
+      if (str(f, 'headers')) q.set('headers', str(f, 'headers'));
+      guard(err, f.querySelector('button'), async () => {
+        const r = await api('GET', '/api/v1/router/test?' + q);
+        out.replaceChildren(h('div', { className: 'panel' },
+          r.matched ? h('p', {}, h('strong', { className: 'ok' }, 'Matched route ' + r.route_name + ' (#' + r.route_id + ')'), ' → service #' + r.service_id + ', matched ', h('code', {}, r.matched_path || ''), ', upstream path ', h('code', {}, r.upstream_path || ''))
+            : h('p', {}, h('strong', { className: 's5' }, 'No route matches'), r.reason ? ': ' + r.reason : ''),
+          h('pre', { className: 'json' }, JSON.stringify(r, null, 2))));
+      });
+    });
+    root.append(txt('h2', 'Router test'), h('p', { className: 'muted' }, 'Which route would serve a request? A dry run of the live routing table: no upstream is contacted.'), h('div', { className: 'panel' }, f, err), out);
+    if (pre.path) f.requestSubmit();
+  }
+
+  boot();
+})();
