@@ -109,34 +109,8 @@ func TestBrowser(t *testing.T) {
 	upHost, upPort, _ := strings.Cut(strings.TrimPrefix(upstream.URL, "http://"), ":")
 
 	g := testgw.Start(t, nil)
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(bin),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1280, 860),
-	}
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelC()
-	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelT()
-
-	step := func(name string, actions ...chromedp.Action) {
-		t.Helper()
-		start := time.Now()
-		if err := chromedp.Run(ctx, actions...); err != nil {
-			shot(t, ctx, "/tmp/dashboard-failed.png")
-			t.Fatalf("%s: %v", name, err)
-		}
-		t.Logf("%s: %v", name, time.Since(start).Round(time.Millisecond))
-	}
+	ctx := browser(t, bin)
+	step := stepper(t, ctx)
 
 	var who, version string
 	step("overview in open mode",
@@ -251,4 +225,112 @@ func shot(t *testing.T, ctx context.Context, path string) {
 		return
 	}
 	t.Logf("screenshot: %s (%d bytes)", path, len(png))
+}
+
+// browser starts headless Chromium for the test.
+func browser(t *testing.T, bin string) context.Context {
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(bin),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 860),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
+	return ctx
+}
+
+// stepper runs named browser steps, failing the test with a screenshot.
+func stepper(t *testing.T, ctx context.Context) func(string, ...chromedp.Action) {
+	return func(name string, actions ...chromedp.Action) {
+		t.Helper()
+		start := time.Now()
+		if err := chromedp.Run(ctx, actions...); err != nil {
+			shot(t, ctx, "/tmp/dashboard-failed.png")
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Logf("%s: %v", name, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestBrowserSignIn: with authentication enabled the page asks to sign in;
+// an SSO failure is shown; a wrong password shows the API's error; a
+// viewer sees no mutation buttons; sign-out returns to the form; the admin
+// token works and feeds the live log through ?access_token=.
+func TestBrowserSignIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	bin := chromium(t)
+	g := testgw.Start(t, nil)
+	tok := g.Must("POST", "/api/v1/admin/token", nil)["token"].(string)
+	g.Header.Set("Authorization", "Bearer "+tok)
+	g.Must("POST", "/api/v1/users", map[string]any{"email": "vera@example.test", "name": "Vera", "role": "viewer", "password": "viewer-pass-1"})
+	g.Service("listed-svc")
+	ctx := browser(t, bin)
+	step := stepper(t, ctx)
+
+	var msg string
+	step("an SSO failure is shown on the sign-in form",
+		chromedp.Navigate(g.AdminURL+"/?sso_error=state_mismatch"),
+		chromedp.WaitVisible(`#login-form`, chromedp.ByQuery),
+		chromedp.Text(`.login .err`, &msg, chromedp.ByQuery),
+	)
+	if !strings.Contains(msg, "state_mismatch") {
+		t.Errorf("sso error: %q", msg)
+	}
+	step("a wrong password shows the API error",
+		chromedp.SendKeys(`#login-form input[name=email]`, "vera@example.test", chromedp.ByQuery),
+		chromedp.SendKeys(`#login-form input[name=password]`, "wrong-password", chromedp.ByQuery),
+		chromedp.Click(`#login-form button`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('.login .err').textContent !== '' && !document.querySelector('.login .err').textContent.includes('state_mismatch')`, nil),
+		chromedp.Text(`.login .err`, &msg, chromedp.ByQuery),
+	)
+	t.Logf("wrong password: %q", msg)
+	var who string
+	var newButtons int
+	step("a viewer signs in and sees no mutation buttons",
+		chromedp.SetValue(`#login-form input[name=password]`, "viewer-pass-1", chromedp.ByQuery),
+		chromedp.Click(`#login-form button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#config-cards`, chromedp.ByQuery),
+		chromedp.Text(`#whoami`, &who, chromedp.ByQuery),
+		chromedp.Navigate(g.AdminURL+"/#services"),
+		chromedp.WaitVisible(`//table[@id="services-table"]//strong[text()="listed-svc"]`, chromedp.BySearch),
+		chromedp.Evaluate(`[...document.querySelectorAll('button.mut')].filter(b => b.offsetParent !== null).length`, &newButtons),
+	)
+	if who != "Vera · viewer" {
+		t.Errorf("who: %q", who)
+	}
+	if newButtons != 0 {
+		t.Errorf("a viewer sees %d mutation buttons", newButtons)
+	}
+	step("sign out",
+		chromedp.Click(`#signout`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#login-form`, chromedp.ByQuery),
+		chromedp.Navigate(g.AdminURL+"/"),
+		chromedp.WaitVisible(`#login-form`, chromedp.ByQuery),
+	)
+	step("the admin token signs in and feeds the live log",
+		chromedp.SendKeys(`#token-form input[name=token]`, tok, chromedp.ByQuery),
+		chromedp.Click(`#token-form button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#config-cards`, chromedp.ByQuery),
+		chromedp.Text(`#whoami`, &who, chromedp.ByQuery),
+		chromedp.Navigate(g.AdminURL+"/#log"),
+		chromedp.WaitVisible(`#live-state.live`, chromedp.ByQuery),
+	)
+	if who != "admin token · admin" {
+		t.Errorf("who: %q", who)
+	}
+	g.Get("", "/not-routed-from-signin-test")
+	step("the event reaches the page",
+		chromedp.WaitVisible(`//tbody[@id="log-rows"]//td[text()="/not-routed-from-signin-test"]`, chromedp.BySearch),
+	)
 }
