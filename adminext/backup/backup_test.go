@@ -222,7 +222,7 @@ func TestImportSkips(t *testing.T) {
 		"plugin plugins[5]":                      `module "filter" is missing`,
 		"plugin plugins[6]":                      `unknown plugin type "no-such-plugin"`,
 		"plugin plugins[7]":                      `module "" is missing`,
-		"certificate certificates[0]":            "not managed",
+		"certificate certificates[0]":            "private key is not in the document",
 	} {
 		if !strings.Contains(got[ref], fragment) {
 			t.Fatalf("skipped %s: %q, want it to mention %q (all: %v)", ref, got[ref], fragment, got)

@@ -8,11 +8,96 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
+
+// Certificates.
+
+// Certificate is a certificate in an export document: the answer's fields,
+// the manual chain, the ACME challenge and, in an export with secrets, the
+// private key.
+type Certificate struct {
+	ID                int64      `json:"id" schema:"readonly"`
+	ACME              bool       `json:"acme"`
+	Domains           []string   `json:"domains" doc:"ACME: the managed names; manual: the leaf's SANs (ignored on import)."`
+	Challenge         *string    `json:"challenge,omitempty" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"ACME only."`
+	Cert              *string    `json:"cert,omitempty" schema:"minLength=1" doc:"Manual only: the PEM chain."`
+	Key               *string    `json:"key,omitempty" schema:"minLength=1" doc:"Manual only: the PEM private key (only with include_secrets; without it the certificate is skipped on import)."`
+	Status            string     `json:"status" schema:"readonly"`
+	Issuer            *string    `json:"issuer" schema:"readonly"`
+	NotBefore         *time.Time `json:"not_before" schema:"readonly"`
+	NotAfter          *time.Time `json:"not_after" schema:"readonly"`
+	FingerprintSHA256 *string    `json:"fingerprint_sha256" schema:"readonly"`
+	LastError         *string    `json:"last_error" schema:"readonly"`
+	CreatedAt         time.Time  `json:"created_at" schema:"readonly"`
+	UpdatedAt         time.Time  `json:"updated_at" schema:"readonly"`
+}
+
+var certificatesKind = Kind{
+	Name:   "certificates",
+	Counts: []string{"certificates"},
+	Schema: func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(Certificate{}, mode, nil)) },
+	Export: func(tx *gorm.DB, secrets bool) (any, error) {
+		rows, err := list[storage.Certificate](tx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]Certificate, 0, len(rows))
+		now := time.Now()
+		for i := range rows {
+			row := &rows[i]
+			v := certs.View(row, now)
+			c := Certificate{ID: v.ID, ACME: v.ACME, Domains: v.Domains, Status: v.Status, Issuer: v.Issuer,
+				NotBefore: v.NotBefore, NotAfter: v.NotAfter, FingerprintSHA256: v.FingerprintSHA256,
+				LastError: v.LastError, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt}
+			if row.ACME {
+				ch := row.Challenge
+				c.Challenge = &ch
+			} else {
+				cert := row.CertPEM
+				c.Cert = &cert
+				if secrets {
+					key := row.KeyPEM
+					c.Key = &key
+				}
+			}
+			out = append(out, c)
+		}
+		return out, nil
+	},
+	Clear: deleteAll(&storage.Certificate{}),
+	Restore: func(r *Restorer, raw json.RawMessage) error {
+		return r.each("certificates", raw, "", func(it item) error {
+			var c Certificate
+			if err := decode(it.path, it.fields, &c); err != nil {
+				return err
+			}
+			in := &certs.CertificateInput{ACME: c.ACME, Challenge: c.Challenge, Cert: c.Cert, Key: c.Key}
+			if c.ACME {
+				in.Domains = c.Domains
+			} else if c.Key == nil {
+				r.Skip("certificate", it.path, "the private key is not in the document (export with include_secrets=true)")
+				return nil
+			}
+			if err := prefix(it.path, in.Validate()); err != nil {
+				return err
+			}
+			row, err := certs.Row(in)
+			if err != nil {
+				return prefix(it.path, err)
+			}
+			if err := r.create(it.path, row); err != nil {
+				return err
+			}
+			r.count("certificates")
+			return nil
+		})
+	},
+}
 
 // Kind is one kind of resource in an export document: one field of the
 // document and how it is exported, described, cleared and restored.
@@ -42,7 +127,7 @@ type Kind struct {
 var kinds = []Kind{
 	settingsKind,
 	unsupportedKind("wasm_modules", "wasm_module", "WASM modules are not managed by this gateway version"),
-	unsupportedKind("certificates", "certificate", "certificates are not managed by this gateway version"),
+	certificatesKind,
 	servicesKind,
 	routesKind,
 	streamRoutesKind,

@@ -161,6 +161,30 @@ func TestManualCertificates(t *testing.T) {
 	g.WantError(400, "POST", "/api/v1/applications", app("deep", "x.app.wild.test"), "no issued certificate")
 	g.WantError(400, "POST", "/api/v1/applications", app("old", "old.test"), "no issued certificate")
 
+	// Export: the key only with secrets; import restores it.
+	st, plain := g.Do("GET", "/api/v1/export", nil)
+	if st != 200 || strings.Contains(string(plain), "PRIVATE KEY") || !strings.Contains(string(plain), "BEGIN CERTIFICATE") {
+		t.Fatalf("export without secrets: %d %.300s", st, plain)
+	}
+	withSecrets := g.Must("GET", "/api/v1/export?include_secrets=true", nil)
+	if n := len(withSecrets["certificates"].([]any)); n != 3 || !strings.Contains(fmt.Sprint(withSecrets["certificates"]), "PRIVATE KEY") {
+		t.Fatalf("export with secrets: %d certificates", n)
+	}
+	rep := g.Must("POST", "/api/v1/import", withSecrets)
+	if rep["restored"].(map[string]any)["certificates"] != float64(3) {
+		t.Fatalf("import: %v", rep)
+	}
+	var listed []map[string]any
+	g.JSON("GET", "/api/v1/certificates", nil, &listed)
+	for _, c := range listed {
+		if fmt.Sprint(c["domains"]) == "[b.test]" {
+			cb = c
+		}
+	}
+	if len(listed) != 3 || cb == nil {
+		t.Fatalf("after import: %v", listed)
+	}
+
 	// Renew: 400 for manual, 404 for missing.
 	g.WantError(400, "POST", fmt.Sprintf("/api/v1/certificates/%d/renew", testgw.ID(cb)), nil, "manual")
 	g.WantError(404, "POST", "/api/v1/certificates/999/renew", nil)
