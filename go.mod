@@ -20,6 +20,11 @@ require (
 require github.com/coder/websocket v1.8.15
 
 require (
+	github.com/letsencrypt/challtestsrv v1.4.2 // indirect
+	github.com/letsencrypt/pebble/v2 v2.10.1
+)
+
+require (
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327 // indirect
 	github.com/chromedp/chromedp v0.14.2
 	github.com/chromedp/sysutil v1.1.0 // indirect
