@@ -197,6 +197,29 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("router test: %q", result)
 	}
 
+	step("create a plugin and a consumer with a credential",
+		chromedp.Navigate(g.AdminURL+"/#plugins"),
+		chromedp.WaitVisible(`#plugins-table`, chromedp.ByQuery),
+		chromedp.Click(`//button[text()="New plugin"]`, chromedp.BySearch),
+		chromedp.SetValue(`#plugin-form select[name=type]`, "rate-limit", chromedp.ByQuery),
+		chromedp.SetValue(`#plugin-form textarea[name=config]`, `{"limit": 1000}`, chromedp.ByQuery),
+		chromedp.Click(`#plugin-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="plugins-table"]//strong[text()="rate-limit"]`, chromedp.BySearch),
+		chromedp.Navigate(g.AdminURL+"/#consumers"),
+		chromedp.WaitVisible(`#consumers-table`, chromedp.ByQuery),
+		chromedp.Click(`//button[text()="New consumer"]`, chromedp.BySearch),
+		chromedp.SendKeys(`#consumer-form input[name=username]`, "alice", chromedp.ByQuery),
+		chromedp.Click(`#consumer-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.Click(`//table[@id="consumers-table"]//tr[.//strong[text()="alice"]]//button[text()="Credentials"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#credential-form`, chromedp.ByQuery),
+		chromedp.SendKeys(`#credential-form input[name=key]`, "alice-key", chromedp.ByQuery),
+		chromedp.Click(`#credential-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="credentials-table"]//td[text()="alice-key"]`, chromedp.BySearch),
+		chromedp.Navigate(g.AdminURL+"/#plugins"),
+		chromedp.WaitVisible(`//table[@id="plugins-table"]//strong[text()="rate-limit"]`, chromedp.BySearch),
+	)
+	shot(t, ctx, "/tmp/dashboard-plugins.png")
+
 	var total string
 	step("the overview counts the request",
 		chromedp.Navigate(g.AdminURL+"/#overview"),
