@@ -24,13 +24,17 @@ vet:
 test: test-deps vet build
 	$(GO) test -count=1 -timeout 20m ./...
 
-# What the tests need beyond Go: PostgreSQL's server binaries (Debian's
-# package; the test starts its own throw-away cluster on 127.0.0.1).
+# What the tests need beyond Go, from Debian's packages: PostgreSQL's server
+# binaries (the test starts its own throw-away cluster on 127.0.0.1) and
+# Chromium (the dashboard's browser test). Outside CI a missing one only
+# skips its test.
+TEST_PACKAGES := $(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) $(if $(wildcard /usr/bin/chromium),,chromium)
 test-deps:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
-		echo "installing postgresql (Debian) for the PostgreSQL store test"; \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >/dev/null || \
-		echo "could not install postgresql: the PostgreSQL store test will be skipped (outside CI)"; }
+	@if [ -n "$(strip $(TEST_PACKAGES))" ]; then \
+		echo "installing $(strip $(TEST_PACKAGES)) (Debian) for the tests"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TEST_PACKAGES)) >/dev/null || \
+		echo "could not install $(strip $(TEST_PACKAGES)): their tests are skipped (and fail on CI)"; \
+	fi
 
 test-short:
 	$(GO) test -count=1 -short ./...
