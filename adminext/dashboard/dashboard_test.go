@@ -335,6 +335,26 @@ func TestBrowserSignIn(t *testing.T) {
 	if newButtons != 0 {
 		t.Errorf("a viewer sees %d mutation buttons", newButtons)
 	}
+	// The screens of stream routes, certificates, settings, users and
+	// backup show a viewer no mutation button, no editable setting and no
+	// Users entry.
+	for _, v := range []struct{ hash, ready string }{
+		{"streams", `#stream-routes-table`}, {"certificates", `#certs-table`}, {"settings", `#settings-form`},
+		{"backup", `#export-link`}, {"users", `#view-users p`}, {"account", `#password-form`},
+	} {
+		var visible, editable int
+		var usersLink bool
+		step("a viewer on #"+v.hash,
+			chromedp.Navigate(g.AdminURL+"/#"+v.hash),
+			chromedp.WaitVisible(v.ready, chromedp.ByQuery),
+			chromedp.Evaluate(`[...document.querySelectorAll('button.mut, form.mut, .adm')].filter(b => b.offsetParent !== null).length`, &visible),
+			chromedp.Evaluate(`[...document.querySelectorAll('#settings-form input')].filter(i => !i.disabled).length`, &editable),
+			chromedp.Evaluate(`document.querySelector('nav a[href="#users"]').offsetParent !== null`, &usersLink),
+		)
+		if visible != 0 || editable != 0 || usersLink {
+			t.Errorf("#%s: a viewer sees %d mutation controls, %d editable settings, users link %v", v.hash, visible, editable, usersLink)
+		}
+	}
 	step("sign out",
 		chromedp.Click(`#signout`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#login-form`, chromedp.ByQuery),
@@ -356,4 +376,131 @@ func TestBrowserSignIn(t *testing.T) {
 	step("the event reaches the page",
 		chromedp.WaitVisible(`//tbody[@id="log-rows"]//td[text()="/not-routed-from-signin-test"]`, chromedp.BySearch),
 	)
+}
+
+// TestBrowserAdminScreens: in open mode (admin) a stream route is created
+// and the restart note shown, the settings are saved (all fields sent), a
+// certificate and backup screen load, and the first user is created, which
+// turns authentication on: the page asks to sign in, the new admin signs in,
+// sees the users and the admin token panel, and changes their password.
+func TestBrowserAdminScreens(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	bin := chromium(t)
+	g := testgw.Start(t, nil)
+	svc := g.Service("tcp-svc")
+	var before map[string]any
+	g.JSON("GET", "/api/v1/settings", nil, &before)
+	ctx := browser(t, bin)
+	step := stepper(t, ctx)
+
+	var note string
+	step("create a stream route and see the note",
+		chromedp.Navigate(g.AdminURL+"/#streams"),
+		chromedp.WaitVisible(`#stream-routes-table`, chromedp.ByQuery),
+		chromedp.Click(`//button[text()="New stream route"]`, chromedp.BySearch),
+		chromedp.SendKeys(`#stream-form input[name=name]`, "pg", chromedp.ByQuery),
+		chromedp.SendKeys(`#stream-form input[name=listen_addr]`, "127.0.0.1:15432", chromedp.ByQuery),
+		chromedp.Click(`#stream-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="stream-routes-table"]//strong[text()="pg"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#stream-note`, chromedp.ByQuery),
+		chromedp.Text(`#stream-note`, &note, chromedp.ByQuery),
+	)
+	if !strings.Contains(note, "listener changes take effect on restart") {
+		t.Errorf("stream route note: %q", note)
+	}
+	var srs []map[string]any
+	if st := g.JSON("GET", "/api/v1/stream-routes", nil, &srs); st != 200 || len(srs) != 1 || srs[0]["listen_addr"] != "127.0.0.1:15432" || srs[0]["service_id"] != float64(svc) {
+		t.Fatalf("stream routes after the UI created one: %d %v", st, srs)
+	}
+	shot(t, ctx, "/tmp/dashboard-new.png")
+
+	var saved string
+	step("save the settings",
+		chromedp.Navigate(g.AdminURL+"/#settings"),
+		chromedp.WaitVisible(`#settings-form`, chromedp.ByQuery),
+		chromedp.SetValue(`#settings-form input[name=trusted_proxies]`, "10.0.0.0/8, 192.0.2.7", chromedp.ByQuery),
+		chromedp.SetValue(`#settings-form input[name=acme_email]`, "ops@example.test", chromedp.ByQuery),
+		chromedp.Click(`#settings-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('#settings-saved') && document.querySelector('#settings-saved').textContent !== ''`, nil),
+		chromedp.Text(`#settings-saved`, &saved, chromedp.ByQuery),
+	)
+	var after map[string]any
+	g.JSON("GET", "/api/v1/settings", nil, &after)
+	if fmt.Sprint(after["trusted_proxies"]) != "[10.0.0.0/8 192.0.2.7]" || after["acme_email"] != "ops@example.test" ||
+		after["http_listen"] != before["http_listen"] || after["https_listen"] != before["https_listen"] || after["acme_directory_url"] != before["acme_directory_url"] {
+		t.Errorf("settings after the UI saved them: %v (before %v)", after, before)
+	}
+
+	step("certificates and backup screens",
+		chromedp.Navigate(g.AdminURL+"/#certificates"),
+		chromedp.WaitVisible(`#certs-table`, chromedp.ByQuery),
+		chromedp.Click(`//button[text()="New certificate"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#cert-form textarea[name=key]`, chromedp.ByQuery),
+		chromedp.Navigate(g.AdminURL+"/#backup"),
+		chromedp.WaitVisible(`#export-link`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#import-form`, chromedp.ByQuery),
+	)
+
+	var msg string
+	step("create the first user: authentication turns on",
+		chromedp.Navigate(g.AdminURL+"/#users"),
+		chromedp.WaitVisible(`#users-table`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#token-panel button`, chromedp.ByQuery),
+		chromedp.Click(`//button[text()="New user"]`, chromedp.BySearch),
+		chromedp.SendKeys(`#user-form input[name=email]`, "ada@example.test", chromedp.ByQuery),
+		chromedp.SendKeys(`#user-form input[name=name]`, "Ada", chromedp.ByQuery),
+		chromedp.SetValue(`#user-form select[name=role]`, "admin", chromedp.ByQuery),
+		chromedp.SendKeys(`#user-form input[name=password]`, "ada-pass-123", chromedp.ByQuery),
+		chromedp.Click(`#user-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#login-form`, chromedp.ByQuery),
+		chromedp.Text(`.login .err`, &msg, chromedp.ByQuery),
+	)
+	if !strings.Contains(msg, "sign in") {
+		t.Errorf("after the first user: %q", msg)
+	}
+	var who string
+	step("the new admin signs in and sees the users",
+		chromedp.SendKeys(`#login-form input[name=email]`, "ada@example.test", chromedp.ByQuery),
+		chromedp.SendKeys(`#login-form input[name=password]`, "ada-pass-123", chromedp.ByQuery),
+		chromedp.Click(`#login-form button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#whoami`, chromedp.ByQuery),
+		chromedp.Text(`#whoami`, &who, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="users-table"]//strong[text()="ada@example.test"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#sso-form`, chromedp.ByQuery),
+	)
+	if who != "Ada · admin" {
+		t.Errorf("who: %q", who)
+	}
+	var token string
+	step("generate the admin token: shown once",
+		chromedp.Click(`//div[@id="token-panel"]//button[text()="Generate token"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#new-token-value`, chromedp.ByQuery),
+		chromedp.Text(`#new-token-value`, &token, chromedp.ByQuery),
+	)
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(token) {
+		t.Errorf("new admin token: %q", token)
+	}
+	shot(t, ctx, "/tmp/dashboard-users.png")
+	var changed string
+	step("change the own password",
+		chromedp.Click(`#account-link`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#password-form`, chromedp.ByQuery),
+		chromedp.SendKeys(`#password-form input[name=current_password]`, "ada-pass-123", chromedp.ByQuery),
+		chromedp.SendKeys(`#password-form input[name=new_password]`, "ada-pass-456", chromedp.ByQuery),
+		chromedp.SendKeys(`#password-form input[name=repeat]`, "ada-pass-456", chromedp.ByQuery),
+		chromedp.Click(`#password-form button`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('#password-saved').textContent !== ''`, nil),
+		chromedp.Text(`#password-saved`, &changed, chromedp.ByQuery),
+	)
+	if !strings.Contains(changed, "Password changed") {
+		t.Errorf("password change: %q", changed)
+	}
+	resp, err := http.Post(g.AdminURL+"/api/v1/auth/login", "application/json", strings.NewReader(`{"email":"ada@example.test","password":"ada-pass-456"}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("sign-in with the new password: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
 }

@@ -23,6 +23,7 @@
   const fmtTime = t => { if (!t) return '–'; const d = new Date(t); return isNaN(d) ? t : d.toLocaleTimeString(); };
   const list = s => String(s || '').split(',').map(x => x.trim()).filter(Boolean);
   const canEdit = () => S.me && S.me.role !== 'viewer';
+  const isAdmin = () => S.me && S.me.role === 'admin';
   const chips = a => (a && a.length) ? a.map(x => txt('span', x, 'chip mono')) : [txt('span', 'any', 'off')];
 
   class APIError extends Error { constructor(status, msg) { super(msg); this.status = status; } }
@@ -60,6 +61,8 @@
   const str = (form, name) => form.elements[name].value.trim();
   const bool = (form, name) => form.elements[name].checked;
   function mutBtn(label, cls, onclick) { return h('button', { type: 'button', className: 'mut ' + (cls || ''), onclick, disabled: !canEdit() }, label); }
+  // An action of the admin role only: hidden for editors and viewers.
+  function admBtn(label, cls, onclick) { return h('button', { type: 'button', className: 'mut adm ' + (cls || ''), onclick, disabled: !isAdmin() }, label); }
   function statusClass(s) { return 's' + String(s || 0)[0]; }
 
   // ---- sign-in ---------------------------------------------------------
@@ -122,9 +125,11 @@
 
   function enter() {
     document.body.classList.toggle('ro', !canEdit());
+    document.body.classList.toggle('na', !isAdmin());
     const who = document.getElementById('who');
     const name = S.me.user ? (S.me.user.name || S.me.user.email) : (S.me.method === 'token' ? 'admin token' : 'open mode');
     who.replaceChildren(h('span', { id: 'whoami' }, name + ' · ' + S.me.role));
+    if (S.me.method === 'session') who.append(h('a', { href: '#account', id: 'account-link' }, h('button', { type: 'button', className: 'small' }, 'Password')));
     if (S.status.auth_enabled) who.append(h('button', { type: 'button', className: 'small', id: 'signout', onclick: signOut }, 'Sign out'));
     document.getElementById('nav').hidden = false;
     startEvents();
@@ -155,7 +160,7 @@
   }
 
   // ---- views ------------------------------------------------------------
-  const views = { overview, services, routes, plugins, consumers, log: logView, router: routerView };
+  const views = { overview, services, routes, plugins, consumers, streams, certificates, log: logView, router: routerView, settings: settingsView, users: usersView, backup: backupView, account: accountView };
   window.addEventListener('hashchange', () => { if (S.me) route(); });
   function stopTimers() { if (S.timer) { clearInterval(S.timer); S.timer = null; } }
   function route() {
@@ -586,6 +591,382 @@
     });
     root.append(txt('h2', 'Router test'), h('p', { className: 'muted' }, 'Which route would serve a request? A dry run of the live routing table: no upstream is contacted.'), h('div', { className: 'panel' }, f, err), out);
     if (pre.path) f.requestSubmit();
+  }
+
+  // ---- stream routes (TCP) -------------------------------------------------------
+  function streams(root) {
+    const err = txt('div', '', 'err');
+    const note = h('div', { className: 'note', id: 'stream-note', role: 'status' });
+    const tbl = h('div', { className: 'tablewrap' });
+    const formBox = h('div', { className: 'panel mut', hidden: true });
+    let svcs = [];
+    root.append(h('div', { className: 'row' }, txt('h2', 'Stream routes'), h('span', { className: 'spacer' }), mutBtn('New stream route', 'primary', () => editForm(null))),
+      h('p', { className: 'muted hint' }, 'Raw TCP: a connection accepted on the listen address is proxied to the service\'s targets. Listeners bind when the gateway starts.'),
+      note, formBox, err, tbl);
+    const svcName = id => { const s = svcs.find(x => x.id === id); return s ? s.name : '#' + id; };
+    const showNote = r => { if (r && r.note) note.textContent = 'Note: ' + r.note + '.'; };
+
+    async function load() {
+      try {
+        const [rs, ss] = await Promise.all([api('GET', '/api/v1/stream-routes'), api('GET', '/api/v1/services')]);
+        svcs = ss;
+        tbl.replaceChildren(h('table', { id: 'stream-routes-table' },
+          h('tr', {}, ['ID', 'Name', 'Listen address', 'Service', 'Enabled', 'Updated', ''].map(x => txt('th', x))),
+          rs.map(r => h('tr', { 'data-id': r.id }, txt('td', r.id), h('td', {}, h('strong', {}, r.name)), txt('td', r.listen_addr, 'mono'), txt('td', svcName(r.service_id)),
+            txt('td', r.enabled ? 'yes' : 'no', r.enabled ? 'ok' : 'off'), txt('td', new Date(r.updated_at).toLocaleString()),
+            h('td', { className: 'actions' },
+              mutBtn('Edit', 'small', () => editForm(r)),
+              mutBtn('Delete', 'small danger', async () => {
+                if (!confirmDelete('stream route ' + r.name)) return;
+                showNote(await guard(err, null, () => api('DELETE', '/api/v1/stream-routes/' + r.id))); load();
+              })))),
+          rs.length ? null : h('tr', {}, h('td', { colspan: 7, className: 'muted' }, 'No stream routes.'))));
+      } catch (e) { err.textContent = e.message; }
+    }
+
+    function editForm(r) {
+      const ferr = txt('div', '', 'err');
+      if (!svcs.length) { err.textContent = 'Create a service first: a stream route sends its connections to a service.'; return; }
+      const f = h('form', { className: 'grid', id: 'stream-form' },
+        field('Name', h('input', { name: 'name', required: true, value: r ? r.name : '' })),
+        field(h('span', {}, 'Listen address ', h('span', { className: 'hint' }, 'host:port')), h('input', { name: 'listen_addr', required: true, value: r ? r.listen_addr : '', placeholder: '0.0.0.0:5432' })),
+        field('Service', select('service_id', svcs.map(s => [s.id, s.name + ' (#' + s.id + ')']), r ? r.service_id : svcs[0].id)),
+        check('Enabled', 'enabled', r ? r.enabled : true),
+        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, r ? 'Save stream route' : 'Create stream route'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
+        h('div', { className: 'wide' }, ferr));
+      f.addEventListener('submit', ev => {
+        ev.preventDefault();
+        const body = { name: str(f, 'name'), listen_addr: str(f, 'listen_addr'), service_id: Number(str(f, 'service_id')), enabled: bool(f, 'enabled') };
+        guard(ferr, f.querySelector('button[type=submit]'), async () => {
+          const res = await (r ? api('PUT', '/api/v1/stream-routes/' + r.id, body) : api('POST', '/api/v1/stream-routes', body));
+          note.textContent = ''; showNote(res);
+          formBox.hidden = true; load();
+        });
+      });
+      formBox.replaceChildren(txt('h3', r ? 'Edit stream route #' + r.id : 'New stream route'), f);
+      formBox.hidden = false;
+      f.elements.name.focus();
+    }
+    load();
+  }
+
+  // ---- certificates --------------------------------------------------------------
+  function certificates(root) {
+    const err = txt('div', '', 'err');
+    const tbl = h('div', { className: 'tablewrap' });
+    const formBox = h('div', { className: 'panel mut', hidden: true });
+    root.append(h('div', { className: 'row' }, txt('h2', 'Certificates'), h('span', { className: 'spacer' }), mutBtn('New certificate', 'primary', () => editForm())),
+      h('p', { className: 'muted hint' }, 'TLS certificates served by SNI on the HTTPS listener. Private keys are never shown. ACME certificates use the directory and e-mail of ', h('a', { href: '#settings' }, 'Settings'), '.'),
+      formBox, err, tbl);
+    const fmtDate = t => t ? new Date(t).toLocaleString() : '–';
+
+    async function load() {
+      try {
+        const cs = await api('GET', '/api/v1/certificates');
+        tbl.replaceChildren(h('table', { id: 'certs-table' },
+          h('tr', {}, ['ID', 'Domains', 'Source', 'Status', 'Issuer', 'Not after', 'Last error', ''].map(x => txt('th', x))),
+          cs.map(c => h('tr', { 'data-id': c.id }, txt('td', c.id), h('td', {}, chips(c.domains)), txt('td', c.acme ? 'ACME' : 'uploaded'),
+            h('td', {}, txt('span', c.status, 'state ' + c.status)), txt('td', c.issuer || '–'), txt('td', fmtDate(c.not_after), 'mono'),
+            txt('td', c.last_error || '', 'muted'),
+            h('td', { className: 'actions' },
+              c.acme ? mutBtn('Renew', 'small', async () => { const r = await guard(err, null, () => api('POST', '/api/v1/certificates/' + c.id + '/renew')); if (r) err.textContent = ''; load(); }) : null,
+              mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('certificate #' + c.id + ' (' + c.domains.join(', ') + ')')) return; await guard(err, null, () => api('DELETE', '/api/v1/certificates/' + c.id)); load(); })))),
+          cs.length ? null : h('tr', {}, h('td', { colspan: 8, className: 'muted' }, 'No certificates.'))));
+      } catch (e) { err.textContent = e.message; }
+    }
+
+    function editForm() {
+      const ferr = txt('div', '', 'err');
+      const mode = select('mode', [['upload', 'Upload PEM certificate and key'], ['acme', 'Request from ACME']], 'upload');
+      const up = [field(h('span', {}, 'Certificate chain (PEM) ', h('span', { className: 'hint' }, 'leaf first')), h('textarea', { name: 'cert', rows: 6, spellcheck: 'false', placeholder: '-----BEGIN CERTIFICATE-----' }), 'wide'),
+        field(h('span', {}, 'Private key (PEM) ', h('span', { className: 'hint' }, 'write-only: never shown again')), h('textarea', { name: 'key', rows: 5, spellcheck: 'false', autocomplete: 'off', placeholder: '-----BEGIN PRIVATE KEY-----' }), 'wide')];
+      const ac = [field(h('span', {}, 'Domains ', h('span', { className: 'hint' }, 'comma-separated; *.example.com needs dns-01')), h('input', { name: 'domains', placeholder: 'example.com, www.example.com' }), 'wide'),
+        field('Challenge', select('challenge', ['http-01', 'tls-alpn-01', 'dns-01'], 'http-01'))];
+      const sync = () => { for (const e of up) e.hidden = mode.value !== 'upload'; for (const e of ac) e.hidden = mode.value !== 'acme'; };
+      mode.addEventListener('change', sync);
+      const f = h('form', { className: 'grid', id: 'cert-form' }, field('Source', mode), up, ac,
+        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, 'Add certificate'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
+        h('div', { className: 'wide' }, ferr));
+      sync();
+      f.addEventListener('submit', ev => {
+        ev.preventDefault();
+        const body = mode.value === 'acme' ? { acme: true, domains: list(str(f, 'domains')), challenge: str(f, 'challenge') } : { acme: false, cert: f.elements.cert.value, key: f.elements.key.value };
+        guard(ferr, f.querySelector('button[type=submit]'), async () => {
+          await api('POST', '/api/v1/certificates', body);
+          f.elements.key.value = '';
+          formBox.hidden = true; load();
+        });
+      });
+      formBox.replaceChildren(txt('h3', 'New certificate'), f);
+      formBox.hidden = false;
+    }
+    load();
+    S.timer = setInterval(() => { if (formBox.hidden) load(); }, 10000);
+  }
+
+  // ---- settings ------------------------------------------------------------------
+  function settingsView(root) {
+    const err = txt('div', '', 'err');
+    const ok = h('span', { className: 'ok', id: 'settings-saved' });
+    const box = h('div', { className: 'panel' }, txt('p', 'Loading…', 'muted'));
+    root.append(txt('h2', 'Settings'), h('p', { className: 'muted hint' }, 'Global settings of the gateway. Saving replaces all of them; listener changes are bound at once.' + (isAdmin() ? '' : ' Only admins may change them.')), box);
+    async function load() {
+      let st;
+      try { st = await api('GET', '/api/v1/settings'); } catch (e) { box.replaceChildren(err); err.textContent = e.message; return; }
+      const ro = !isAdmin();
+      const inp = (name, attrs) => h('input', Object.assign({ name, value: st[name] ?? '', disabled: ro }, attrs || {}));
+      const f = h('form', { className: 'grid', id: 'settings-form' },
+        field(h('span', {}, 'HTTP listener ', h('span', { className: 'hint' }, 'host:port, empty: off')), inp('http_listen', { placeholder: ':8080' })),
+        field(h('span', {}, 'HTTPS listener ', h('span', { className: 'hint' }, 'host:port')), inp('https_listen', { placeholder: ':8443' })),
+        h('label', { className: 'check' }, h('input', { type: 'checkbox', name: 'https_enabled', checked: !!st.https_enabled, disabled: ro }), 'HTTPS listener enabled'),
+        field(h('span', {}, 'Public URL ', h('span', { className: 'hint' }, 'of this admin UI (SSO, secure cookie)')), inp('public_url', { placeholder: 'https address of this UI' })),
+        field('ACME e-mail', inp('acme_email', { type: 'email' })),
+        field(h('span', {}, 'ACME directory ', h('span', { className: 'hint' }, 'URL or alias')), inp('acme_directory_url', { list: 'acme-dirs' })),
+        h('datalist', { id: 'acme-dirs' }, ['letsencrypt', 'letsencrypt-staging', 'zerossl', 'google', 'google-staging'].map(v => h('option', { value: v }))),
+        field(h('span', {}, 'Trusted proxies ', h('span', { className: 'hint' }, 'CIDRs or IPs, comma-separated')), h('input', { name: 'trusted_proxies', value: (st.trusted_proxies || []).join(', '), disabled: ro }), 'wide'),
+        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary mut adm' }, 'Save settings'), ok,
+          txt('span', 'Last changed ' + (st.updated_at ? new Date(st.updated_at).toLocaleString() : '–'), 'hint')),
+        h('div', { className: 'wide' }, err));
+      f.addEventListener('submit', ev => {
+        ev.preventDefault();
+        ok.textContent = '';
+        // PUT is a full replacement: every field is sent.
+        const body = { http_listen: str(f, 'http_listen'), https_listen: str(f, 'https_listen'), https_enabled: bool(f, 'https_enabled'), public_url: str(f, 'public_url'),
+          acme_email: str(f, 'acme_email'), acme_directory_url: str(f, 'acme_directory_url'), trusted_proxies: list(str(f, 'trusted_proxies')) };
+        guard(err, f.querySelector('button[type=submit]'), async () => { await api('PUT', '/api/v1/settings', body); await load(); ok.textContent = 'Saved.'; });
+      });
+      box.replaceChildren(f);
+    }
+    load();
+  }
+
+  // ---- users, admin token, SSO (admin) ----------------------------------------------
+  function usersView(root) {
+    root.append(txt('h2', 'Users and access'));
+    if (!isAdmin()) { root.append(txt('p', 'Only admins manage users, the admin token and single sign-on.', 'muted')); return; }
+    const err = txt('div', '', 'err');
+    const tbl = h('div', { className: 'tablewrap' });
+    const formBox = h('div', { className: 'panel', hidden: true });
+    const tokenBox = h('div', { className: 'panel', id: 'token-panel' });
+    const ssoBox = h('div', { className: 'panel', id: 'sso-panel' });
+    root.append(h('div', { className: 'row' }, txt('h3', 'Users'), h('span', { className: 'spacer' }), admBtn('New user', 'primary', () => editForm(null))), formBox, err, tbl,
+      h('div', { className: 'cols' }, h('div', {}, txt('h3', 'Admin token'), tokenBox), h('div', {}, txt('h3', 'Single sign-on (OpenID Connect)'), ssoBox)));
+
+    // In open mode the first user or token turns authentication on: sign in again.
+    async function afterAuthChange(message) {
+      const st = await api('GET', '/api/v1/admin/status');
+      S.status = st;
+      if (S.me.method === 'open' && st.auth_enabled && !S.token) { S.me = null; showLogin(message); return true; }
+      return false;
+    }
+
+    async function load() {
+      try {
+        const us = await api('GET', '/api/v1/users');
+        tbl.replaceChildren(h('table', { id: 'users-table' },
+          h('tr', {}, ['ID', 'E-mail', 'Name', 'Role', 'Sign-in', 'Last sign-in', 'Created', ''].map(x => txt('th', x))),
+          us.map(u => h('tr', { 'data-id': u.id }, txt('td', u.id), h('td', {}, h('strong', {}, u.email)), txt('td', u.name || '–'), h('td', {}, txt('span', u.role, 'chip')),
+            txt('td', u.has_password ? 'password' : 'SSO only', u.has_password ? '' : 'muted'), txt('td', u.last_login_at ? new Date(u.last_login_at).toLocaleString() : 'never', u.last_login_at ? '' : 'off'),
+            txt('td', new Date(u.created_at).toLocaleString()),
+            h('td', { className: 'actions' },
+              admBtn('Edit', 'small', () => editForm(u)),
+              admBtn('Delete', 'small danger', async () => { if (!confirmDelete('user ' + u.email + ' (their sessions end at once)')) return; await guard(err, null, () => api('DELETE', '/api/v1/users/' + u.id)); load(); })))),
+          us.length ? null : h('tr', {}, h('td', { colspan: 8, className: 'muted' }, 'No users: the API is protected by the admin token only, or open.'))));
+      } catch (e) { err.textContent = e.message; }
+    }
+
+    function editForm(u) {
+      const ferr = txt('div', '', 'err');
+      const f = h('form', { className: 'grid', id: 'user-form' },
+        field('E-mail', h('input', { name: 'email', type: 'email', required: true, value: u ? u.email : '', autocomplete: 'off' })),
+        field('Name', h('input', { name: 'name', value: u ? u.name : '' })),
+        field('Role', select('role', ['viewer', 'editor', 'admin'], u ? u.role : 'viewer')),
+        field(h('span', {}, 'Password ', h('span', { className: 'hint' }, u ? 'leave empty to keep; a new one ends their sessions' : 'at least 8 characters; empty for SSO only')),
+          h('input', { name: 'password', type: 'password', autocomplete: 'new-password', minlength: 8 })),
+        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, u ? 'Save user' : 'Create user'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel'),
+          !u && S.me.method === 'open' ? txt('span', 'The first user turns authentication on: you will sign in with it.', 'hint') : null),
+        h('div', { className: 'wide' }, ferr));
+      f.addEventListener('submit', ev => {
+        ev.preventDefault();
+        const body = { email: str(f, 'email'), name: str(f, 'name'), role: str(f, 'role') };
+        if (f.elements.password.value) body.password = f.elements.password.value;
+        guard(ferr, f.querySelector('button[type=submit]'), async () => {
+          await (u ? api('PUT', '/api/v1/users/' + u.id, body) : api('POST', '/api/v1/users', body));
+          f.elements.password.value = '';
+          if (await afterAuthChange('Authentication is now on: sign in with the user you created.')) return;
+          formBox.hidden = true; load();
+        });
+      });
+      formBox.replaceChildren(txt('h3', u ? 'Edit user #' + u.id : 'New user'), f);
+      formBox.hidden = false;
+      f.elements.email.focus();
+    }
+
+    async function loadToken(shown) {
+      const terr = txt('div', '', 'err');
+      let st = S.status;
+      try { st = await api('GET', '/api/v1/admin/status'); S.status = st; } catch (e) { terr.textContent = e.message; }
+      const gen = admBtn(st.token_enabled ? 'Rotate token' : 'Generate token', 'primary', () => {
+        if (st.token_enabled && !window.confirm('Rotate the admin token? The current one stops working at once.')) return;
+        guard(terr, gen, async () => {
+          const r = await api('POST', '/api/v1/admin/token');
+          // The caller keeps working: with the token (or in open mode) the page switches to the new one.
+          if (S.me.method === 'token' || S.me.method === 'open') {
+            S.token = r.token; sessionStorage.setItem(TOKEN_KEY, r.token);
+            if (S.me.method === 'open') { S.newToken = r; S.me = await api('GET', '/api/v1/auth/me'); enter(); return; }
+          }
+          loadToken(r);
+        });
+      });
+      const del = st.token_enabled ? admBtn('Revoke token', 'danger', () => {
+        if (!window.confirm(st.users_exist ? 'Revoke the admin token? Users keep protecting the API.' : 'Revoke the admin token? Without users the API becomes OPEN to anyone who can reach it.')) return;
+        guard(terr, del, async () => {
+          const nst = await api('DELETE', '/api/v1/admin/token');
+          S.status = nst;
+          if (S.me.method === 'token') { S.token = ''; sessionStorage.removeItem(TOKEN_KEY); S.me = null; return boot(); }
+          loadToken();
+        });
+      }) : null;
+      tokenBox.replaceChildren(h('div', {},
+        h('p', {}, 'Status: ', st.token_enabled ? txt('strong', 'set', 'ok') : txt('strong', 'not set', 'off'), st.auth_enabled ? '' : ' · the API is open (no token, no users)'),
+        shown ? h('div', { id: 'new-token' }, h('p', {}, h('strong', {}, 'New admin token: copy it now, it is not shown again.')),
+          h('div', { className: 'secret', id: 'new-token-value' }, shown.token),
+          h('div', { className: 'row' }, h('button', { type: 'button', className: 'small', onclick: ev => copy(shown.token, ev.target) }, 'Copy'), txt('span', shown.note || '', 'hint'))) : null,
+        h('div', { className: 'row' }, gen, del), terr,
+        h('p', { className: 'hint' }, 'Use it as Authorization: Bearer <token> or X-Admin-Token. Only its SHA-256 is stored.')));
+    }
+
+    async function loadSSO() {
+      const serr = txt('div', '', 'err');
+      const ok = h('span', { className: 'ok' });
+      let st;
+      try { st = await api('GET', '/api/v1/sso/config'); } catch (e) { ssoBox.replaceChildren(serr); serr.textContent = e.message; return; }
+      const c = st.config || {};
+      const f = h('form', { className: 'grid', id: 'sso-form' },
+        field(h('span', {}, 'Issuer ', h('span', { className: 'hint' }, 'https (http only for localhost)')), h('input', { name: 'issuer', type: 'url', required: true, value: c.issuer || '' }), 'wide'),
+        field('Client id', h('input', { name: 'client_id', required: true, value: c.client_id || '' })),
+        field(h('span', {}, 'Client secret ', h('span', { className: 'hint' }, c.client_secret_set ? 'set · leave empty to keep' : 'write-only; empty: public client')),
+          h('input', { name: 'client_secret', type: 'password', autocomplete: 'off', placeholder: c.client_secret_set ? '•••••••• (leave empty to keep)' : '' })),
+        c.client_secret_set ? check('Remove the stored secret', 'remove_secret', false) : null,
+        field('Button label', h('input', { name: 'label', value: c.label || 'Sign in with SSO' })),
+        field(h('span', {}, 'Auto-provision role ', h('span', { className: 'hint' }, 'none: only existing users')), select('auto_provision_role', [['', 'none'], 'viewer', 'editor', 'admin'], c.auto_provision_role || '')),
+        field(h('span', {}, 'Allowed e-mail domains ', h('span', { className: 'hint' }, 'comma-separated; empty: any')), h('input', { name: 'allowed_domains', value: (c.allowed_domains || []).join(', ') }), 'wide'),
+        h('div', { className: 'row wide' }, admBtn('Save SSO', 'primary', null), st.enabled ? admBtn('Disable SSO', 'danger', async ev => {
+          if (!window.confirm('Disable single sign-on? SSO-only accounts cannot sign in until they get a password.')) return;
+          await guard(serr, ev.target, () => api('DELETE', '/api/v1/sso/config')); loadSSO();
+        }) : null, ok),
+        h('div', { className: 'wide' }, serr),
+        h('p', { className: 'hint wide' }, 'Redirect URI: ', h('code', {}, location.origin + '/api/v1/auth/sso/callback'), ' (or the public URL of Settings, when set, + /api/v1/auth/sso/callback).'));
+      const save = f.querySelector('button.primary'); save.type = 'submit';
+      f.addEventListener('submit', ev => {
+        ev.preventDefault();
+        const body = { issuer: str(f, 'issuer'), client_id: str(f, 'client_id'), label: str(f, 'label'), auto_provision_role: str(f, 'auto_provision_role') || null, allowed_domains: list(str(f, 'allowed_domains')) };
+        if (f.elements.client_secret.value) body.client_secret = f.elements.client_secret.value;
+        else if (f.elements.remove_secret && f.elements.remove_secret.checked) body.client_secret = '';
+        guard(serr, save, async () => { await api('PUT', '/api/v1/sso/config', body); await loadSSO(); ssoBox.querySelector('.ok').textContent = 'Saved.'; });
+      });
+      ssoBox.replaceChildren(h('p', {}, 'Status: ', st.enabled ? txt('strong', 'enabled', 'ok') : txt('strong', 'not configured', 'off')), f);
+    }
+    load(); loadToken(S.newToken); loadSSO();
+    S.newToken = null;
+  }
+
+  function copy(text, btn) {
+    const done = () => { if (btn) { btn.textContent = 'Copied'; setTimeout(() => { btn.textContent = 'Copy'; }, 1500); } };
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, () => selectText());
+    else selectText();
+    function selectText() { const e = document.getElementById('new-token-value'); if (e) { const r = document.createRange(); r.selectNodeContents(e); const s = getSelection(); s.removeAllRanges(); s.addRange(r); } if (btn) btn.textContent = 'Selected: press Ctrl+C'; }
+  }
+
+  // ---- backup: export and import ----------------------------------------------------
+  function backupView(root) {
+    const err = txt('div', '', 'err');
+    const secrets = h('input', { type: 'checkbox', name: 'include_secrets' });
+    const link = h('a', { href: '/api/v1/export', id: 'export-link', download: 'gateway-export.json' }, h('button', { type: 'button', className: 'primary' }, 'Download export'));
+    const sync = () => { link.href = '/api/v1/export' + (secrets.checked ? '?include_secrets=true' : ''); link.download = 'gateway-export' + (secrets.checked ? '-with-secrets' : '') + '.json'; };
+    secrets.addEventListener('change', sync);
+    link.addEventListener('click', ev => {
+      // A plain link carries the session cookie but not the admin token:
+      // the file is fetched with the page's credentials instead.
+      ev.preventDefault();
+      guard(err, null, async () => {
+        const headers = { Accept: 'application/json' };
+        if (S.token) headers.Authorization = 'Bearer ' + S.token;
+        const resp = await fetch(link.href, { headers, credentials: 'same-origin' });
+        if (!resp.ok) { let m = resp.status + ' ' + resp.statusText; try { m = (await resp.json()).error || m; } catch (e) { /* not JSON */ } throw new Error(m); }
+        const url = URL.createObjectURL(await resp.blob());
+        const a = h('a', { href: url, download: link.download });
+        document.body.append(a); a.click(); a.remove();
+        setTimeout(() => URL.revokeObjectURL(url), 10000);
+      });
+    });
+    const ierr = txt('div', '', 'err');
+    const report = h('div', { id: 'import-report' });
+    const f = h('form', { className: 'grid mut adm', id: 'import-form' },
+      field('Export document (JSON)', h('input', { type: 'file', name: 'file', accept: '.json,application/json', required: true }), 'wide'),
+      h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'danger mut adm' }, 'Import and replace the configuration')));
+    f.addEventListener('submit', ev => {
+      ev.preventDefault();
+      const file = f.elements.file.files[0];
+      if (!file) return;
+      if (!window.confirm('Import ' + file.name + '? It REPLACES the whole routing configuration (services, routes, plugins, consumers, settings…).')) return;
+      report.replaceChildren();
+      guard(ierr, f.querySelector('button'), async () => {
+        let doc;
+        try { doc = JSON.parse(await file.text()); } catch (e) { throw new Error(file.name + ' is not JSON: ' + e.message); }
+        const r = await api('POST', '/api/v1/import', doc);
+        report.replaceChildren(h('div', { className: 'panel' }, h('p', {}, h('strong', { className: 'ok' }, 'Imported ' + file.name + '.')),
+          txt('h3', 'Restored'), h('div', { className: 'cards' }, Object.entries(r.restored || {}).map(([k, v]) => card(k.replace(/_/g, ' '), v))),
+          txt('h3', 'Skipped · ' + (r.skipped || []).length),
+          (r.skipped || []).length ? h('div', { className: 'tablewrap' }, h('table', { id: 'import-skipped' }, h('tr', {}, txt('th', 'Kind'), txt('th', 'Where'), txt('th', 'Reason')),
+            r.skipped.map(s => h('tr', {}, txt('td', s.kind), txt('td', s.ref, 'mono'), txt('td', s.reason))))) : txt('p', 'Nothing was skipped.', 'muted')));
+        f.reset();
+      });
+    });
+    root.append(txt('h2', 'Backup'),
+      h('div', { className: 'cols' },
+        h('div', { className: 'panel' }, txt('h3', 'Export'),
+          h('p', { className: 'muted' }, 'The whole routing configuration as one JSON document. Users, sessions, SSO settings and the admin token are never exported.'),
+          h('label', { className: 'check adm' }, secrets, 'Include secrets (credentials keys, password hashes, jwt secrets)'),
+          h('p', { className: 'hint adm' }, 'A document with secrets restores a working gateway: keep it as safe as a password.'),
+          h('div', { className: 'row' }, link), err),
+        h('div', { className: 'panel' }, txt('h3', 'Import'),
+          isAdmin() ? h('p', { className: 'muted' }, 'Replaces the routing configuration by an export document in one transaction; on any error nothing changes. Items that cannot be restored are listed with the reason.')
+            : txt('p', 'Only admins may import a configuration.', 'muted'),
+          f, ierr)),
+      report);
+    sync();
+  }
+
+  // ---- own account: password change ---------------------------------------------------
+  function accountView(root) {
+    root.append(txt('h2', 'Account'));
+    if (S.me.method !== 'session' || !S.me.user) {
+      root.append(txt('p', S.me.method === 'token' ? 'You are signed in with the admin token: it has no password.' : 'Open mode: there is no account.', 'muted'));
+      return;
+    }
+    const u = S.me.user;
+    const err = txt('div', '', 'err');
+    const ok = h('span', { className: 'ok', id: 'password-saved' });
+    const f = h('form', { className: 'grid', id: 'password-form' },
+      u.has_password ? field('Current password', h('input', { type: 'password', name: 'current_password', autocomplete: 'current-password', required: true })) : null,
+      field(h('span', {}, 'New password ', h('span', { className: 'hint' }, 'at least 8 characters')), h('input', { type: 'password', name: 'new_password', autocomplete: 'new-password', minlength: 8, required: true })),
+      field('Repeat the new password', h('input', { type: 'password', name: 'repeat', autocomplete: 'new-password', minlength: 8, required: true })),
+      h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, u.has_password ? 'Change password' : 'Set a password'), ok),
+      h('div', { className: 'wide' }, err));
+    f.addEventListener('submit', ev => {
+      ev.preventDefault();
+      ok.textContent = '';
+      if (f.elements.new_password.value !== f.elements.repeat.value) { err.textContent = 'The two new passwords differ.'; return; }
+      const body = { new_password: f.elements.new_password.value };
+      if (f.elements.current_password) body.current_password = f.elements.current_password.value;
+      guard(err, f.querySelector('button'), async () => {
+        await api('PUT', '/api/v1/auth/me/password', body);
+        f.reset(); u.has_password = true;
+        ok.textContent = 'Password changed. Your other sessions have ended.';
+      });
+    });
+    root.append(h('div', { className: 'panel' }, h('p', {}, h('strong', {}, u.name || u.email), ' · ', u.email, ' · ', txt('span', u.role, 'chip')), f));
   }
 
   boot();
