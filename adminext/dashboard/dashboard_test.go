@@ -426,6 +426,7 @@ func TestBrowserAdminScreens(t *testing.T) {
 		chromedp.Poll(`document.querySelector('#settings-saved') && document.querySelector('#settings-saved').textContent !== ''`, nil),
 		chromedp.Text(`#settings-saved`, &saved, chromedp.ByQuery),
 	)
+	shot(t, ctx, "/tmp/dashboard-settings.png")
 	var after map[string]any
 	g.JSON("GET", "/api/v1/settings", nil, &after)
 	if fmt.Sprint(after["trusted_proxies"]) != "[10.0.0.0/8 192.0.2.7]" || after["acme_email"] != "ops@example.test" ||
@@ -433,11 +434,15 @@ func TestBrowserAdminScreens(t *testing.T) {
 		t.Errorf("settings after the UI saved them: %v (before %v)", after, before)
 	}
 
-	step("certificates and backup screens",
+	step("certificates screen",
 		chromedp.Navigate(g.AdminURL+"/#certificates"),
 		chromedp.WaitVisible(`#certs-table`, chromedp.ByQuery),
 		chromedp.Click(`//button[text()="New certificate"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`#cert-form textarea[name=key]`, chromedp.ByQuery),
+		chromedp.WaitNotVisible(`#cert-form input[name=domains]`, chromedp.ByQuery),
+	)
+	shot(t, ctx, "/tmp/dashboard-certs.png")
+	step("backup screen",
 		chromedp.Navigate(g.AdminURL+"/#backup"),
 		chromedp.WaitVisible(`#export-link`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#import-form`, chromedp.ByQuery),

@@ -677,7 +677,7 @@
 
     function editForm() {
       const ferr = txt('div', '', 'err');
-      const mode = select('mode', [['upload', 'Upload PEM certificate and key'], ['acme', 'Request from ACME']], 'upload');
+      const mode = select('mode', [['upload', 'Upload PEM'], ['acme', 'ACME (automatic)']], 'upload');
       const up = [field(h('span', {}, 'Certificate chain (PEM) ', h('span', { className: 'hint' }, 'leaf first')), h('textarea', { name: 'cert', rows: 6, spellcheck: 'false', placeholder: '-----BEGIN CERTIFICATE-----' }), 'wide'),
         field(h('span', {}, 'Private key (PEM) ', h('span', { className: 'hint' }, 'write-only: never shown again')), h('textarea', { name: 'key', rows: 5, spellcheck: 'false', autocomplete: 'off', placeholder: '-----BEGIN PRIVATE KEY-----' }), 'wide')];
       const ac = [field(h('span', {}, 'Domains ', h('span', { className: 'hint' }, 'comma-separated; *.example.com needs dns-01')), h('input', { name: 'domains', placeholder: 'example.com, www.example.com' }), 'wide'),
