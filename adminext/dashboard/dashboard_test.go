@@ -252,10 +252,21 @@ func shot(t *testing.T, ctx context.Context, path string) {
 
 // browser starts headless Chromium for the test.
 func browser(t *testing.T, bin string) context.Context {
+	// Not t.TempDir: Chromium may still write its profile for a moment
+	// after it is stopped, which would fail the test at cleanup.
+	dir, err := os.MkdirTemp("", "dashboard-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 20 && os.RemoveAll(dir) != nil; i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(bin),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(dir),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
@@ -447,6 +458,25 @@ func TestBrowserAdminScreens(t *testing.T) {
 		chromedp.WaitVisible(`#export-link`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#import-form`, chromedp.ByQuery),
 	)
+	st, doc := g.Do("GET", "/api/v1/export", nil)
+	file := t.TempDir() + "/export.json"
+	if err := os.WriteFile(file, doc, 0o644); st != 200 || err != nil {
+		t.Fatalf("export: %d %v", st, err)
+	}
+	var report string
+	step("import the export through the form and see the report",
+		chromedp.Evaluate(`window.confirm = () => true`, nil),
+		chromedp.SetUploadFiles(`#import-form input[name=file]`, []string{file}, chromedp.ByQuery),
+		chromedp.Click(`#import-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#import-report .ok`, chromedp.ByQuery),
+		chromedp.Text(`#import-report`, &report, chromedp.ByQuery),
+	)
+	if !strings.Contains(report, "Imported export.json") || !strings.Contains(strings.ToLower(report), "stream routes") {
+		t.Errorf("import report: %q", report)
+	}
+	if g.JSON("GET", "/api/v1/stream-routes", nil, &srs); len(srs) != 1 || srs[0]["name"] != "pg" {
+		t.Errorf("stream routes after the import: %v", srs)
+	}
 
 	var msg string
 	step("create the first user: authentication turns on",
