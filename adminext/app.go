@@ -69,6 +69,13 @@ type Bootstrap struct {
 	// ACMETrustedRoots are PEM files of extra roots trusted for the ACME
 	// CA's own HTTPS (a private or test CA); default: the system roots.
 	ACMETrustedRoots []string `json:"acme_trusted_roots_pem_files,omitempty"`
+	// ACMEDNSResolvers are the DNS resolvers (host:port) the dns-01
+	// challenge uses for its SOA and propagation lookups (tests point it at
+	// a local DNS server); default: the system's.
+	ACMEDNSResolvers []string `json:"acme_dns_resolvers,omitempty"`
+	// CloudflareAPIURL overrides the Cloudflare API base URL of the dns-01
+	// provider (tests point it at a fake); default the real API.
+	CloudflareAPIURL string `json:"cloudflare_api_url,omitempty"`
 	// HealthInterval overrides the 10 s active health-check interval.
 	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
 }

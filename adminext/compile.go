@@ -450,12 +450,17 @@ func compileTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, boot
 			})
 			continue
 		}
+		token := snap.CloudflareToken()
+		if c.Challenge == "dns-01" && token == "" {
+			continue // no DNS provider credentials: not managed (stays pending)
+		}
 		for _, d := range c.Domains {
 			automate = append(automate, d)
 		}
-		issuer := map[string]any{
-			"module": "acme",
-			"ca":     storage.NormalizeACMEDirectory(s.ACMEDirectoryURL),
+		dir := storage.NormalizeACMEDirectory(s.ACMEDirectoryURL)
+		issuer := map[string]any{"module": "acme", "ca": dir}
+		if eab := snap.EABFor(dir); eab != nil {
+			issuer["external_account"] = map[string]any{"key_id": eab.KeyID, "mac_key": eab.MACKey}
 		}
 		if s.ACMEEmail != "" {
 			issuer["email"] = s.ACMEEmail
@@ -472,7 +477,18 @@ func compileTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, boot
 				challenges["tls-alpn"] = map[string]any{"alternate_port": n}
 			}
 		case "dns-01":
-			return fmt.Errorf("certificate %d: dns-01 has no DNS provider in this gateway version", c.ID)
+			provider := map[string]any{"name": "cloudflare", "api_token": token}
+			if boot.CloudflareAPIURL != "" {
+				provider["base_url"] = boot.CloudflareAPIURL
+			}
+			dns := map[string]any{"provider": provider}
+			if len(boot.ACMEDNSResolvers) > 0 {
+				dns["resolvers"] = boot.ACMEDNSResolvers
+				dns["propagation_timeout"] = -1
+			}
+			challenges["dns"] = dns
+			challenges["http"] = map[string]any{"disabled": true}
+			challenges["tls-alpn"] = map[string]any{"disabled": true}
 		default: // http-01: answered by the gateway's HTTP listener
 			challenges["tls-alpn"] = map[string]any{"disabled": true}
 			if _, port, err := net.SplitHostPort(s.HTTPListen); err == nil {

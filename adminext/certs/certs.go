@@ -99,9 +99,6 @@ func (in *CertificateInput) Validate() error {
 			out = append(out, d)
 		}
 	}
-	if *in.Challenge == "dns-01" {
-		return schema.Errorf("challenge", "dns-01 needs a DNS provider, which this gateway version does not have yet; use http-01 or tls-alpn-01")
-	}
 	in.Domains = out
 	return nil
 }
@@ -164,6 +161,13 @@ func create(c *adminext.Call) (any, error) {
 	row, err := Row(in)
 	if err != nil {
 		return nil, err
+	}
+	if in.ACME && *in.Challenge == "dns-01" {
+		if tok, err := getToken(c); err != nil {
+			return nil, err
+		} else if !tok.(Configured).Configured {
+			return nil, schema.Errorf("challenge", "dns-01 uses the Cloudflare API token: set it first (PUT /api/v1/acme/cloudflare-token)")
+		}
 	}
 	if err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error { return tx.Create(row).Error }); err != nil {
 		return nil, err
@@ -310,30 +314,38 @@ func View(row *storage.Certificate, now time.Time) Certificate {
 	return v
 }
 
-// managedLeaf finds, in Caddy's certificate cache, a certificate that
-// covers every name and was not uploaded through the gateway (nil when none
-// is issued yet).
+// managedLeaf finds, in Caddy's certificate cache, certificates that cover
+// every name and were not uploaded through the gateway (nil until all are
+// issued). Caddy's automation manages each name on its own, so several
+// names may be covered by several certificates: the leaf of the first
+// name's is described.
 func managedLeaf(domains []string) *x509.Certificate {
 	if len(domains) == 0 {
 		return nil
 	}
-	for _, c := range caddytls.AllMatchingCertificates(domains[0]) {
+	var first *x509.Certificate
+	for i, d := range domains {
+		leaf := managedLeafFor(d)
+		if leaf == nil {
+			return nil
+		}
+		if i == 0 {
+			first = leaf
+		}
+	}
+	return first
+}
+
+// managedLeafFor is an issued (untagged) certificate whose names include d.
+func managedLeafFor(d string) *x509.Certificate {
+	for _, c := range caddytls.AllMatchingCertificates(d) {
 		if len(c.Tags) > 0 || c.Leaf == nil {
 			continue // uploaded (tagged by the compiler), not issued
 		}
-		names := map[string]bool{}
 		for _, n := range c.Names {
-			names[strings.ToLower(n)] = true
-		}
-		all := true
-		for _, d := range domains {
-			if !names[d] {
-				all = false
-				break
+			if strings.EqualFold(n, d) {
+				return c.Leaf
 			}
-		}
-		if all {
-			return c.Leaf
 		}
 	}
 	return nil

@@ -1,0 +1,76 @@
+package storage
+
+import (
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+func init() {
+	RegisterModels(&ACMECloudflareToken{}, &ACMEEAB{})
+	RegisterSnapshotLoader(func(db *gorm.DB, snap *Snapshot) error {
+		var tok ACMECloudflareToken
+		res := db.Limit(1).Find(&tok, 1)
+		if res.Error != nil {
+			return fmt.Errorf("reading the Cloudflare token: %w", res.Error)
+		}
+		snap.Extra[CloudflareTokenKey] = tok.Token
+		var eabs []ACMEEAB
+		if err := db.Order("id").Find(&eabs).Error; err != nil {
+			return fmt.Errorf("reading ACME EAB credentials: %w", err)
+		}
+		snap.Extra[ACMEEABKey] = eabs
+		return nil
+	})
+}
+
+// Keys of Snapshot.Extra.
+const (
+	CloudflareTokenKey = "acme_cloudflare_token" // string, "" when not configured
+	ACMEEABKey         = "acme_eab"              // []ACMEEAB
+)
+
+// ACMECloudflareToken is the one Cloudflare API token (row id 1) used for
+// DNS-01 challenges. It never leaves the store except in the compiled
+// config and in an export with secrets.
+type ACMECloudflareToken struct {
+	ID        int64 `gorm:"primaryKey"`
+	Token     string
+	UpdatedAt time.Time
+}
+
+// TableName implements gorm's tabler.
+func (ACMECloudflareToken) TableName() string { return "acme_cloudflare_token" }
+
+// ACMEEAB is an ACME external account binding, scoped to a normalized
+// directory URL. MACKey is base64url (as the CA hands it out).
+type ACMEEAB struct {
+	ID           int64  `gorm:"primaryKey"`
+	DirectoryURL string `gorm:"uniqueIndex"`
+	KeyID        string
+	MACKey       string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// TableName implements gorm's tabler.
+func (ACMEEAB) TableName() string { return "acme_eab" }
+
+// CloudflareToken is the snapshot's Cloudflare token ("" when none).
+func (s *Snapshot) CloudflareToken() string {
+	t, _ := s.Extra[CloudflareTokenKey].(string)
+	return t
+}
+
+// EABFor is the snapshot's EAB for a directory URL (normalized here), or nil.
+func (s *Snapshot) EABFor(dir string) *ACMEEAB {
+	eabs, _ := s.Extra[ACMEEABKey].([]ACMEEAB)
+	dir = NormalizeACMEDirectory(dir)
+	for i := range eabs {
+		if eabs[i].DirectoryURL == dir {
+			return &eabs[i]
+		}
+	}
+	return nil
+}
