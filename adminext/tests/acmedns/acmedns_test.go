@@ -1,5 +1,5 @@
-// Package acmedns tests the rest of the gateway's ACME path against a real
-// ACME CA (Pebble) running in the test on 127.0.0.1: external account
+// Package acmedns tests the gateway's ACME path against a real
+// ACME CA (Pebble) running in the test on 127.0.0.1: http-01, external account
 // binding (a CA that requires it) and DNS-01 through the gateway's
 // Cloudflare provider, pointed at a fake Cloudflare API, with a small DNS
 // server answering certmagic's SOA lookups. Its own package (own process):
