@@ -16,6 +16,13 @@ import (
 
 type ctxKey struct{}
 
+// UpstreamHostKey is the replacer key the gateway's service proxies take the
+// upstream Host header from. The router maps it per request (the client's
+// Host for preserve_host routes, else the target's host:port); a plugin that
+// sets it statically on the request's replacer (request-transform setting
+// Host) overrides the router, since static values win over mappings.
+const UpstreamHostKey = "gateway.upstream_host"
+
 // Info is the per-request state shared by the gateway's modules.
 type Info struct {
 	Start time.Time

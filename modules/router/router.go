@@ -198,14 +198,9 @@ func (rt *Router) Validate() error {
 	return nil
 }
 
-// upstreamHostPlaceholder is what the service proxies set the upstream Host
-// header to: the original Host for preserve_host routes, else the target's
-// host:port (resolved lazily, once the proxy has picked the target).
-const upstreamHostPlaceholder = "gateway.upstream_host"
-
 // UpstreamHostHeader is the Host header value the config compiler gives each
 // service proxy.
-const UpstreamHostHeader = "{" + upstreamHostPlaceholder + "}"
+const UpstreamHostHeader = "{" + gwctx.UpstreamHostKey + "}"
 
 // ServeHTTP routes the request. Unmatched traffic gets 404 {"error": "no
 // route matched"}; next is never called (the router is the end of a route).
@@ -245,7 +240,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		origHost := r.Host
 		preserve := route.PreserveHost
 		repl.Map(func(key string) (any, bool) {
-			if key != upstreamHostPlaceholder {
+			if key != gwctx.UpstreamHostKey {
 				return nil, false
 			}
 			if preserve {

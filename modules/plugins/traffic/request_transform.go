@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )
@@ -77,13 +78,6 @@ func (h *RequestTransform) Validate() error {
 	return nil
 }
 
-// upstreamHostKey is the placeholder the gateway's service proxies take the
-// upstream Host header from (router.UpstreamHostHeader without braces; the
-// router resolves it to the client's Host for preserve_host routes, else to
-// the target's host:port). A static value set on the request's replacer
-// takes precedence over the router's mapping.
-const upstreamHostKey = "gateway.upstream_host"
-
 // ServeHTTP transforms the request, then calls next.
 func (h *RequestTransform) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	if !h.headers.empty() {
@@ -93,7 +87,7 @@ func (h *RequestTransform) ServeHTTP(w http.ResponseWriter, r *http.Request, nex
 			// A Host header set by this plugin is the upstream's Host, over
 			// the gateway's preserve_host choice (which the service proxy
 			// applies after the plugin chain).
-			replacer(r).Set(upstreamHostKey, r.Host)
+			replacer(r).Set(gwctx.UpstreamHostKey, r.Host)
 		}
 	}
 	if len(h.RemoveQuery) > 0 || len(h.SetQuery) > 0 {
