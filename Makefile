@@ -5,7 +5,7 @@ GO        ?= go
 BIN       := bin/caddy
 export CGO_ENABLED := 1
 
-.PHONY: all build run test test-deps test-short vet bench bench-router bench-mutation bench-proxy clean
+.PHONY: all build run test test-deps test-short vet bench bench-router bench-mutation bench-proxy clean wasm-fixtures
 
 all: build
 
@@ -52,6 +52,15 @@ bench-mutation:
 
 bench-proxy: build
 	bash bench/proxy.sh
+
+# Rebuilds the AssemblyScript proxy-wasm test fixture (needs Node.js and the
+# npm registry; not part of `make test`, which uses the committed .wasm).
+AS_FILTER := adminext/tests/testdata/wasm/as-filter
+wasm-fixtures:
+	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	cp -r $(AS_FILTER)/package.json $(AS_FILTER)/package-lock.json $(AS_FILTER)/assembly "$$tmp"/; \
+	(cd "$$tmp" && npm ci --no-audit --no-fund && npm run build); \
+	cp "$$tmp"/as-filter.wasm $(AS_FILTER)/as-filter.wasm
 
 clean:
 	rm -rf bin
