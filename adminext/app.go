@@ -42,8 +42,8 @@ type App struct {
 	tlsConfig *tls.Config
 	tlsApp    *caddytls.TLS // the tls app of this config (HTTP-01 challenges)
 	logger    *zap.Logger
-	prev      *App        // the app that was live when this one started
-	stopped   atomic.Bool // Stop was called
+	prev      atomic.Pointer[App] // the app live when this one started, until it stops
+	stopped   atomic.Bool         // Stop was called
 }
 
 // Bootstrap is what the gateway needs before it can read its store: where

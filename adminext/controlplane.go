@@ -120,7 +120,7 @@ func (cp *ControlPlane) activate(a *App) error {
 	if err := cp.startAdmin(); err != nil {
 		return err
 	}
-	a.prev = cp.active.Load()
+	a.prev.Store(cp.active.Load())
 	if a.Generated == nil {
 		// A hand-written config (process start, or `caddy reload`): keep
 		// serving the current router, and once Caddy has finished this
@@ -150,10 +150,17 @@ func (cp *ControlPlane) activate(a *App) error {
 // unloaded for good or the process exits.
 func (cp *ControlPlane) deactivate(a *App) {
 	a.stopped.Store(true)
-	if cp.active.Load() != a {
+	prev := a.prev.Swap(nil)
+	if cur := cp.active.Load(); cur != a {
+		// a was replaced: the live app no longer needs a as its fallback,
+		// and a stopped app must not keep its own predecessors (and their
+		// routers) reachable, or every change leaks a configuration.
+		if cur != nil {
+			cur.prev.CompareAndSwap(a, nil)
+		}
 		return
 	}
-	if prev := a.prev; prev != nil && !prev.stopped.Load() && !caddy.Exiting() {
+	if prev != nil && !prev.stopped.Load() && !caddy.Exiting() {
 		cp.active.Store(prev)
 		if prev.Generated != nil {
 			cp.router.Store(prev.router)
