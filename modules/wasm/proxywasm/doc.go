@@ -1,0 +1,82 @@
+// Package proxywasm is the gateway's proxy-wasm host: it runs HTTP filter
+// modules written against the proxy-wasm ABI 0.2.x (0.2.0 and 0.2.1, the ABI
+// Envoy, Kong and APISIX run) on wazero, a pure-Go WebAssembly runtime.
+//
+// # Module bytes by reference
+//
+// Module bytes never travel through Caddy's JSON config (which anyone with
+// access to Caddy's admin endpoint can read, and which would grow by megabytes
+// per module). Whoever owns the bytes (the gateway's control plane, or a
+// handler reading a .wasm file) registers them in the process-wide source
+// registry and passes the content hash instead:
+//
+//	sha := proxywasm.PutSource(wasm)   // idempotent; returns hex sha256
+//	wasm, ok := proxywasm.Source(sha)  // what a handler resolves at Provision
+//	proxywasm.DropSource(sha)          // when no stored module has these bytes
+//
+// # Compiled modules
+//
+// Compile compiles a module once per content hash and keeps it for the
+// process: config reloads that keep using a module reuse the compiled code.
+// Each Compile returns a reference that its holder Releases; a module no
+// longer referenced is closed after a grace period (so a reload that drops
+// then re-adds it does not recompile). CheckModule compiles and starts a
+// module and says, in terms a module author can act on, what is missing.
+//
+// # Plugins and instances
+//
+// A Plugin is a compiled module with a plugin configuration. It owns a pool of
+// instances (wazero module instances, each a proxy-wasm VM with its plugin
+// root context started and configured). A VM is single-threaded: one instance
+// serves one HTTP exchange at a time, and instances are reused, so a request
+// in steady state creates none. Every callback into a module is bounded in
+// time (CallTimeout) and each instance in memory (MaxMemoryPages); a trap, a
+// timeout or a failed allocation fails only that call, and the instance is
+// discarded rather than returned to the pool.
+//
+// # Host functions
+//
+// The host implements, in module "env": proxy_log, proxy_get_log_level,
+// proxy_get_current_time_nanoseconds, proxy_set_tick_period_milliseconds
+// (proxy_on_tick is called on a dedicated instance of the plugin), the header
+// map functions (request and response headers and trailers; HTTP/2 style
+// pseudo-headers :method, :path, :authority, :scheme and :status, names in
+// lower case), proxy_get_buffer_bytes, proxy_set_buffer_bytes and
+// proxy_get_buffer_status (request and response bodies when the handler
+// buffers them, plugin and VM configuration), proxy_send_local_response,
+// proxy_get_property, proxy_get_shared_data and proxy_set_shared_data (with
+// compare-and-swap, shared by every instance with the same VM id in the
+// process), proxy_set_effective_context, proxy_continue_stream,
+// proxy_close_stream, proxy_done and simple in-process metrics
+// (proxy_define_metric, proxy_increment_metric, proxy_record_metric,
+// proxy_get_metric). Every other proxy_* function a module imports (HTTP and
+// gRPC calls, shared queues, proxy_set_property, foreign functions …) is
+// provided as a stub returning the ABI's Unimplemented status, so modules
+// built against a fuller ABI still load. Modules make no outbound calls.
+//
+// WASI (wasi_snapshot_preview1, and wasi_unstable for older AssemblyScript)
+// is provided without filesystem, environment or arguments; stdout and stderr
+// go to the gateway's log; clocks and randomness are real.
+//
+// # Properties
+//
+// proxy_get_property takes a path whose segments are separated by NUL bytes
+// (a trailing NUL is ignored; a path without NUL may also use dots). String
+// properties are returned as their bytes; integer properties as 8-byte
+// little-endian integers, as Envoy does:
+//
+//	request.path          the request URI's path and query
+//	request.url_path      the path without the query
+//	request.query         the query string without "?"
+//	request.method        request.host  request.scheme  request.protocol
+//	request.id            the gateway's request id, when one was assigned
+//	request.useragent     request.referer
+//	request.headers       all request headers, serialized like a header map
+//	request.headers.<n>   one request header (values joined by ",")
+//	source.address        client ip:port      source.port (integer)
+//	destination.address   local ip:port       destination.port (integer)
+//	response.code         the response status (integer; response phase)
+//	plugin_name  plugin_root_id  plugin_vm_id
+//
+// plugin_root_id is empty (status Ok) when no root id is configured.
+package proxywasm

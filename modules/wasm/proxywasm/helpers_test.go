@@ -1,0 +1,166 @@
+package proxywasm
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// compileWAT assembles a WAT module with wabt's wat2wasm.
+func compileWAT(t testing.TB, src string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "m.wat")
+	out := filepath.Join(dir, "m.wasm")
+	if err := os.WriteFile(in, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("wat2wasm", "--enable-all", in, "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm: %v\n%s\n%s", err, b, numbered(src))
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func numbered(src string) string {
+	var sb strings.Builder
+	for i, l := range strings.Split(src, "\n") {
+		fmt.Fprintf(&sb, "%3d %s\n", i+1, l)
+	}
+	return sb.String()
+}
+
+// imports every test module may use
+const imports = `
+  (import "env" "proxy_log" (func $log (param i32 i32 i32) (result i32)))
+  (import "env" "proxy_get_header_map_value" (func $get_map_value (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_add_header_map_value" (func $add_map_value (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_replace_header_map_value" (func $replace_map_value (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_remove_header_map_value" (func $remove_map_value (param i32 i32 i32) (result i32)))
+  (import "env" "proxy_get_header_map_pairs" (func $get_map_pairs (param i32 i32 i32) (result i32)))
+  (import "env" "proxy_set_header_map_pairs" (func $set_map_pairs (param i32 i32 i32) (result i32)))
+  (import "env" "proxy_get_buffer_bytes" (func $get_buffer (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_send_local_response" (func $send_local (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_get_property" (func $get_property (param i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_get_shared_data" (func $get_shared (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_set_shared_data" (func $set_shared (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_set_tick_period_milliseconds" (func $set_tick (param i32) (result i32)))
+  (import "env" "proxy_set_effective_context" (func $set_effective (param i32) (result i32)))
+  (import "env" "proxy_get_log_level" (func $get_log_level (param i32) (result i32)))
+  (import "env" "proxy_get_current_time_nanoseconds" (func $now (param i32) (result i32)))
+`
+
+// prelude is the ABI boilerplate: memory, version marker, a bump
+// allocator reset per stream context. Addresses: 512.. scratch, 1024..
+// data, 65536.. heap.
+const prelude = `
+  (memory (export "memory") 2)
+  (global $heap (mut i32) (i32.const 65536))
+  (func (export "proxy_abi_version_0_2_1"))
+  (func (export "proxy_on_memory_allocate") (param $n i32) (result i32)
+    (local $p i32)
+    (local.set $p (global.get $heap))
+    (global.set $heap (i32.add (global.get $heap) (i32.and (i32.add (local.get $n) (i32.const 7)) (i32.const -8))))
+    (if (i32.gt_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536)))
+      (then (drop (memory.grow (i32.const 16)))))
+    (local.get $p))
+  (func (export "proxy_on_context_create") (param $id i32) (param $parent i32)
+    (if (local.get $parent) (then (global.set $heap (i32.const 65536)))))
+  ;; log the value last returned at 512/516
+  (func $log_ret (param $lvl i32)
+    (drop (call $log (local.get $lvl) (i32.load (i32.const 512)) (i32.load (i32.const 516)))))
+`
+
+// module builds a test module: imports, prelude, then body.
+func module(body string) string {
+	return "(module\n" + imports + prelude + body + "\n)"
+}
+
+// wdata renders bytes as a WAT string literal.
+func wdata(b []byte) string {
+	var sb strings.Builder
+	sb.WriteByte('"')
+	for _, c := range b {
+		fmt.Fprintf(&sb, "\\%02x", c)
+	}
+	sb.WriteByte('"')
+	return sb.String()
+}
+
+type testPlugin struct {
+	*Plugin
+	logs *observer.ObservedLogs
+}
+
+func newTestPlugin(t testing.TB, wat string, cfg PluginConfig) *testPlugin {
+	t.Helper()
+	wasm := compileWAT(t, wat)
+	m, err := Compile(context.Background(), wasm)
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	defer m.Release()
+	core, logs := observer.New(zapcore.DebugLevel)
+	cfg.Logger = zap.New(core)
+	p, err := NewPlugin(context.Background(), m, cfg)
+	if err != nil {
+		t.Fatalf("NewPlugin: %v", err)
+	}
+	t.Cleanup(p.Close)
+	return &testPlugin{Plugin: p, logs: logs}
+}
+
+func (tp *testPlugin) messages() []string {
+	var out []string
+	for _, e := range tp.logs.All() {
+		out = append(out, e.Message)
+	}
+	return out
+}
+
+func newExchange(method, target string, hdr ...string) *Exchange {
+	r := httptest.NewRequest(method, target, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Add(hdr[i], hdr[i+1])
+	}
+	return &Exchange{Request: r}
+}
+
+// run takes an instance and runs an exchange's request phase and, unless
+// a local response was sent, a 200 response phase; it returns the
+// instance's error, if any.
+func (tp *testPlugin) run(t testing.TB, ex *Exchange) error {
+	t.Helper()
+	in, err := tp.Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Put(in)
+	if err := in.Begin(ex); err != nil {
+		return err
+	}
+	if _, err := in.OnRequestHeaders(true); err != nil {
+		return err
+	}
+	if ex.Local == nil {
+		ex.ResponseStatus = http.StatusOK
+		ex.ResponseHeader = http.Header{"Content-Type": {"text/plain"}}
+		if _, err := in.OnResponseHeaders(false); err != nil {
+			return err
+		}
+	}
+	return in.End()
+}
