@@ -100,7 +100,7 @@ const maxLogMessage = 16 << 10
 
 func hostLog(_ context.Context, in *Instance, a []uint64) Status {
 	var lvl zapcore.Level
-	switch a[0] {
+	switch u32(a[0]) {
 	case 0, 1:
 		lvl = zap.DebugLevel
 	case 2:

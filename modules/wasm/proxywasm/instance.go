@@ -200,7 +200,12 @@ func (m *Module) newVM(ctx context.Context, p *Plugin) (*Instance, error) {
 			return nil, err
 		}
 	}
-	if ok, err := in.callTimeout(StartTimeout, f.vmStart, "proxy_on_vm_start", uint64(in.rootID), 0); err != nil {
+	// the root context exists before the VM starts (SDKs look it up there)
+	if _, err := in.callTimeout(StartTimeout, f.contextCreate, "proxy_on_context_create", uint64(in.rootID), 0); err != nil {
+		in.close()
+		return nil, err
+	}
+	if ok, err := in.callTimeout(StartTimeout, f.vmStart, "proxy_on_vm_start", uint64(in.rootID), uint64(len(p.cfg.VMConfiguration))); err != nil {
 		in.close()
 		return nil, err
 	} else if f.vmStart != nil && uint32(ok) == 0 {
@@ -210,12 +215,9 @@ func (m *Module) newVM(ctx context.Context, p *Plugin) (*Instance, error) {
 	return in, nil
 }
 
-// configure creates the plugin root context and runs proxy_on_configure
-// with the plugin configuration.
+// configure runs proxy_on_configure on the root context with the plugin
+// configuration.
 func (in *Instance) configure() error {
-	if _, err := in.callTimeout(StartTimeout, in.fn.contextCreate, "proxy_on_context_create", uint64(in.rootID), 0); err != nil {
-		return err
-	}
 	ok, err := in.callTimeout(StartTimeout, in.fn.configure, "proxy_on_configure", uint64(in.rootID), uint64(len(in.plugin.cfg.Configuration)))
 	if err != nil {
 		return err

@@ -1,0 +1,48 @@
+package proxywasm
+
+import (
+	"context"
+	"os"
+
+	"testing"
+)
+
+// TestAssemblyScriptFixture runs the module built with a real SDK
+// (AssemblyScript, @solo-io/proxy-runtime, ABI 0.2.0).
+func TestAssemblyScriptFixture(t *testing.T) {
+	wasm, err := os.ReadFile("../../../adminext/tests/testdata/wasm/as-filter/as-filter.wasm")
+	if err != nil {
+		t.Skipf("fixture: %v", err)
+	}
+	if err := CheckModule(context.Background(), wasm); err != nil {
+		t.Fatalf("CheckModule: %v", err)
+	}
+	m, err := Compile(context.Background(), wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+	if m.ABI != "0.2.0" {
+		t.Errorf("ABI %s", m.ABI)
+	}
+	p, err := NewPlugin(context.Background(), m, PluginConfig{Name: "as", Configuration: []byte("configured")})
+	if err != nil {
+		t.Fatalf("NewPlugin: %v", err)
+	}
+	defer p.Close()
+	tp := &testPlugin{Plugin: p}
+	ex := newExchange("GET", "/")
+	if err := tp.run(t, ex); err != nil {
+		t.Fatal(err)
+	}
+	if ex.Local != nil || ex.ResponseHeader.Get("X-As-Filter") != "configured" {
+		t.Fatalf("local %+v, response header %v", ex.Local, ex.ResponseHeader)
+	}
+	ex = newExchange("GET", "/", "X-Deny", "1")
+	if err := tp.run(t, ex); err != nil {
+		t.Fatal(err)
+	}
+	if ex.Local == nil || ex.Local.Status != 403 || string(ex.Local.Body) != "denied by as-filter" {
+		t.Fatalf("local %+v", ex.Local)
+	}
+}
