@@ -14,6 +14,7 @@ import (
 	_ "github.com/caddy-gateway/gateway/adminext/pluginapi"
 	_ "github.com/caddy-gateway/gateway/caddyfile"
 	_ "github.com/caddy-gateway/gateway/modules/dnsproviders/cloudflare"
+	_ "github.com/caddy-gateway/gateway/modules/gwtls"
 	_ "github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/httplog"

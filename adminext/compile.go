@@ -9,7 +9,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mholt/acmez/v3/acme"
+
+	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/modules/gwtls"
 	"github.com/caddy-gateway/gateway/modules/health"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/router"
@@ -30,12 +34,27 @@ const (
 
 // compile turns a store snapshot into the full Caddy config to load: the
 // captured base config with the gateway app replaced by the compiled one.
-func (cp *ControlPlane) compile(snap *storage.Snapshot) ([]byte, error) {
-	gen, err := compileGenerated(snap)
+//
+// Secrets and tables that must not be readable from Caddy's admin endpoint
+// are put into package configref under the new version and referenced from
+// the config; the caller keeps or drops them with the load's outcome
+// (ControlPlane.load).
+func (cp *ControlPlane) compile(snap *storage.Snapshot) ([]byte, int64, error) {
+	version := cp.version.Add(1)
+	cfg, err := cp.compileVersion(snap, version)
+	if err != nil {
+		configref.Drop(version)
+		return nil, 0, err
+	}
+	return cfg, version, nil
+}
+
+func (cp *ControlPlane) compileVersion(snap *storage.Snapshot, version int64) ([]byte, error) {
+	gen, err := compileGenerated(snap, version)
 	if err != nil {
 		return nil, err
 	}
-	gen.Version = cp.version.Add(1)
+	gen.Version = version
 	gen.CompiledAt = time.Now().UTC()
 
 	appJSON, err := json.Marshal(struct {
@@ -56,7 +75,7 @@ func (cp *ControlPlane) compile(snap *storage.Snapshot) ([]byte, error) {
 		}
 	}
 	apps["gateway"] = appJSON
-	if err := compileTLSApp(apps, snap, &cp.boot); err != nil {
+	if err := compileTLSApp(apps, snap, &cp.boot, version); err != nil {
 		return nil, err
 	}
 	if cfg["apps"], err = json.Marshal(apps); err != nil {
@@ -99,7 +118,7 @@ func indexSnapshot(snap *storage.Snapshot) *snapIndex {
 }
 
 // compileGenerated compiles the gateway part of the config.
-func compileGenerated(snap *storage.Snapshot) (*Generated, error) {
+func compileGenerated(snap *storage.Snapshot, version int64) (*Generated, error) {
 	idx := indexSnapshot(snap)
 	s := snap.Settings
 	gen := &Generated{
@@ -117,7 +136,7 @@ func compileGenerated(snap *storage.Snapshot) (*Generated, error) {
 			"certificates":  len(snap.Certificates()),
 		},
 	}
-	rt, err := compileRouter(snap, idx)
+	rt, err := compileRouter(snap, idx, version)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +154,7 @@ type routerJSON struct {
 	router.Router
 }
 
-func compileRouter(snap *storage.Snapshot, idx *snapIndex) (*routerJSON, error) {
+func compileRouter(snap *storage.Snapshot, idx *snapIndex, version int64) (*routerJSON, error) {
 	rt := &routerJSON{Handler: "gateway_router"}
 	rt.TrustedProxies = snap.Settings.TrustedProxies
 	if _, port, err := net.SplitHostPort(snap.Settings.HTTPSListen); err == nil {
@@ -191,7 +210,8 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex) (*routerJSON, error) 
 		rt.PluginsRaw[strconv.FormatInt(p.ID, 10)] = raw
 	}
 
-	rt.Consumers = compileConsumers(snap)
+	// Credentials are secrets: the table goes by reference.
+	rt.ConsumersRef = configref.Put(version, "consumers", consumers.NewTable(compileConsumers(snap)))
 	return rt, nil
 }
 
@@ -424,7 +444,13 @@ func CertificateTag(id int64) string { return "gateway-certificate-" + strconv.F
 // certificates.automate with an automation policy per certificate, placed
 // before the user's policies (the first matching policy wins). Certificates
 // are then selected by SNI by the HTTPS listener's empty connection policy.
-func compileTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, boot *Bootstrap) error {
+//
+// Private keys, the Cloudflare token and EAB keys are secrets: they reach
+// the tls app's modules by reference (package configref, modules/gwtls):
+// uploaded pairs through the tls.certificates.gateway loader, EAB through
+// the tls.issuance.gateway_acme issuer, the token through the Cloudflare
+// provider's api_token_ref.
+func compileTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, boot *Bootstrap, version int64) error {
 	certs := snap.Certificates()
 	if len(certs) == 0 {
 		return nil
@@ -439,15 +465,13 @@ func compileTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, boot
 	if certsObj == nil {
 		certsObj = map[string]any{}
 	}
-	loadPEM, _ := certsObj["load_pem"].([]any)
+	var pairs []gwtls.Pair
 	automate, _ := certsObj["automate"].([]any)
 	var policies []any
 	s := snap.Settings
 	for _, c := range certs {
 		if !c.ACME {
-			loadPEM = append(loadPEM, map[string]any{
-				"certificate": c.CertPEM, "key": c.KeyPEM, "tags": []string{CertificateTag(c.ID)},
-			})
+			pairs = append(pairs, gwtls.Pair{CertPEM: c.CertPEM, KeyPEM: c.KeyPEM, Tags: []string{CertificateTag(c.ID)}})
 			continue
 		}
 		token := snap.CloudflareToken()
@@ -458,9 +482,9 @@ func compileTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, boot
 			automate = append(automate, d)
 		}
 		dir := storage.NormalizeACMEDirectory(s.ACMEDirectoryURL)
-		issuer := map[string]any{"module": "acme", "ca": dir}
+		issuer := map[string]any{"module": "gateway_acme", "ca": dir}
 		if eab := snap.EABFor(dir); eab != nil {
-			issuer["external_account"] = map[string]any{"key_id": eab.KeyID, "mac_key": eab.MACKey}
+			issuer["external_account_ref"] = configref.Put(version, "eab/"+dir, &acme.EAB{KeyID: eab.KeyID, MACKey: eab.MACKey})
 		}
 		if s.ACMEEmail != "" {
 			issuer["email"] = s.ACMEEmail
@@ -477,7 +501,7 @@ func compileTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, boot
 				challenges["tls-alpn"] = map[string]any{"alternate_port": n}
 			}
 		case "dns-01":
-			provider := map[string]any{"name": "cloudflare", "api_token": token}
+			provider := map[string]any{"name": "cloudflare", "api_token_ref": configref.Put(version, "cloudflare_token", token)}
 			if boot.CloudflareAPIURL != "" {
 				provider["base_url"] = boot.CloudflareAPIURL
 			}
@@ -499,8 +523,8 @@ func compileTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, boot
 		issuer["challenges"] = challenges
 		policies = append(policies, map[string]any{"subjects": c.Domains, "issuers": []any{issuer}})
 	}
-	if len(loadPEM) > 0 {
-		certsObj["load_pem"] = loadPEM
+	if len(pairs) > 0 {
+		certsObj["gateway"] = map[string]any{"ref": configref.Put(version, "certificates", pairs)}
 	}
 	if len(automate) > 0 {
 		certsObj["automate"] = automate

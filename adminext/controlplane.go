@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"gorm.io/gorm"
 
+	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/process"
 	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/storage"
@@ -331,11 +332,11 @@ func (cp *ControlPlane) Mutate(ctx context.Context, fn func(tx *gorm.DB) error) 
 		if err != nil {
 			return err
 		}
-		cfg, err := cp.compile(snap)
+		cfg, version, err := cp.compile(snap)
 		if err != nil {
 			return err
 		}
-		if err := caddy.Load(cfg, false); err != nil {
+		if err := cp.load(cfg, version); err != nil {
 			return &LoadError{Err: err}
 		}
 		loaded = true
@@ -357,11 +358,22 @@ func (cp *ControlPlane) reloadLocked() error {
 	if err != nil {
 		return err
 	}
-	cfg, err := cp.compile(snap)
+	cfg, version, err := cp.compile(snap)
 	if err != nil {
 		return err
 	}
-	return caddy.Load(cfg, false)
+	return cp.load(cfg, version)
+}
+
+// load loads a compiled config; the values it references (package
+// configref) are kept for it when it went live and dropped otherwise.
+func (cp *ControlPlane) load(cfg []byte, version int64) error {
+	if err := caddy.Load(cfg, false); err != nil {
+		configref.Drop(version)
+		return err
+	}
+	configref.Retain(version)
+	return nil
 }
 
 // TLSApp is the tls app of the live compiled config (nil when the config

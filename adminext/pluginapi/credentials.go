@@ -169,9 +169,12 @@ type KeyAuthCredential struct {
 	ID         int64     `json:"id"`
 	ConsumerID int64     `json:"consumer_id"`
 	Type       string    `json:"type" schema:"enum=key-auth"`
-	Key        string    `json:"key"`
+	Key        string    `json:"key" doc:"The API key; viewers see \"<redacted>\" (a key-auth key is a bearer secret)."`
 	CreatedAt  time.Time `json:"created_at"`
 }
+
+// redactedKey replaces a key-auth key in answers to viewers.
+const redactedKey = "<redacted>"
 
 // BasicAuthCredential is the answer for a basic-auth credential.
 type BasicAuthCredential struct {
@@ -203,10 +206,16 @@ type otherCredential struct {
 	CreatedAt  time.Time `json:"created_at"`
 }
 
-func credentialView(cr *storage.Credential) any {
+// credentialView is the answer for a credential row; a viewer never sees a
+// key-auth key (it is all a client needs to pass as the consumer).
+func credentialView(cr *storage.Credential, viewer bool) any {
 	switch cr.Type {
 	case "key-auth":
-		return KeyAuthCredential{cr.ID, cr.ConsumerID, cr.Type, deref(cr.Key), cr.CreatedAt}
+		key := deref(cr.Key)
+		if viewer {
+			key = redactedKey
+		}
+		return KeyAuthCredential{cr.ID, cr.ConsumerID, cr.Type, key, cr.CreatedAt}
 	case "basic-auth":
 		return BasicAuthCredential{cr.ID, cr.ConsumerID, cr.Type, deref(cr.Username), cr.CreatedAt}
 	case "jwt":
@@ -249,8 +258,9 @@ func listCredentials(c *adminext.Call) (any, error) {
 	if err := c.CP.Store().DB.WithContext(c.Ctx()).Where("consumer_id = ?", id).Order("id").Find(&rows).Error; err != nil {
 		return nil, err
 	}
+	viewer := isViewer(c)
 	for i := range rows {
-		out = append(out, credentialView(&rows[i]))
+		out = append(out, credentialView(&rows[i], viewer))
 	}
 	return out, nil
 }
@@ -280,7 +290,7 @@ func createCredential(c *adminext.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return credentialView(cr), nil
+	return credentialView(cr, false), nil
 }
 
 // checkCredentialUnique: key-auth keys, jwt keys and basic-auth usernames
@@ -307,4 +317,11 @@ func checkCredentialUnique(tx *gorm.DB, cr *storage.Credential) error {
 // tx (used by the configuration import).
 func CheckCredentialUnique(tx *gorm.DB, cr *storage.Credential) error {
 	return checkCredentialUnique(tx, cr)
+}
+
+// isViewer tells whether the caller has the viewer role (open mode acts as
+// admin).
+func isViewer(c *adminext.Call) bool {
+	p := adminext.PrincipalFrom(c.Ctx())
+	return p != nil && p.Role == "viewer"
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/records"
@@ -38,8 +39,13 @@ type Router struct {
 	ServicesRaw map[string]json.RawMessage `json:"services,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
 	// Plugins maps a plugin instance id to its handler module.
 	PluginsRaw map[string]json.RawMessage `json:"plugins,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
-	// Consumers is the consumer and credential table the auth plugins use.
+	// Consumers is the consumer and credential table the auth plugins use,
+	// for hand-written configs. The gateway never writes it: credentials are
+	// secrets, so it hands its table by reference (ConsumersRef).
 	Consumers []consumers.Consumer `json:"consumers,omitempty"`
+	// ConsumersRef references the gateway's compiled consumer table
+	// (a *consumers.Table in package configref); it replaces Consumers.
+	ConsumersRef string `json:"consumers_ref,omitempty"`
 	// TrustedProxies are the peers (IPs or CIDRs) whose X-Forwarded-For
 	// decides the client IP.
 	TrustedProxies []string `json:"trusted_proxies,omitempty"`
@@ -110,6 +116,13 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 		}
 	}
 	rt.consumers = consumers.NewTable(rt.Consumers)
+	if rt.ConsumersRef != "" {
+		tbl, err := configref.Get[*consumers.Table](rt.ConsumersRef)
+		if err != nil {
+			return fmt.Errorf("consumers_ref: %w", err)
+		}
+		rt.consumers = tbl
+	}
 	for _, p := range rt.TrustedProxies {
 		prefix, err := parsePrefix(p)
 		if err != nil {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/libdns/libdns"
+
+	"github.com/caddy-gateway/gateway/modules/configref"
 )
 
 // DefaultBaseURL is Cloudflare's API.
@@ -33,6 +35,9 @@ type Provider struct {
 	// APIToken is a Cloudflare API token with Zone:Read and DNS:Edit.
 	// Placeholders ({env.CF_API_TOKEN}) are replaced.
 	APIToken string `json:"api_token,omitempty"`
+	// APITokenRef references the token (a string in package configref)
+	// instead: the gateway never writes the token into Caddy's config.
+	APITokenRef string `json:"api_token_ref,omitempty"`
 	// BaseURL of the API; default DefaultBaseURL.
 	BaseURL string `json:"base_url,omitempty"`
 
@@ -48,7 +53,15 @@ func (*Provider) CaddyModule() caddy.ModuleInfo {
 
 // Provision implements caddy.Provisioner.
 func (p *Provider) Provision(caddy.Context) error {
-	p.APIToken = caddy.NewReplacer().ReplaceAll(p.APIToken, "")
+	if p.APITokenRef != "" {
+		token, err := configref.Get[string](p.APITokenRef)
+		if err != nil {
+			return fmt.Errorf("cloudflare: api_token_ref: %w", err)
+		}
+		p.APIToken = token
+	} else {
+		p.APIToken = caddy.NewReplacer().ReplaceAll(p.APIToken, "")
+	}
 	if p.APIToken == "" {
 		return errors.New("cloudflare: api_token is required")
 	}

@@ -1,0 +1,135 @@
+package tests
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+// TestNoSecretInCaddyConfig plants one secret of every kind the gateway
+// holds and looks for each where an attacker without admin-API credentials
+// could read it: Caddy's running config (its admin endpoint), Caddy's
+// autosaved config and its config folder, GETs as a viewer, and the default
+// export. Secrets reach Caddy's modules by reference only.
+func TestNoSecretInCaddyConfig(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", addr(echo(t, "up")))
+	rid := g.Route("r", sid, map[string]any{"paths": []string{"/r"}})
+	certPEM, keyPEM, _ := selfSigned(t, "secret.test")
+	keyBody := strings.Split(strings.TrimSpace(keyPEM), "\n")[1] // a line of the key's base64
+
+	const (
+		keyAuthKey = "planted-key-auth-9f1c2e"
+		jwtSecret  = "planted-jwt-secret-5b7a0d"
+		basicPass  = "planted-basic-pass-3e8d41"
+		cfToken    = "planted-cloudflare-token-77ab"
+		eabKeyID   = "planted-eab-kid-41c9"
+		ssoSecret  = "planted-sso-client-secret-c0ffee"
+	)
+	eabMAC := base64.RawURLEncoding.EncodeToString([]byte("planted-eab-hmac-key-0123456789"))
+
+	// Credentials of every type, used by the proxy.
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "key-auth", "scope": "route", "route_id": rid})
+	c := testgw.ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": "alice"}))
+	for _, cr := range []map[string]any{
+		{"type": "key-auth", "key": keyAuthKey},
+		{"type": "jwt", "key": "alice-iss", "secret": jwtSecret},
+		{"type": "basic-auth", "username": "alice", "password": basicPass},
+	} {
+		g.Must("POST", fmt.Sprintf("/api/v1/consumers/%d/credentials", c), cr)
+	}
+	// A manual certificate, ACME settings with EAB and a Cloudflare token
+	// for a dns-01 certificate (the directory is a closed local port: no
+	// order is ever placed), and SSO.
+	g.Must("POST", "/api/v1/certificates", map[string]any{"cert": certPEM, "key": keyPEM})
+	dir := "https://127.0.0.1:1/directory"
+	g.Must("PUT", "/api/v1/acme/eab", map[string]any{"directory_url": dir, "key_id": eabKeyID, "hmac_key": eabMAC})
+	g.Must("PUT", "/api/v1/acme/cloudflare-token", map[string]any{"token": cfToken})
+	settings := g.Must("GET", "/api/v1/settings", nil)
+	delete(settings, "updated_at")
+	settings["acme_directory_url"] = dir
+	g.Must("PUT", "/api/v1/settings", settings)
+	g.Must("POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{"dns.secret.test"}, "challenge": "dns-01"})
+	g.Must("PUT", "/api/v1/sso/config", map[string]any{"issuer": "http://127.0.0.1:1", "client_id": "gw", "client_secret": ssoSecret})
+
+	// The proxy still authenticates with the referenced table.
+	req, _ := http.NewRequest("GET", g.ProxyURL+"/r", nil)
+	req.Header.Set("apikey", keyAuthKey)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("key-auth through the proxy: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	planted := map[string]string{
+		"key-auth key": keyAuthKey, "jwt secret": jwtSecret, "basic-auth password": basicPass,
+		"bcrypt hash": "$2a$", "private key": keyBody, "PEM key header": "PRIVATE KEY",
+		"cloudflare token": cfToken, "EAB key id": eabKeyID, "EAB MAC key": eabMAC, "SSO secret": ssoSecret,
+	}
+	check := func(where string, body []byte) {
+		t.Helper()
+		for name, s := range planted {
+			if strings.Contains(string(body), s) {
+				t.Errorf("%s shows the %s", where, name)
+			}
+		}
+	}
+
+	// Caddy's admin endpoint.
+	resp, err := caddycmd.AdminAPIRequest(g.CaddyAdmin, "GET", "/config/", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(cfg), `"consumers_ref"`) || !strings.Contains(string(cfg), `"gateway_acme"`) || !strings.Contains(string(cfg), `"api_token_ref"`) {
+		t.Fatalf("the running config does not reference the gateway's state: %.2000s", cfg)
+	}
+	check("Caddy's /config/", cfg)
+
+	// Caddy's config folder (autosave) must hold no generated config.
+	_ = filepath.WalkDir(caddy.AppConfigDir(), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, err := os.ReadFile(path); err == nil {
+				check(path, b)
+			}
+		}
+		return nil
+	})
+
+	// A viewer's GETs and the default export.
+	tok := g.Must("POST", "/api/v1/admin/token", nil)["token"].(string)
+	g.Header.Set("Authorization", "Bearer "+tok)
+	g.Must("POST", "/api/v1/users", map[string]any{"email": "viewer@example.com", "role": "viewer", "password": "viewer-pass"})
+	_, export := g.Do("GET", "/api/v1/export", nil)
+	check("the default export", export)
+	b, _ := json.Marshal(map[string]string{"email": "viewer@example.com", "password": "viewer-pass"})
+	lr, err := http.Post(g.AdminURL+"/api/v1/auth/login", "application/json", strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr.Body.Close()
+	g.Header.Del("Authorization")
+	for _, ck := range lr.Cookies() {
+		g.Header.Set("Cookie", ck.Name+"="+ck.Value)
+	}
+	for _, path := range []string{"/api/v1/plugins", "/api/v1/consumers", fmt.Sprintf("/api/v1/consumers/%d/credentials", c),
+		"/api/v1/certificates", "/api/v1/settings", "/api/v1/acme/cloudflare-token", "/api/v1/export", "/api/v1/config", "/api/v1/auth/sso"} {
+		st, body := g.Do("GET", path, nil)
+		if st >= 500 {
+			t.Errorf("GET %s as viewer: %d", path, st)
+		}
+		check("GET "+path+" as a viewer", body)
+	}
+}
