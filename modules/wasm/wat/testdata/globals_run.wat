@@ -1,0 +1,13 @@
+(module
+  (global $counter (mut i32) (i32.const 10))
+  (global $k i64 (i64.const -42))
+  (global $f (mut f64) (f64.const 0.25))
+  (func $bump (result i32)
+    (global.set $counter (i32.add (global.get $counter) (i32.const 1)))
+    (global.get $counter))
+  (func (export "test_globals") (result i64)
+    (drop (call $bump))
+    (global.set $f (f64.mul (global.get $f) (f64.const 8)))
+    (i64.add (i64.add (global.get $k) (i64.extend_i32_s (call $bump)))
+             (i64.trunc_f64_s (global.get $f))))
+)
