@@ -78,6 +78,9 @@ func (cp *ControlPlane) compileVersion(snap *storage.Snapshot, version int64) ([
 	if err := compileTLSApp(apps, snap, &cp.boot, version); err != nil {
 		return nil, err
 	}
+	if err := compilePKIApp(apps); err != nil {
+		return nil, err
+	}
 	if cfg["apps"], err = json.Marshal(apps); err != nil {
 		return nil, err
 	}
@@ -437,6 +440,43 @@ func deref(s *string) string {
 
 // CertificateTag tags a certificate loaded from the store in the tls app.
 func CertificateTag(id int64) string { return "gateway-certificate-" + strconv.FormatInt(id, 10) }
+
+// compilePKIApp makes sure Caddy never installs a local CA root into the
+// host's trust store (Caddy's skip_install_trust): every CA of the base
+// config's pki app, and the default "local" CA that Caddy's internal issuer
+// would otherwise create with trust installation on (for a user site on
+// localhost or an IP), get install_trust false. A gateway must not change
+// the trust of the machine it runs on.
+func compilePKIApp(apps map[string]json.RawMessage) error {
+	pki := map[string]any{}
+	if raw, ok := apps["pki"]; ok {
+		if err := json.Unmarshal(raw, &pki); err != nil {
+			return fmt.Errorf("reading the base config's pki app: %w", err)
+		}
+	}
+	cas, _ := pki["certificate_authorities"].(map[string]any)
+	if cas == nil {
+		cas = map[string]any{}
+	}
+	if _, ok := cas["local"]; !ok {
+		cas["local"] = map[string]any{}
+	}
+	for id, v := range cas {
+		ca, _ := v.(map[string]any)
+		if ca == nil {
+			ca = map[string]any{}
+		}
+		ca["install_trust"] = false
+		cas[id] = ca
+	}
+	pki["certificate_authorities"] = cas
+	raw, err := json.Marshal(pki)
+	if err != nil {
+		return err
+	}
+	apps["pki"] = raw
+	return nil
+}
 
 // compileTLSApp merges the stored certificates into the tls app of the base
 // config (the user's own tls app is kept): uploaded pairs are added to

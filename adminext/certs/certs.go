@@ -19,11 +19,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"github.com/caddyserver/certmagic"
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext"
@@ -37,7 +39,7 @@ func init() {
 
 const description = "Manual: cert (PEM chain, leaf first) and key (PEM private key, write-only, must match the leaf); " +
 	"domains are the leaf's SANs; a valid certificate is active, one past not_after expired. " +
-	"ACME: acme true, domains (1..100 DNS names; wildcards only with challenge dns-01), challenge (http-01 default, tls-alpn-01, dns-01); " +
+	"ACME: acme true, domains (1..100 public DNS names, no IP addresses; wildcards only with challenge dns-01), challenge (http-01 default, tls-alpn-01, dns-01); " +
 	"the certificate is pending until Caddy's automation has issued it (from settings.acme_directory_url with settings.acme_email), then active. " +
 	"HTTP-01 challenges are answered by the gateway's HTTP listener (the CA must reach it on port 80). " +
 	"Private keys are never returned."
@@ -47,7 +49,7 @@ type CertificateInput struct {
 	ACME      bool     `json:"acme" doc:"true for an ACME-managed certificate; default false (manual upload)."`
 	Cert      *string  `json:"cert" schema:"minLength=1" doc:"Manual only, required: the PEM certificate chain, leaf first."`
 	Key       *string  `json:"key" schema:"minLength=1,writeonly" doc:"Manual only, required: the PEM private key of the leaf; never returned."`
-	Domains   []string `json:"domains" schema:"maxItems=100" doc:"ACME only, required: 1..100 DNS names; wildcards (*.example.com) only with challenge dns-01."`
+	Domains   []string `json:"domains" schema:"maxItems=100" doc:"ACME only, required: 1..100 public DNS names; wildcards (*.example.com) only with challenge dns-01. IP addresses and local names (localhost, *.local, *.internal, *.home.arpa) are 400: no public CA issues for them."`
 	Challenge *string  `json:"challenge" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"ACME only; default http-01."`
 }
 
@@ -88,8 +90,16 @@ func (in *CertificateInput) Validate() error {
 	for i, d := range in.Domains {
 		d = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(d), "."))
 		field := fmt.Sprintf("domains[%d]", i)
-		if len(d) > 253 || !dnsName.MatchString(d) || !strings.Contains(strings.TrimPrefix(d, "*."), ".") && d != "localhost" {
+		if net.ParseIP(strings.Trim(d, "[]")) != nil {
+			return schema.Errorf(field, "%q is an IP address; ACME certificates are for DNS names", in.Domains[i])
+		}
+		if len(d) > 253 || !dnsName.MatchString(d) || !strings.Contains(strings.TrimPrefix(d, "*."), ".") || allDigits(d[strings.LastIndexByte(d, '.')+1:]) {
 			return schema.Errorf(field, "%q is not a DNS name", in.Domains[i])
+		}
+		// Names no public CA issues for (localhost, *.local, *.internal,
+		// *.home.arpa) would make Caddy fall back to its internal CA.
+		if !certmagic.SubjectQualifiesForPublicCert(d) {
+			return schema.Errorf(field, "%q cannot get a publicly trusted certificate (a local or internal name)", in.Domains[i])
 		}
 		if strings.HasPrefix(d, "*.") && *in.Challenge != "dns-01" {
 			return schema.Errorf(field, "wildcard names need challenge dns-01")
@@ -173,6 +183,15 @@ func create(c *adminext.Call) (any, error) {
 		return nil, err
 	}
 	return View(row, time.Now()), nil
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // Row builds the stored certificate from a validated input: a manual one is

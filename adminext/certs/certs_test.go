@@ -97,6 +97,12 @@ func TestManualCertificates(t *testing.T) {
 	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{}}, "domains")
 	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{"x.test"}, "cert": a.cert}, "cert")
 	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{"bad name"}}, "domains[0]")
+	// ACME names are public DNS names: an IP address or a local name would
+	// make Caddy fall back to its internal CA (and its trust store dance).
+	for _, bad := range []string{"127.0.0.1", "::1", "[::1]", "10.0.0.1", "1.2.3", "localhost", "a.localhost", "printer.local", "db.internal"} {
+		g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{"ok.test", bad}}, "domains[1]")
+	}
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "challenge": "dns-01", "domains": []string{"*.com"}}, "domains[0]")
 
 	ca1 := g.Must("POST", "/api/v1/certificates", map[string]any{"cert": a.cert, "key": a.key})
 	sum := sha256.Sum256(a.der)

@@ -140,21 +140,26 @@ func TestPluginJWTThroughGateway(t *testing.T) {
 			t.Fatalf("%s: %d %s", what, p.Status, p.Body)
 		}
 	}
-	ok("HS256 bearer", "/def", "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss"}))
-	ok("RS256", "/def", "Authorization", "Bearer "+sign(jwt.SigningMethodRS256, rsaKey, jwt.MapClaims{"iss": "rs-iss", "exp": now.Add(time.Hour).Unix()}))
-	ok("ES256", "/def", "Authorization", "Bearer "+sign(jwt.SigningMethodES256, ecKey, jwt.MapClaims{"iss": "es-iss"}))
-	ok("query", "/def?jwt="+hs(jwt.MapClaims{"iss": "hs-iss"}))
-	ok("cookie", "/def", "Cookie", "tok="+hs(jwt.MapClaims{"iss": "hs-iss"}))
+	exp := now.Add(time.Hour).Unix()
+	ok("HS256 bearer", "/def", "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss", "exp": exp}))
+	ok("RS256", "/def", "Authorization", "Bearer "+sign(jwt.SigningMethodRS256, rsaKey, jwt.MapClaims{"iss": "rs-iss", "exp": exp}))
+	ok("ES256", "/def", "Authorization", "Bearer "+sign(jwt.SigningMethodES256, ecKey, jwt.MapClaims{"iss": "es-iss", "exp": exp}))
+	ok("query", "/def?jwt="+hs(jwt.MapClaims{"iss": "hs-iss", "exp": exp}))
+	ok("cookie", "/def", "Cookie", "tok="+hs(jwt.MapClaims{"iss": "hs-iss", "exp": exp}))
 
 	wantGatewayError(t, send(t, g, "GET", "/def", nil), 401, "")
-	wantGatewayError(t, send(t, g, "GET", "/def", nil, "Authorization", "Bearer "+sign(jwt.SigningMethodHS256, []byte("other"), jwt.MapClaims{"iss": "hs-iss"})), 401, "")
+	wantGatewayError(t, send(t, g, "GET", "/def", nil, "Authorization", "Bearer "+sign(jwt.SigningMethodHS256, []byte("other"), jwt.MapClaims{"iss": "hs-iss", "exp": exp})), 401, "")
 	wantGatewayError(t, send(t, g, "GET", "/def", nil, "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss", "exp": now.Add(-time.Minute).Unix()})), 401, "")
-	wantGatewayError(t, send(t, g, "GET", "/def", nil, "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "rs-iss"})), 401, "")
+	wantGatewayError(t, send(t, g, "GET", "/def", nil, "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "rs-iss", "exp": exp})), 401, "")
+	// exp is verified by default, so a token without it (one that would
+	// never expire) is refused, as in Kong.
+	wantGatewayError(t, send(t, g, "GET", "/def", nil, "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss"})), 401, "claim 'exp' is required")
 	// nbf is not verified by default.
-	ok("future nbf, default claims", "/def", "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss", "nbf": now.Add(time.Hour).Unix()}))
+	ok("future nbf, default claims", "/def", "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss", "exp": exp, "nbf": now.Add(time.Hour).Unix()}))
 
-	ok("strict", "/strict", "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss", "exp": now.Add(5 * time.Minute).Unix()}))
+	ok("strict", "/strict", "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss", "exp": now.Add(5 * time.Minute).Unix(), "nbf": now.Unix()}))
+	wantGatewayError(t, send(t, g, "GET", "/strict", nil, "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss", "exp": now.Add(5 * time.Minute).Unix()})), 401, "claim 'nbf' is required")
 	wantGatewayError(t, send(t, g, "GET", "/strict", nil, "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss", "exp": now.Add(5 * time.Minute).Unix(), "nbf": now.Add(time.Minute).Unix()})), 401, "")
-	wantGatewayError(t, send(t, g, "GET", "/strict", nil, "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss", "exp": now.Add(time.Hour).Unix()})), 401, "")
+	wantGatewayError(t, send(t, g, "GET", "/strict", nil, "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss", "exp": now.Add(time.Hour).Unix(), "nbf": now.Unix()})), 401, "")
 	wantGatewayError(t, send(t, g, "GET", "/strict", nil, "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss"})), 401, "")
 }

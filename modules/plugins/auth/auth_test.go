@@ -332,8 +332,8 @@ func TestJWT(t *testing.T) {
 	now := time.Now()
 	hs := sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss", "exp": now.Add(time.Hour).Unix()})
 	rs := sign(t, jwt.SigningMethodRS256, rsaKey, jwt.MapClaims{"iss": "bob-rs", "exp": now.Add(time.Hour).Unix()})
-	es := sign(t, jwt.SigningMethodES256, ecKey, jwt.MapClaims{"iss": "bob-es"})
-	hs512 := sign(t, jwt.SigningMethodHS512, []byte("bob-secret-512"), jwt.MapClaims{"iss": "bob-hs512"})
+	es := sign(t, jwt.SigningMethodES256, ecKey, jwt.MapClaims{"iss": "bob-es", "exp": now.Add(time.Hour).Unix()})
+	hs512 := sign(t, jwt.SigningMethodHS512, []byte("bob-secret-512"), jwt.MapClaims{"iss": "bob-hs512", "exp": now.Add(time.Hour).Unix()})
 
 	for name, tc := range map[string]struct {
 		tok, user string
@@ -365,6 +365,9 @@ func TestJWT(t *testing.T) {
 		"rs wrong key":    "Bearer " + sign(t, jwt.SigningMethodRS256, mustRSA(t), jwt.MapClaims{"iss": "bob-rs"}),
 		"alg none":        "Bearer " + sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"iss": "alice-iss"}),
 		"exp not number":  "Bearer " + sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss", "exp": "tomorrow"}),
+		// exp is in claims_to_verify by default: a token without it would
+		// never expire.
+		"exp missing": "Bearer " + sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss"}),
 	}
 	for name, h := range bad {
 		var res plugintest.Result
@@ -380,7 +383,7 @@ func TestJWT(t *testing.T) {
 		plugintest.WantGatewayError(t, res, 401)
 	}
 	// nbf is not verified by default
-	future := sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss", "nbf": now.Add(time.Hour).Unix()})
+	future := sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss", "exp": now.Add(2 * time.Hour).Unix(), "nbf": now.Add(time.Hour).Unix()})
 	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "Authorization", "Bearer "+future), 200)
 }
 
@@ -403,8 +406,9 @@ func TestJWTClaims(t *testing.T) {
 		return sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), c)
 	}
 	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "X-Token", tok(jwt.MapClaims{"exp": now.Add(5 * time.Minute).Unix(), "nbf": now.Add(-time.Minute).Unix()})), 200)
-	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "X-Token", "Bearer "+tok(jwt.MapClaims{"exp": now.Add(5 * time.Minute).Unix()})), 200)
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "X-Token", "Bearer "+tok(jwt.MapClaims{"exp": now.Add(5 * time.Minute).Unix(), "nbf": now.Unix()})), 200)
 	for name, c := range map[string]jwt.MapClaims{
+		"nbf missing":    {"exp": now.Add(5 * time.Minute).Unix()},
 		"nbf future":     {"exp": now.Add(5 * time.Minute).Unix(), "nbf": now.Add(time.Minute).Unix()},
 		"exp too far":    {"exp": now.Add(time.Hour).Unix()},
 		"exp missing":    {},
@@ -513,7 +517,10 @@ http://localhost:{PORT} {
 	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/"), 401)
 
 	other := strings.Replace(base, "127.0.0.1", "localhost", 1)
-	rs := sign(t, jwt.SigningMethodRS256, rsaKey, jwt.MapClaims{"iss": "bob-rs"})
+	valid := func(iss string) jwt.MapClaims {
+		return jwt.MapClaims{"iss": iss, "exp": time.Now().Add(time.Hour).Unix(), "nbf": time.Now().Add(-time.Minute).Unix()}
+	}
+	rs := sign(t, jwt.SigningMethodRS256, rsaKey, valid("bob-rs"))
 	res = plugintest.Do(t, "GET", other+"/", "Authorization", "Bearer "+rs)
 	if res.StatusCode != 401 || !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), `Basic realm="secret area"`) {
 		t.Fatalf("jwt alone must not pass basic-auth: %d %v", res.StatusCode, res.Header)
@@ -525,6 +532,6 @@ http://localhost:{PORT} {
 	if plugintest.UpstreamHeader(t, res, "X-Consumer-Username") != "bob" { // jwt runs after basic-auth: the later plugin wins
 		t.Errorf("consumer %q", plugintest.UpstreamHeader(t, res, "X-Consumer-Username"))
 	}
-	hs := sign(t, jwt.SigningMethodHS384, []byte("s3cret"), jwt.MapClaims{"iss": "bob-hs"})
+	hs := sign(t, jwt.SigningMethodHS384, []byte("s3cret"), valid("bob-hs"))
 	plugintest.WantStatus(t, plugintest.Do(t, "GET", other+"/?jwt="+hs, "Authorization", basicHeader("alice", "alice-pw")), 200)
 }

@@ -36,7 +36,7 @@ type JWT struct {
 	QueryNames         []string `json:"query_names" doc:"Query parameters carrying the token."`
 	CookieNames        []string `json:"cookie_names" doc:"Cookies carrying the token."`
 	KeyClaimName       string   `json:"key_claim_name" schema:"minLength=1" doc:"Claim whose value selects the consumer's jwt credential (its key)."`
-	ClaimsToVerify     []string `json:"claims_to_verify" schema:"enum=exp|nbf" doc:"Registered claims verified when present: exp (not expired), nbf (already valid)."`
+	ClaimsToVerify     []string `json:"claims_to_verify" schema:"enum=exp|nbf" doc:"Registered claims every token must carry and pass: exp (not expired), nbf (already valid). A listed claim that is missing is 401, as in Kong."`
 	MaximumExpirationS int64    `json:"maximum_expiration_s" schema:"min=0" doc:"When above 0, the token must carry exp and exp - now must not exceed this many seconds."`
 
 	// Consumers is an inline consumer table for standalone use (Caddyfile);
@@ -218,12 +218,20 @@ func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consume
 	}
 	for _, name := range j.ClaimsToVerify {
 		switch name {
+		// A listed claim is required: a token without exp would never
+		// expire, one without nbf would be valid before it was meant to.
 		case "exp":
-			if exp != nil && !now.Before(exp.Time) {
+			if exp == nil {
+				return nil, "claim 'exp' is required"
+			}
+			if !now.Before(exp.Time) {
 				return nil, "token expired"
 			}
 		case "nbf":
-			if nbf != nil && now.Before(nbf.Time) {
+			if nbf == nil {
+				return nil, "claim 'nbf' is required"
+			}
+			if now.Before(nbf.Time) {
 				return nil, "token not valid yet"
 			}
 		}

@@ -29,7 +29,7 @@ type CORS struct {
 	AllowMethods     []string `json:"allow_methods" doc:"Access-Control-Allow-Methods of preflights. Default GET, HEAD, PUT, PATCH, POST, DELETE."`
 	AllowHeaders     []string `json:"allow_headers" doc:"Access-Control-Allow-Headers of preflights; empty reflects the preflight's Access-Control-Request-Headers."`
 	ExposeHeaders    []string `json:"expose_headers" doc:"Access-Control-Expose-Headers of actual responses."`
-	AllowCredentials bool     `json:"allow_credentials" doc:"Send Access-Control-Allow-Credentials: true (the origin is then echoed, never *)."`
+	AllowCredentials bool     `json:"allow_credentials" doc:"Send Access-Control-Allow-Credentials: true (the matching origin is then echoed, never *). Not allowed together with the origin * (it would let any site, even the null origin, make credentialed requests): list the origins (wildcard hosts are fine)."`
 	MaxAgeS          int      `json:"max_age_s" schema:"min=0" doc:"Access-Control-Max-Age of preflights in seconds (0: header not sent). Default 600."`
 
 	origins                []originPattern
@@ -79,8 +79,14 @@ func (h *CORS) Provision(caddy.Context) error {
 // Validate implements schema.Validator and caddy.Validator.
 func (h *CORS) Validate() error {
 	for i, o := range h.AllowOrigins {
-		if _, err := parseOriginPattern(o); err != nil {
+		p, err := parseOriginPattern(o)
+		if err != nil {
 			return schema.Errorf(idx("allow_origins", i), "%v", err)
+		}
+		// As APISIX: "*" with credentials would echo any origin, null
+		// included, with Access-Control-Allow-Credentials.
+		if p.any && h.AllowCredentials {
+			return schema.Errorf("allow_credentials", "must be false when allow_origins contains * (list the allowed origins instead)")
 		}
 	}
 	for i, m := range h.AllowMethods {

@@ -3,7 +3,10 @@ package traffic
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
@@ -24,7 +27,15 @@ func TestCORSConfig(t *testing.T) {
 		`{"max_age_s":-1}`:                          "config.max_age_s",
 		`{"allow_credentials":1}`:                   "config.allow_credentials",
 		`{"origins":["*"]}`:                         "config.origins",
+		// * with credentials would echo any origin (null too) with
+		// credentials: refused, as in APISIX.
+		`{"allow_credentials":true}`: "config.allow_credentials",
+		`{"allow_origins":["https://a.example","*"],"allow_credentials":true}`: "config.allow_credentials",
 	})
+	// Caddy JSON that skips the admin API is refused at Provision too.
+	if err := (&CORS{AllowOrigins: []string{"*"}, AllowCredentials: true}).Provision(caddy.Context{}); err == nil || !strings.Contains(err.Error(), "allow_credentials") {
+		t.Errorf("Provision of * with credentials: %v", err)
+	}
 	wantCaddyfile(t, "gateway_cors {\n allow_origins https://a.example *.example.com\n allow_methods GET\n allow_credentials\n expose_headers X-Id\n}",
 		`{"handler":"gateway_cors","allow_origins":["https://a.example","*.example.com"],"allow_methods":["GET"],"allow_headers":[],"expose_headers":["X-Id"],"allow_credentials":true,"max_age_s":600}`)
 }
