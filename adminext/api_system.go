@@ -2,6 +2,7 @@ package adminext
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -35,7 +36,7 @@ func systemEndpoints() []*Endpoint {
 			Response: health.Status{}, ResponseList: true, Handle: targetHealth},
 		{Method: "GET", Path: "/api/v1/router/test", Role: RoleViewer, Tag: "observability",
 			Summary:     "Dry run of route matching: the route a request with these properties would take (no upstream is contacted)",
-			Description: "Uses the live router's own match table. headers is a comma-separated list of Name:value pairs.",
+			Description: "Uses the live router's own match table and path normalization: path is taken as a client sends it (percent-encoding allowed), decoded, and its dot segments are removed (RFC 3986; .. at the root stays at the root) before matching; the answer's path is that normalized path. A path with control characters, or with a dot segment delimited by a backslash, is 400 (proxied requests get 400 too). headers is a comma-separated list of Name:value pairs.",
 			Query: []QueryParam{
 				{Name: "path", Type: "string", Required: true}, {Name: "host", Type: "string"},
 				{Name: "method", Type: "string", Description: "default GET"},
@@ -101,6 +102,7 @@ func targetHealth(*Call) (any, error) { return process.Health.Statuses(), nil }
 // RouterTestResult is the dry run's answer.
 type RouterTestResult struct {
 	Matched      bool           `json:"matched"`
+	Path         string         `json:"path" doc:"The path the router matches: the given path percent-decoded, with its dot segments removed (RFC 3986), as for proxied requests."`
 	RouteID      *int64         `json:"route_id"`
 	RouteName    *string        `json:"route_name"`
 	ServiceID    *int64         `json:"service_id" doc:"The split's pick when the route has splits."`
@@ -119,6 +121,15 @@ func routerTest(c *Call) (any, error) {
 	if !strings.HasPrefix(path, "/") {
 		return nil, BadRequest("path: must start with /")
 	}
+	// The path as a client sends it: decoded and normalized as the router
+	// does with a proxied request's.
+	decoded, err := url.PathUnescape(path)
+	if err != nil {
+		return nil, BadRequest("path: invalid percent-encoding")
+	}
+	if path, err = router.NormalizePath(decoded); err != nil {
+		return nil, BadRequest("path: " + err.Error())
+	}
 	method := q.Get("method")
 	if method == "" {
 		method = http.MethodGet
@@ -134,7 +145,7 @@ func routerTest(c *Call) (any, error) {
 			hdr.Add(name, strings.TrimSpace(value))
 		}
 	}
-	out := RouterTestResult{Splits: []router.Split{}}
+	out := RouterTestResult{Path: path, Splits: []router.Split{}}
 	rt := c.CP.Router()
 	if rt == nil {
 		out.Reason = ptr("the gateway has not loaded its configuration yet")

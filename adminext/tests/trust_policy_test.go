@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
@@ -64,4 +67,82 @@ func TestTrustCORSCredentialsNeedOrigins(t *testing.T) {
 		"config": map[string]any{"allow_origins": []string{"https://a.example", "*"}, "allow_credentials": true}}, "config.allow_credentials")
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "cors", "scope": "global",
 		"config": map[string]any{"allow_origins": []string{"https://*.example.com"}, "allow_credentials": true}})
+}
+
+// uriUpstream answers with the request target it received, as sent on the
+// wire.
+func uriUpstream(t *testing.T) string {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.RequestURI)
+	}))
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://")
+}
+
+// TestTrustDotSegments: a request's dot segments are removed before
+// matching, in every encoding, so /public/../private is /private (and
+// needs its key); the upstream gets the normalized path; strip_path never
+// sends a dot segment upstream; the dry run shows the same path.
+func TestTrustDotSegments(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", uriUpstream(t))
+	g.Route("public", sid, map[string]any{"paths": []string{"/public"}})
+	private := g.Route("private", sid, map[string]any{"paths": []string{"/private"}})
+	g.Route("api", sid, map[string]any{"paths": []string{"/api"}, "strip_path": true})
+	addPlugin(t, g, "key-auth", "route", private, nil)
+
+	for _, p := range []string{
+		"/public/../private/secret",
+		"/public/%2e%2e/private/secret",
+		"/public/%2E%2E/private/secret",
+		"/public/..%2Fprivate/secret",
+		"/public%2F..%2Fprivate/secret",
+		"/public/./.%2e/private/secret",
+		"/../private/secret",
+	} {
+		wantGatewayError(t, send(t, g, "GET", p, nil), 401, "")
+	}
+	// Forwarded normalized, the query kept.
+	if p := send(t, g, "GET", "/public/a/../b/./c?x=1", nil); p.Status != 200 || p.Body != "/public/b/c?x=1" {
+		t.Fatalf("normalized forward: %d %q", p.Status, p.Body)
+	}
+	// Unchanged paths keep their encoding (an encoded slash inside a
+	// segment reaches the upstream as sent).
+	if p := send(t, g, "GET", "/public/a%2Fb", nil); p.Status != 200 || p.Body != "/public/a%2Fb" {
+		t.Fatalf("encoded slash: %d %q", p.Status, p.Body)
+	}
+	// strip_path: nothing climbs above the upstream's root.
+	for path, want := range map[string]string{
+		"/api/../../etc":   "", // normalizes to /etc: no route (404)
+		"/api/x/../../etc": "",
+		"/api/x/../y":      "/y",
+		"/api..":           "/",
+		"/api../etc":       "/etc",
+		"/api/%2e%2e/x":    "", // /x: no route
+	} {
+		p := send(t, g, "GET", path, nil)
+		if want == "" {
+			if p.Status != 404 {
+				t.Errorf("%s: %d %q, want 404", path, p.Status, p.Body)
+			}
+			continue
+		}
+		if p.Status != 200 || p.Body != want {
+			t.Errorf("%s: %d %q, want upstream path %q", path, p.Status, p.Body, want)
+		}
+	}
+	// Paths that cannot be forwarded safely.
+	for _, path := range []string{"/public/a%0d%0aX-Evil:%201", "/public/%00", "/public%5C..%5Cprivate"} {
+		wantGatewayError(t, send(t, g, "GET", path, nil), 400, "")
+	}
+	// The dry run uses the same normalization.
+	res := g.Must("GET", "/api/v1/router/test?path="+url.QueryEscape("/public/%2e%2e/private/secret"), nil)
+	if res["path"] != "/private/secret" || res["route_name"] != "private" {
+		t.Fatalf("router test: %v", res)
+	}
+	res = g.Must("GET", "/api/v1/router/test?path="+url.QueryEscape("/api../etc"), nil)
+	if res["upstream_path"] != "/etc" || res["route_name"] != "api" {
+		t.Fatalf("router test strip_path: %v", res)
+	}
+	g.WantError(400, "GET", "/api/v1/router/test?path="+url.QueryEscape("/a%0d%0a"), nil, "path")
 }

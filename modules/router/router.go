@@ -230,6 +230,18 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	info.HTTPSPort = rt.HTTPSPort
 	consumers.StripHeaders(r.Header)
 
+	// Match, authorize and forward the path without dot segments, so that
+	// /public/../private is never a /public request.
+	path, err := NormalizePath(r.URL.Path)
+	if err != nil {
+		info.Status = http.StatusBadRequest
+		gwctx.WriteError(w, http.StatusBadRequest, "invalid request path: "+err.Error())
+		return nil
+	}
+	if path != r.URL.Path {
+		r.URL.Path, r.URL.RawPath = path, ""
+	}
+
 	m := rt.table.Match(Request{Host: r.Host, Path: r.URL.Path, Method: r.Method, Header: r.Header})
 	if m.Route == nil {
 		info.Status = http.StatusNotFound
@@ -246,8 +258,13 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	info.Sinks = append(info.Sinks, cr.sinks...)
 
 	if route.StripPath {
-		r.URL.Path = UpstreamPath(route, m.MatchedPath, r.URL.Path)
-		r.URL.RawPath = ""
+		up, err := NormalizePath(UpstreamPath(route, m.MatchedPath, r.URL.Path))
+		if err != nil { // a backslash dot segment only the stripping exposed
+			info.Status = http.StatusBadRequest
+			gwctx.WriteError(w, http.StatusBadRequest, "invalid request path: "+err.Error())
+			return nil
+		}
+		r.URL.Path, r.URL.RawPath = up, ""
 	}
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		origHost := r.Host

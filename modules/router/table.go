@@ -837,7 +837,10 @@ func (t *Table) Explain(req Request) string {
 
 // UpstreamPath applies strip_path: it removes exactly the matched portion
 // from the front of path; an empty result becomes "/" and a result not
-// starting with "/" gets one. Without strip_path it returns path unchanged.
+// starting with "/" gets one. The result is normalized like the request
+// path (NormalizePath), since stripping a prefix that ends inside a
+// segment can leave one: /api.. stripped of /api is /.., which goes
+// upstream as /. Without strip_path it returns path unchanged.
 func UpstreamPath(r *Route, matchedPath, path string) string {
 	if r == nil || !r.StripPath {
 		return path
@@ -847,7 +850,10 @@ func UpstreamPath(r *Route, matchedPath, path string) string {
 		return "/"
 	}
 	if rest[0] != '/' {
-		return "/" + rest
+		rest = "/" + rest
+	}
+	if strings.Contains(rest, "/.") {
+		rest = removeDotSegments(rest)
 	}
 	return rest
 }

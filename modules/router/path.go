@@ -1,0 +1,87 @@
+package router
+
+import (
+	"errors"
+	"strings"
+)
+
+// Errors of NormalizePath; the router answers them with 400.
+var (
+	ErrPathControl   = errors.New("the path has control characters")
+	ErrPathBackslash = errors.New("the path has a dot segment delimited by a backslash")
+)
+
+// NormalizePath is the path the router matches and forwards: the decoded
+// request path (r.URL.Path, where %2e%2e is already ".." and %2F already
+// "/") with its dot segments removed as RFC 3986 §5.2.4 says, so that
+// /public/../private is matched, authorized and forwarded as /private,
+// never as a /public request that an upstream resolves to /private.
+//
+// The rules:
+//   - "." segments are dropped and ".." removes the segment before it;
+//     ".." at the root stays at the root (/../x is /x), as the RFC says;
+//     a trailing "." or ".." leaves a trailing slash (/a/b/.. is /a/).
+//   - Empty segments (//) are kept: they are not dot segments.
+//   - A path with control characters (decoded %00-%1F, %7F) cannot be
+//     forwarded safely and is refused.
+//   - A backslash is an ordinary character, except that a path in which a
+//     backslash delimits a "." or ".." segment (/public\..\private) is
+//     refused: some upstreams treat backslashes as separators.
+//   - A path that does not start with "/" (the "*" of OPTIONS *) is
+//     returned unchanged.
+//
+// The result never contains a dot segment, and NormalizePath of the result
+// is the result. The dry run of /api/v1/router/test calls this function as
+// the router does.
+func NormalizePath(p string) (string, error) {
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c == 0x7f {
+			return "", ErrPathControl
+		}
+	}
+	if p == "" || p[0] != '/' {
+		return p, nil
+	}
+	if strings.Contains(p, "/.") {
+		p = removeDotSegments(p)
+	}
+	if strings.IndexByte(p, '\\') >= 0 && hasDotSegment(p, "/\\") {
+		return "", ErrPathBackslash
+	}
+	return p, nil
+}
+
+// removeDotSegments is RFC 3986 §5.2.4 on an absolute path, segment by
+// segment.
+func removeDotSegments(p string) string {
+	segs := strings.Split(p[1:], "/")
+	out := make([]string, 0, len(segs))
+	for i, s := range segs {
+		last := i == len(segs)-1
+		switch s {
+		case ".":
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, s)
+			continue
+		}
+		if last {
+			out = append(out, "") // keep the trailing slash
+		}
+	}
+	return "/" + strings.Join(out, "/")
+}
+
+// hasDotSegment reports whether p, split at any of seps, has a "." or ".."
+// segment.
+func hasDotSegment(p, seps string) bool {
+	for _, s := range strings.FieldsFunc(p, func(r rune) bool { return strings.ContainsRune(seps, r) }) {
+		if s == "." || s == ".." {
+			return true
+		}
+	}
+	return false
+}
