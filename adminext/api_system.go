@@ -1,8 +1,11 @@
 package adminext
 
 import (
+	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,7 +35,10 @@ func systemEndpoints() []*Endpoint {
 		{Method: "GET", Path: "/api/v1/config", Role: RoleViewer, Tag: "observability", Summary: "Summary of the live compiled configuration",
 			Response: ConfigSummary{}, Handle: configSummary},
 		{Method: "GET", Path: "/api/v1/health", Role: RoleViewer, Tag: "observability",
-			Summary:  "Health of every target of every service",
+			Summary: "Health of every target of every service",
+			Description: "state is the active checks' result, except that a target that passive health took out of rotation (failed proxied requests: " +
+				"connection errors, not answers; 2 within 10 s) is unhealthy until those failures expire, with last_error saying so. " +
+				"Requests the gateway refuses itself (400, e.g. a header value a placeholder made invalid) never count against a target.",
 			Response: health.Status{}, ResponseList: true, Handle: targetHealth},
 		{Method: "GET", Path: "/api/v1/router/test", Role: RoleViewer, Tag: "observability",
 			Summary:     "Dry run of route matching: the route a request with these properties would take (no upstream is contacted)",
@@ -97,7 +103,31 @@ func configSummary(c *Call) (any, error) {
 	return out, nil
 }
 
-func targetHealth(*Call) (any, error) { return process.Health.Statuses(), nil }
+// targetHealth is the active checks' view, corrected by Caddy's passive
+// health: a target that failed proxied requests is out of rotation until
+// its failures expire, and the answer says so (the active checks may still
+// pass: a target that accepts connections but breaks requests).
+func targetHealth(c *Call) (any, error) {
+	out := process.Health.Statuses()
+	rt := c.CP.Router()
+	if rt == nil {
+		return out, nil
+	}
+	for i := range out {
+		s := &out[i]
+		fails, down := rt.PassiveDown(s.ServiceID, net.JoinHostPort(s.Host, strconv.Itoa(s.Port)))
+		if !down {
+			continue
+		}
+		s.State = health.Unhealthy
+		msg := fmt.Sprintf("passive health: %d failed proxied requests recently; out of rotation until they expire", fails)
+		if s.LastError != nil {
+			msg += "; last check: " + *s.LastError
+		}
+		s.LastError = &msg
+	}
+	return out, nil
+}
 
 // RouterTestResult is the dry run's answer.
 type RouterTestResult struct {

@@ -2,7 +2,9 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -145,4 +147,80 @@ func TestTrustDotSegments(t *testing.T) {
 		t.Fatalf("router test strip_path: %v", res)
 	}
 	g.WantError(400, "GET", "/api/v1/router/test?path="+url.QueryEscape("/a%0d%0a"), nil, "path")
+}
+
+// healthOf reads /api/v1/health's entry for the target at addr.
+func healthOf(t *testing.T, g *testgw.Gateway, addr string) map[string]any {
+	t.Helper()
+	var list []map[string]any
+	if st := g.JSON("GET", "/api/v1/health", nil, &list); st != 200 {
+		t.Fatalf("health: %d", st)
+	}
+	for _, h := range list {
+		if h["host"].(string)+":"+strconvItoa(h["port"]) == addr {
+			return h
+		}
+	}
+	t.Fatalf("no health entry for %s in %v", addr, list)
+	return nil
+}
+
+func strconvItoa(v any) string { f, _ := v.(float64); return itoa(int64(f)) }
+
+// TestTrustClientCannotTakeTargetDown: a client whose request makes the
+// gateway build an invalid upstream request (a placeholder expanding its
+// %0d%0a into a header value) gets 400, and the target never counts a
+// failure: the service keeps answering. A target that really fails
+// proxied requests is reported unhealthy by /api/v1/health as long as
+// passive health keeps it out of rotation.
+func TestTrustClientCannotTakeTargetDown(t *testing.T) {
+	g := testgw.Start(t, nil)
+	up := echo(t, "up")
+	sid := g.Service("s", addr(up))
+	rid := g.Route("x", sid, map[string]any{"paths": []string{"/x"}})
+	g.Route("y", sid, map[string]any{"paths": []string{"/y"}})
+	addPlugin(t, g, "request-transform", "route", rid, map[string]any{"set_headers": map[string]string{
+		"X-P": "{http.request.uri.path}", "X-Q": "{http.request.uri.query.q}",
+	}})
+	for i := 0; i < 5; i++ {
+		wantGatewayError(t, send(t, g, "GET", "/x/a%0d%0aX-Evil:%201", nil), 400, "")
+		wantGatewayError(t, send(t, g, "GET", "/x/a?q=%0d%0aX-Evil:%201", nil), 400, "")
+	}
+	for _, p := range []string{"/x/ok?q=1", "/y"} {
+		if r := send(t, g, "GET", p, nil); r.Status != 200 {
+			t.Fatalf("%s after the refused requests: %d %s", p, r.Status, r.Body)
+		}
+	}
+	if h := healthOf(t, g, addr(up)); h["state"] == "unhealthy" {
+		t.Fatalf("health: %v", h)
+	}
+
+	// A target that accepts connections (the tcp check passes) but breaks
+	// every proxied request: passive health takes it out, and the health
+	// endpoint says so.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	bad := g.Service("bad", ln.Addr().String())
+	g.Route("bad", bad, map[string]any{"paths": []string{"/bad"}})
+	for i := 0; i < 2; i++ {
+		if r := send(t, g, "GET", "/bad", nil); r.Status < 500 {
+			t.Fatalf("broken target: %d", r.Status)
+		}
+	}
+	h := healthOf(t, g, ln.Addr().String())
+	if h["state"] != "unhealthy" || !strings.Contains(fmt.Sprint(h["last_error"]), "passive") {
+		t.Fatalf("health of a target passive health took out: %v", h)
+	}
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/consumers"
@@ -299,7 +301,53 @@ func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return caddyhttp.Error(http.StatusServiceUnavailable, fmt.Errorf("service %d has no proxy", info.ServiceID))
 	}
+	// A request the gateway itself made unsendable (a placeholder that
+	// expanded a client's %0d%0a into a header value) would fail in the
+	// transport, and Caddy's passive health would count that against the
+	// target: a client could take targets out of rotation. It is the
+	// client's 400 instead, and the target never sees it.
+	if msg := unsendable(r); msg != "" {
+		info.Status = http.StatusBadRequest
+		gwctx.WriteError(w, http.StatusBadRequest, msg)
+		return nil
+	}
 	return p.ServeHTTP(w, r, caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil }))
+}
+
+// unsendable says why r cannot go upstream as it is ("" when it can): a
+// header name or value, or the Host, that net/http's transport refuses.
+func unsendable(r *http.Request) string {
+	for name, values := range r.Header {
+		if !httpguts.ValidHeaderFieldName(name) {
+			return fmt.Sprintf("the request cannot be forwarded: invalid header name %q", name)
+		}
+		for _, v := range values {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return "the request cannot be forwarded: header " + name + " has an invalid value"
+			}
+		}
+	}
+	if !httpguts.ValidHostHeader(r.Host) {
+		return "the request cannot be forwarded: invalid Host"
+	}
+	return ""
+}
+
+// PassiveDown reports whether Caddy's passive health checks of the
+// service's proxy currently keep the target at addr out of rotation
+// (failed proxied requests within the fail duration), so that the health
+// the admin API reports agrees with where traffic goes.
+func (rt *Router) PassiveDown(serviceID int64, addr string) (fails int, down bool) {
+	h, ok := rt.services[serviceID].(*reverseproxy.Handler)
+	if !ok {
+		return 0, false
+	}
+	for _, u := range h.Upstreams {
+		if u.Dial == addr && u.Host != nil {
+			return u.Host.Fails(), !u.Healthy()
+		}
+	}
+	return 0, false
 }
 
 // clientIP is the peer address, or, when the peer is a trusted proxy, the
