@@ -229,7 +229,8 @@ func (p *parser) immediates(in *instr) {
 		if p.isForm("result") {
 			var tu typeUse
 			p.results(&tu)
-			in.sel, in.typed = tu.sig.results, true
+			// "select (result)" with no type is the untyped select.
+			in.sel, in.typed = tu.sig.results, len(tu.sig.results) > 0
 		}
 	case immLocal:
 		in.ref = p.ref("local")

@@ -352,6 +352,9 @@ func parseModule(toks []token) *module {
 	m.typeSpace.what, m.funcSpace.what, m.tableSpace.what = "type", "func", "table"
 	m.memSpace.what, m.globalSpace.what = "memory", "global"
 	m.elemSpace.what, m.dataSpace.what = "elem segment", "data segment"
+	if p.peek().kind == tEOF {
+		p.fail(p.peek().pos, "empty input: expected (module ...)")
+	}
 	wrapped := p.isForm("module")
 	if wrapped {
 		p.open("module")

@@ -98,6 +98,32 @@ func TestCorpusAgainstWat2wasm(t *testing.T) {
 	}
 }
 
+// TestSnippetsAgainstWat2wasm: each line of testdata/snippets.txt is a
+// small module exercising one corner (index spaces, implicit types, segment
+// forms, LEB edge values); each must assemble to wat2wasm's bytes.
+func TestSnippetsAgainstWat2wasm(t *testing.T) {
+	bin := wat2wasmPath(t)
+	text, err := os.ReadFile("testdata/snippets.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for i, line := range strings.Split(strings.TrimSpace(string(text)), "\n") {
+		file := filepath.Join(dir, fmt.Sprintf("s%d.wat", i+1))
+		if err := os.WriteFile(file, []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Compile([]byte(line))
+		if err != nil {
+			t.Errorf("line %d: %s: %v", i+1, line, err)
+			continue
+		}
+		if want := wat2wasm(t, bin, file); !bytes.Equal(got, want) {
+			t.Errorf("line %d: %s: differs from wat2wasm:\n%s", i+1, line, diffHex(got, want))
+		}
+	}
+}
+
 // compareRuns instantiates both builds (when all their imports are
 // functions, which get stubs returning zeros) and compares the results of
 // every exported test_* function taking no parameters.
@@ -301,6 +327,8 @@ func TestErrors(t *testing.T) {
 		{"(module (data (i32.const 0) \"\xff\"))", `invalid UTF-8 in string`},
 		{`(module (data (i32.const 0) "abc`, `line 1:29: unterminated string`},
 		{"(module)\n(; abc", `line 2:1: unterminated block comment`},
+		{"", `line 1:1: empty input: expected (module ...)`},
+		{";; nothing\n(; here ;)", `line 2:11: empty input`},
 		{`(module (foo))`, `unknown module field "foo"`},
 		{`(module (func (i32.add (i32.const 1) (i64.const 2)) drop))`, `line 1:16: type mismatch in i32.add: expected i32, got i64`},
 		{`(module (func i32.const 1 i32.const 2))`, `type mismatch at the end of the function: 2 more value(s) on the stack than the block's results []`},
@@ -392,6 +420,15 @@ func TestNumbers(t *testing.T) {
 		{"0.1", 64, 0x3FB999999999999A}, {"nan", 64, 0x7FF8000000000000},
 		{"nan:0x8000000000000", 64, 0x7FF8000000000000}, {"-0x1p-1074", 64, 0x8000000000000001},
 		{"1_000.5", 64, 0x408F440000000000}, {"1e-400", 64, 0},
+		// Hex floats with more mantissa bits than the type holds round to
+		// nearest (wat2wasm 1.0.32 truncates these; checked with exact
+		// rational arithmetic).
+		{"0xA1797a0b.6CE6e6p45", 64, 0x44b42f2f416d9cdd},
+		{"0x6AA9CBBDD.Ddf_5bP-6", 64, 0x41baaa72ef7777d7},
+		{"+0xf94.fFcB_0603126p+10", 64, 0x414f29ff960c0625},
+		{"+0xefCF3bc2BCa6E5P11", 64, 0x441df9e7785794dd},
+		{"+0x7F2.15e6", 32, 0x44fe42bd},
+		{"0xCFb5cee.", 32, 0x4d4fb5cf},
 	} {
 		got, err := parseFloat(c.s, c.bits)
 		if err != nil || got != c.want {
