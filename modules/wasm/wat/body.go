@@ -18,7 +18,7 @@ type instr struct {
 
 // instrs parses instructions up to a closing parenthesis (which it leaves),
 // appending them to out. Blocks opened here must be ended here.
-func (p *parser) instrs(out []instr, _ int) []instr {
+func (p *parser) instrs(out []instr) []instr {
 	base := len(p.blocks)
 	for {
 		switch t := p.peek(); t.kind {
@@ -137,18 +137,18 @@ func (p *parser) folded(out []instr) []instr {
 			p.pushBlock(opIf, label, t.pos)
 			out = append(out, in)
 			p.open("then")
-			out = p.instrs(out, 0)
+			out = p.instrs(out)
 			p.rparen()
 			if p.isForm("else") {
 				at := p.open("else")
 				out = append(out, instr{op: opcodes["else"], pos: at})
-				out = p.instrs(out, 0)
+				out = p.instrs(out)
 				p.rparen()
 			}
 		} else {
 			p.pushBlock(in.op.code[0], label, t.pos)
 			out = append(out, in)
-			out = p.instrs(out, 0)
+			out = p.instrs(out)
 		}
 		p.popBlock()
 		end := p.peek().pos

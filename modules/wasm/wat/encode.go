@@ -1,9 +1,6 @@
 package wat
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "encoding/binary"
 
 // Section ids of the binary format.
 const (
@@ -128,20 +125,20 @@ func (m *module) encode() []byte {
 
 	for _, t := range m.tables {
 		if t.lim.hasMax && t.lim.max < t.lim.min {
-			fail(m.firstPos(), "table size minimum %d is larger than its maximum %d", t.lim.min, t.lim.max)
+			fail(t.pos, "table size minimum %d is larger than its maximum %d", t.lim.min, t.lim.max)
 		}
 	}
 	if len(m.mems) > 1 {
-		fail(m.firstPos(), "more than one memory: multiple memories are not supported")
+		fail(m.mems[1].pos, "more than one memory: multiple memories are not supported")
 	}
 	for _, mem := range m.mems {
 		switch {
 		case mem.lim.min > maxPages:
-			fail(m.firstPos(), "memory size %d pages is over the limit of %d (4 GiB)", mem.lim.min, maxPages)
+			fail(mem.pos, "memory size %d pages is over the limit of %d (4 GiB)", mem.lim.min, maxPages)
 		case mem.lim.hasMax && mem.lim.max > maxPages:
-			fail(m.firstPos(), "memory maximum %d pages is over the limit of %d (4 GiB)", mem.lim.max, maxPages)
+			fail(mem.pos, "memory maximum %d pages is over the limit of %d (4 GiB)", mem.lim.max, maxPages)
 		case mem.lim.hasMax && mem.lim.max < mem.lim.min:
-			fail(m.firstPos(), "memory size minimum %d is larger than its maximum %d", mem.lim.min, mem.lim.max)
+			fail(mem.pos, "memory size minimum %d is larger than its maximum %d", mem.lim.min, mem.lim.max)
 		}
 	}
 
@@ -297,10 +294,6 @@ func (m *module) elemSeg(b []byte, e *elemSeg) []byte {
 	return b
 }
 
-// firstPos is the position reported for module-level errors without a
-// better place.
-func (m *module) firstPos() pos { return pos{1, 1} }
-
 func (m *module) space(kind byte) *space {
 	switch kind {
 	case kindFunc:
@@ -375,5 +368,3 @@ func encodeConst(b []byte, in instr) []byte {
 	}
 	return binary.LittleEndian.AppendUint64(b, in.val)
 }
-
-var _ = fmt.Sprint

@@ -79,12 +79,14 @@ type function struct {
 }
 
 type table struct {
+	pos      pos
 	lim      limits
 	elemType valType
 	imported bool
 }
 
 type memory struct {
+	pos      pos
 	lim      limits
 	imported bool
 }
@@ -550,11 +552,11 @@ func (p *parser) importField(at pos) {
 		p.addImport(at, mod, name, kindFunc, p.m.funcSpace.bind(p, id, idAt))
 		p.m.funcs = append(p.m.funcs, f)
 	case "table":
-		tb := &table{lim: p.limits(), elemType: p.refType(), imported: true}
+		tb := &table{pos: at, lim: p.limits(), elemType: p.refType(), imported: true}
 		p.addImport(at, mod, name, kindTable, p.m.tableSpace.bind(p, id, idAt))
 		p.m.tables = append(p.m.tables, tb)
 	case "memory":
-		mem := &memory{lim: p.limits(), imported: true}
+		mem := &memory{pos: at, lim: p.limits(), imported: true}
 		p.addImport(at, mod, name, kindMemory, p.m.memSpace.bind(p, id, idAt))
 		p.m.mems = append(p.m.mems, mem)
 	case "global":
@@ -639,7 +641,7 @@ func (p *parser) funcField(at pos) {
 			p.rparen()
 		}
 		p.blocks, p.labels = p.blocks[:0], map[string][]int{}
-		f.body = p.instrs(nil, 0)
+		f.body = p.instrs(nil)
 	}
 	p.m.funcSpace.bind(p, id, idAt)
 	p.m.funcs = append(p.m.funcs, f)
@@ -649,7 +651,7 @@ func (p *parser) tableField(at pos) {
 	id, idAt := p.optID()
 	idx := idxOf(&p.m.tableSpace)
 	p.inlineExports(kindTable, idx)
-	tb := &table{}
+	tb := &table{pos: at}
 	if mod, name, ok := p.inlineImport(); ok {
 		tb.imported = true
 		p.addImport(at, mod, name, kindTable, idx)
@@ -680,7 +682,7 @@ func (p *parser) memoryField(at pos) {
 	id, idAt := p.optID()
 	idx := idxOf(&p.m.memSpace)
 	p.inlineExports(kindMemory, idx)
-	mem := &memory{}
+	mem := &memory{pos: at}
 	if mod, name, ok := p.inlineImport(); ok {
 		mem.imported = true
 		p.addImport(at, mod, name, kindMemory, idx)
@@ -731,7 +733,7 @@ func (p *parser) globalField(at pos) {
 // parenthesis); the validator checks they are constant.
 func (p *parser) constExpr() []instr {
 	p.blocks, p.labels = p.blocks[:0], map[string][]int{}
-	return p.instrs(nil, 0)
+	return p.instrs(nil)
 }
 
 // offset parses "(offset instr*)" or a single folded instruction.
