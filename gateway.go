@@ -12,6 +12,7 @@ import (
 	_ "github.com/caddy-gateway/gateway/adminext/certs"
 	_ "github.com/caddy-gateway/gateway/adminext/dashboard"
 	_ "github.com/caddy-gateway/gateway/adminext/pluginapi"
+	_ "github.com/caddy-gateway/gateway/adminext/wasmapi"
 	_ "github.com/caddy-gateway/gateway/caddyfile"
 	_ "github.com/caddy-gateway/gateway/modules/dnsproviders/cloudflare"
 	_ "github.com/caddy-gateway/gateway/modules/gwtls"

@@ -137,6 +137,7 @@ func compileGenerated(snap *storage.Snapshot, version int64) (*Generated, error)
 			"consumers":     len(snap.Consumers),
 			"credentials":   len(snap.Credentials),
 			"certificates":  len(snap.Certificates()),
+			"wasm_modules":  len(snap.WasmModules()),
 		},
 	}
 	rt, err := compileRouter(snap, idx, version)
@@ -206,7 +207,17 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex, version int64) (*rout
 		if !usedPlugins[p.ID] {
 			continue
 		}
-		raw, err := plugins.HandlerJSON(p.Type, p.Config, pluginInternals(&p))
+		internals := pluginInternals(&p)
+		if f := typeInternals[p.Type]; f != nil {
+			extra, err := f(snap, &p)
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range extra {
+				internals[k] = v
+			}
+		}
+		raw, err := plugins.HandlerJSON(p.Type, p.Config, internals)
 		if err != nil {
 			return nil, err
 		}
@@ -229,6 +240,18 @@ func pluginInternals(p *storage.Plugin) map[string]any {
 	fmt.Fprintf(h, "%d/%d", p.ID, p.CreatedAt.UnixNano())
 	return map[string]any{"instance_id": int64(h.Sum64() >> 1)}
 }
+
+// TypeInternals returns the compiler-set fields of one plugin type's handler
+// config that come from other resources of the snapshot (a wasm plugin's
+// module_sha256: the module's bytes reach the handler by reference, never
+// through Caddy's JSON). An error fails the mutation (a FieldError is 400).
+type TypeInternals func(snap *storage.Snapshot, p *storage.Plugin) (map[string]any, error)
+
+var typeInternals = map[string]TypeInternals{}
+
+// RegisterTypeInternals installs the internals of a plugin type. Call from
+// init only.
+func RegisterTypeInternals(typeName string, f TypeInternals) { typeInternals[typeName] = f }
 
 // effectivePlugins resolves, for every route, the most specific enabled
 // instance of each plugin type (route > service > global) and orders them

@@ -15,6 +15,7 @@ package pluginapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -36,6 +37,17 @@ var pluginResource = adminext.Resource[storage.Plugin]{
 	Check: checkPlugin,
 	Order: "ordering, id",
 }
+
+// ConfigCheck validates a normalized plugin config against other stored
+// resources inside the mutation's transaction (e.g. that a wasm plugin's
+// module exists); errors name the field as config.<field>.
+type ConfigCheck func(tx *gorm.DB, config json.RawMessage) error
+
+var configChecks = map[string]ConfigCheck{}
+
+// RegisterConfigCheck installs the stored-reference check of a plugin type.
+// Call from init only.
+func RegisterConfigCheck(typeName string, f ConfigCheck) { configChecks[typeName] = f }
 
 // checkPlugin validates a plugin inside the mutation's transaction: the
 // scope rules already ran (storage.Plugin.Validate); here the type, the
@@ -64,6 +76,11 @@ func checkPlugin(tx *gorm.DB, p *storage.Plugin) error {
 		return err
 	}
 	p.Config = cfg
+	if f := configChecks[p.Type]; f != nil {
+		if err := f(tx, cfg); err != nil {
+			return err
+		}
+	}
 	if p.Ordering == nil {
 		o := int32(t.Ordering)
 		p.Ordering = &o

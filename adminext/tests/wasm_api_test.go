@@ -1,0 +1,224 @@
+package tests
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+// minimalWAT is the smallest module the plugin runtime accepts: the ABI
+// marker, memory, an allocator and the context callback; every phase
+// continues.
+const minimalWAT = `(module
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 1024))
+  (func (export "proxy_abi_version_0_2_1"))
+  (func (export "proxy_on_memory_allocate") (param $size i32) (result i32)
+    (local $p i32)
+    (local.set $p (global.get $heap))
+    (global.set $heap (i32.add (global.get $heap) (local.get $size)))
+    (local.get $p))
+  (func (export "proxy_on_context_create") (param i32 i32))
+  (func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_configure") (param i32 i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32) (i32.const 0)))
+`
+
+// asFilter is the AssemblyScript-built module (testdata/wasm/as-filter).
+func asFilter(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/wasm/as-filter/as-filter.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// wasmModule is a module as the API answers it.
+type wasmModule struct {
+	ID        int64  `json:"id"`
+	Name      string `json:"name"`
+	SizeBytes int64  `json:"size_bytes"`
+	SHA256    string `json:"sha256"`
+	CreatedAt string `json:"created_at"`
+}
+
+func uploadModule(t testing.TB, g *testgw.Gateway, body map[string]any) wasmModule {
+	t.Helper()
+	var m wasmModule
+	st, b := g.Do("POST", "/api/v1/wasm-modules", body)
+	if st != 200 {
+		t.Fatalf("upload %v: %d %s", body["name"], st, b)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// TestWasmModuleAPI: upload (WAT and binary), list, validation errors
+// naming their field, uniqueness, the size limit, delete, and the config
+// summary's count. Answers never carry the bytes.
+func TestWasmModuleAPI(t *testing.T) {
+	g := testgw.Start(t, nil)
+	bin := asFilter(t)
+
+	w := uploadModule(t, g, map[string]any{"name": "minimal", "wat": minimalWAT})
+	if w.ID == 0 || w.Name != "minimal" || w.SizeBytes == 0 || len(w.SHA256) != 64 || w.CreatedAt == "" {
+		t.Fatalf("WAT upload answer: %+v", w)
+	}
+	b := uploadModule(t, g, map[string]any{"name": "as_filter-1", "wasm_base64": base64.StdEncoding.EncodeToString(bin)})
+	if b.SizeBytes != int64(len(bin)) || b.SHA256 != sha(bin) {
+		t.Fatalf("binary upload answer: %+v, want size %d sha %s", b, len(bin), sha(bin))
+	}
+	// Both given: wasm_base64 wins (the WAT here is not even valid).
+	both := uploadModule(t, g, map[string]any{"name": "both", "wasm_base64": base64.StdEncoding.EncodeToString(bin), "wat": "(module"})
+	if both.SHA256 != sha(bin) {
+		t.Fatalf("wasm_base64 must win over wat: %+v", both)
+	}
+	// base64 wrapped in lines (as the base64 tool writes it) is fine.
+	wrapped := base64.StdEncoding.EncodeToString(bin)
+	var sb strings.Builder
+	for i := 0; i < len(wrapped); i += 76 {
+		sb.WriteString(wrapped[i:min(i+76, len(wrapped))] + "\n")
+	}
+	uploadModule(t, g, map[string]any{"name": "wrapped", "wasm_base64": sb.String()})
+
+	st, raw := g.Do("GET", "/api/v1/wasm-modules", nil)
+	if st != 200 {
+		t.Fatalf("list: %d %s", st, raw)
+	}
+	var list []map[string]any
+	_ = json.Unmarshal(raw, &list)
+	if len(list) != 4 || list[0]["name"] != "minimal" || list[1]["name"] != "as_filter-1" {
+		t.Fatalf("list: %s", raw)
+	}
+	for _, m := range list {
+		if len(m) != 5 {
+			t.Fatalf("a module answer has exactly id, name, size_bytes, sha256, created_at: %v", m)
+		}
+	}
+	if bytes.Contains(raw, []byte(base64.StdEncoding.EncodeToString(bin[:64]))) {
+		t.Fatal("the list carries module bytes")
+	}
+	var sum map[string]any
+	g.JSON("GET", "/api/v1/config", nil, &sum)
+	if sum["wasm_modules"] != float64(4) {
+		t.Fatalf("config counts wasm_modules %v, want 4", sum["wasm_modules"])
+	}
+
+	// Validation, each naming its field.
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "minimal", "wat": minimalWAT}, "name", "exists")
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"wat": minimalWAT}, "name")
+	for _, bad := range []string{"", "Upper", "a b", "dot.name", strings.Repeat("x", 65), "é"} {
+		g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": bad, "wat": minimalWAT}, "name")
+	}
+	uploadModule(t, g, map[string]any{"name": strings.Repeat("x", 64), "wat": minimalWAT})
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "none"}, "wasm_base64", "wat")
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "none", "wasm_base64": "", "wat": ""}, "wasm_base64")
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "b64", "wasm_base64": "!!not base64!!"}, "wasm_base64", "base64")
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "junk", "wasm_base64": base64.StdEncoding.EncodeToString([]byte("not a module at all"))}, "wasm_base64")
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "badwat", "wat": "(module\n  (func (export \"f\") (result i32)\n    (i32.const 1) (i32.bogus)))"}, "wat", "3:")
+	// A valid module that is not a proxy-wasm plugin.
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "plain", "wat": `(module (func (export "f")))`}, "wat")
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "x", "wat": minimalWAT, "bytes": "x"}, "bytes")
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "x", "wat": 5}, "wat")
+
+	// 16 MiB: base64 of a module over the limit exceeds the 20 MiB body
+	// limit too; either way it is refused and nothing is stored (the
+	// decoded-size check itself is unit-tested in package wasmapi).
+	huge := base64.StdEncoding.EncodeToString(make([]byte, 17<<20))
+	st, raw = g.Do("POST", "/api/v1/wasm-modules", `{"name":"huge","wasm_base64":"`+huge+`"}`)
+	if st != 400 || !(strings.Contains(string(raw), "20 MiB") || strings.Contains(string(raw), "16 MiB")) {
+		t.Fatalf("17 MiB module: %d %.300s", st, raw)
+	}
+
+	// Delete.
+	g.WantError(404, "DELETE", "/api/v1/wasm-modules/9999", nil, "not found")
+	g.Must("DELETE", "/api/v1/wasm-modules/"+itoa(both.ID), nil)
+	g.WantError(404, "DELETE", "/api/v1/wasm-modules/"+itoa(both.ID), nil)
+	g.JSON("GET", "/api/v1/config", nil, &sum)
+	if sum["wasm_modules"] != float64(4) {
+		t.Fatalf("config counts wasm_modules %v after a delete, want 4", sum["wasm_modules"])
+	}
+	// The name is free again.
+	uploadModule(t, g, map[string]any{"name": "both", "wat": minimalWAT})
+}
+
+// TestWasmModuleSizeLimit: a WAT module whose binary is just over 16 MiB
+// (a data segment of plain characters: the text is as large as the
+// binary, within the 20 MiB body limit) is refused naming wat.
+func TestWasmModuleSizeLimit(t *testing.T) {
+	g := testgw.Start(t, nil)
+	data := strings.Repeat("a", (16<<20)+16)
+	big := strings.Replace(minimalWAT, `(memory (export "memory") 1)`, `(memory (export "memory") 257) (data (i32.const 0) "`+data+`")`, 1)
+	body, _ := json.Marshal(map[string]any{"name": "big", "wat": big})
+	st, raw := g.Do("POST", "/api/v1/wasm-modules", body)
+	if st != 400 || !strings.Contains(string(raw), "wat") || !strings.Contains(string(raw), "16 MiB") {
+		t.Fatalf("WAT module over 16 MiB: %d %.300s", st, raw)
+	}
+}
+
+// login signs a user in and returns the header that carries the session.
+func login(t *testing.T, g *testgw.Gateway, email, password string) http.Header {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"email": email, "password": password})
+	resp, err := http.Post(g.AdminURL+"/api/v1/auth/login", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(resp.Cookies()) == 0 {
+		t.Fatalf("login %s: %d", email, resp.StatusCode)
+	}
+	h := http.Header{}
+	for _, c := range resp.Cookies() {
+		h.Add("Cookie", c.Name+"="+c.Value)
+	}
+	return h
+}
+
+// TestWasmModuleRoles: viewers read modules but get 403 on upload and
+// delete; editors manage them; anonymous callers get 401.
+func TestWasmModuleRoles(t *testing.T) {
+	g := testgw.Start(t, nil)
+	tok, _ := g.Must("POST", "/api/v1/admin/token", nil)["token"].(string)
+	admin := http.Header{}
+	admin.Set("Authorization", "Bearer "+tok)
+	g.Header = admin
+	const pw = "correct-horse-battery"
+	g.Must("POST", "/api/v1/users", map[string]any{"email": "viewer@example.test", "role": "viewer", "password": pw})
+	g.Must("POST", "/api/v1/users", map[string]any{"email": "editor@example.test", "role": "editor", "password": pw})
+	m := uploadModule(t, g, map[string]any{"name": "by-admin", "wat": minimalWAT})
+
+	g.Header = http.Header{}
+	g.WantError(401, "GET", "/api/v1/wasm-modules", nil)
+	g.WantError(401, "POST", "/api/v1/wasm-modules", map[string]any{"name": "anon", "wat": minimalWAT})
+
+	g.Header = login(t, g, "viewer@example.test", pw)
+	if st, b := g.Do("GET", "/api/v1/wasm-modules", nil); st != 200 || !strings.Contains(string(b), "by-admin") {
+		t.Fatalf("viewer list: %d %s", st, b)
+	}
+	g.WantError(403, "POST", "/api/v1/wasm-modules", map[string]any{"name": "by-viewer", "wat": minimalWAT}, "editor")
+	// (Session calls carry Content-Type: application/json, as the
+	// dashboard's do: the CSRF rule.)
+	g.WantError(403, "DELETE", "/api/v1/wasm-modules/"+itoa(m.ID), "", "editor")
+
+	g.Header = login(t, g, "editor@example.test", pw)
+	e := uploadModule(t, g, map[string]any{"name": "by-editor", "wat": minimalWAT})
+	g.Must("DELETE", "/api/v1/wasm-modules/"+itoa(e.ID), "")
+	g.Must("DELETE", "/api/v1/wasm-modules/"+itoa(m.ID), "")
+}
