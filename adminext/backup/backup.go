@@ -6,8 +6,7 @@
 //
 // The resource kinds a document holds are listed once, in kinds (kinds.go):
 // each kind says how it is exported, described in the OpenAPI document,
-// cleared and restored. Certificates and WASM modules are placeholders
-// there until those resources exist.
+// cleared and restored.
 package backup
 
 import (
@@ -38,16 +37,18 @@ func init() { adminext.RegisterEndpoints(endpoints) }
 const exportDescription = "The whole routing configuration as one JSON document: format \"gateway-export\", version 1, exported_at, secrets_included, " +
 	"settings, services (each with its targets), routes, stream_routes, plugins, consumers (each with its credentials), certificates and wasm_modules, every list in id order. " +
 	"Without include_secrets (any role) no secret leaves the gateway: credentials carry no key-auth key, basic-auth password_hash or jwt secret, " +
-	"and name what was left out in redacted. include_secrets=true (admin only, 403 otherwise) adds them, so that the document restores a working gateway; treat it as a secret. " +
-	"Users, sessions, SSO settings and the admin token are never exported. Certificates and WASM modules are not managed by this version: both lists are empty."
+	"and name what was left out in redacted; certificates carry no private key; wasm_modules carry their metadata (name, size_bytes, sha256) but not the module. " +
+	"include_secrets=true (admin only, 403 otherwise) adds them (wasm_modules[].wasm_base64), so that the document restores a working gateway; treat it as a secret. " +
+	"Users, sessions, SSO settings and the admin token are never exported."
 
 const importDescription = "Destructive full replacement of the routing configuration (settings, services, targets, routes, stream routes, plugins, consumers, credentials) " +
 	"by an export document, in one transaction: it is stored, compiled and loaded into the running proxy before the answer; on any failure the previous configuration keeps running and stays stored. " +
 	"format must be \"gateway-export\" and version 1 (400 otherwise). New ids are assigned; references inside the document (route service_id and splits, plugin service_id and route_id, " +
 	"stream route service_id, targets under their service, credentials under their consumer) follow the items they name. " +
 	"Every item is validated as the resource's own endpoint validates it; an invalid item is 400 naming it (e.g. routes[2].paths[0]) and nothing changes. " +
-	"Items that cannot be restored are skipped and listed with a reason: a credential whose secret was redacted, a plugin of a type this gateway does not know, a wasm plugin whose module is missing, " +
-	"certificates and WASM modules (not managed by this version). settings apply like PUT /api/v1/settings (listeners rebind at once); when the document has no settings they stay as they are. " +
+	"Items that cannot be restored are skipped and listed with a reason: a credential whose secret was redacted, a manual certificate without its key, " +
+	"a WASM module without its bytes (wasm_base64; modules are validated as the upload endpoint validates them), a plugin of a type this gateway does not know, a wasm plugin whose module is not restored. " +
+	"wasm plugins reference modules by name, so nothing is remapped for them. settings apply like PUT /api/v1/settings (listeners rebind at once); when the document has no settings they stay as they are. " +
 	"Users, sessions, SSO settings and the admin token are not touched."
 
 func endpoints() []*adminext.Endpoint {
@@ -56,7 +57,7 @@ func endpoints() []*adminext.Endpoint {
 			Summary:     "Export the configuration (secrets only for admins with include_secrets=true)",
 			Description: exportDescription,
 			Query: []adminext.QueryParam{{Name: "include_secrets", Type: "boolean",
-				Description: "default false; true needs the admin role and adds key-auth keys, basic-auth password hashes and jwt secrets"}},
+				Description: "default false; true needs the admin role and adds key-auth keys, basic-auth password hashes, jwt secrets, certificate keys and WASM module bytes"}},
 			ResponseSchema: documentSchema(true), Statuses: []int{400},
 			Handle: exportConfig},
 		{Method: "POST", Path: "/api/v1/import", Role: adminext.RoleAdmin, Tag: "backup",

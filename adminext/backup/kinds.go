@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext"
 	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
+	"github.com/caddy-gateway/gateway/adminext/wasmapi"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
@@ -99,6 +101,73 @@ var certificatesKind = Kind{
 	},
 }
 
+// WASM modules.
+
+// WasmModule is a WASM module in an export document: the answer's fields
+// and, in an export with secrets, the module itself.
+type WasmModule struct {
+	ID         int64     `json:"id" schema:"readonly"`
+	Name       string    `json:"name" schema:"required,minLength=1,maxLength=64"`
+	SizeBytes  int64     `json:"size_bytes" schema:"readonly"`
+	SHA256     string    `json:"sha256" schema:"readonly"`
+	WasmBase64 *string   `json:"wasm_base64,omitempty" doc:"The binary module, base64 (only with include_secrets; without it the module, and the wasm plugins that use it, are skipped on import)."`
+	CreatedAt  time.Time `json:"created_at" schema:"readonly"`
+}
+
+var wasmModulesKind = Kind{
+	Name:   "wasm_modules",
+	Counts: []string{"wasm_modules"},
+	Schema: func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(WasmModule{}, mode, nil)) },
+	Export: func(tx *gorm.DB, secrets bool) (any, error) {
+		q := tx
+		if !secrets {
+			q = tx.Omit("wasm")
+		}
+		rows, err := list[storage.WasmModule](q)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]WasmModule, 0, len(rows))
+		for _, m := range rows {
+			w := WasmModule{ID: m.ID, Name: m.Name, SizeBytes: m.SizeBytes, SHA256: m.SHA256, CreatedAt: m.CreatedAt}
+			if secrets {
+				b := base64.StdEncoding.EncodeToString(m.Wasm)
+				w.WasmBase64 = &b
+			}
+			out = append(out, w)
+		}
+		return out, nil
+	},
+	Clear: deleteAll(&storage.WasmModule{}),
+	Restore: func(r *Restorer, raw json.RawMessage) error {
+		return r.each("wasm_modules", raw, "", func(it item) error {
+			var m WasmModule
+			if err := decode(it.path, it.fields, &m); err != nil {
+				return err
+			}
+			if m.WasmBase64 == nil || *m.WasmBase64 == "" {
+				r.Skip("wasm_module", it.path, fmt.Sprintf("module %q: its bytes are not in the document (export with include_secrets=true)", m.Name))
+				return nil
+			}
+			// The upload endpoint's rules: name, size, the runtime's check.
+			in := &wasmapi.ModuleInput{Name: m.Name, WasmBase64: m.WasmBase64}
+			if err := prefix(it.path, schema.Check(in)); err != nil {
+				return err
+			}
+			row, err := wasmapi.Row(r.ctx(), in)
+			if err != nil {
+				return prefix(it.path, err)
+			}
+			if err := r.create(it.path, row); err != nil {
+				return err
+			}
+			r.WasmModules[row.Name] = true
+			r.count("wasm_modules")
+			return nil
+		})
+	},
+}
+
 // Kind is one kind of resource in an export document: one field of the
 // document and how it is exported, described, cleared and restored.
 type Kind struct {
@@ -121,12 +190,11 @@ type Kind struct {
 }
 
 // kinds is the one list of what a document holds, in restore order: a
-// kind comes after every kind its items reference. Certificates and WASM
-// modules get their real export and restore here when those resources
-// exist (wasm plugins look their module up in Restorer.WasmModules).
+// kind comes after every kind its items reference (wasm plugins look their
+// module up in Restorer.WasmModules).
 var kinds = []Kind{
 	settingsKind,
-	unsupportedKind("wasm_modules", "wasm_module", "WASM modules are not managed by this gateway version"),
+	wasmModulesKind,
 	certificatesKind,
 	servicesKind,
 	routesKind,
@@ -413,26 +481,6 @@ var pluginsKind = Kind{
 			return nil
 		})
 	},
-}
-
-// Placeholders: kinds whose resources this version does not manage yet.
-// Exports list none; imported items are skipped.
-func unsupportedKind(name, singular, reason string) Kind {
-	return Kind{
-		Name:   name,
-		Counts: []string{name},
-		Schema: func(schema.Mode) map[string]any {
-			return map[string]any{"type": "array", "items": map[string]any{"type": "object"},
-				"description": "Always empty in this version; imported items are skipped."}
-		},
-		Export: func(*gorm.DB, bool) (any, error) { return []any{}, nil },
-		Restore: func(r *Restorer, raw json.RawMessage) error {
-			return r.each(name, raw, "", func(it item) error {
-				r.Skip(singular, it.path, reason)
-				return nil
-			})
-		},
-	}
 }
 
 // Consumers and their credentials.

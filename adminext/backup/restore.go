@@ -2,6 +2,7 @@ package backup
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -65,6 +66,15 @@ func (r *Restorer) report() *Report {
 		skipped = []Skipped{}
 	}
 	return &Report{Restored: r.restored, Skipped: skipped}
+}
+
+// ctx is the import's request context (background when the transaction
+// has none).
+func (r *Restorer) ctx() context.Context {
+	if c := r.Tx.Statement.Context; c != nil {
+		return c
+	}
+	return context.Background()
 }
 
 func (r *Restorer) count(name string) { r.restored[name]++ }

@@ -222,3 +222,60 @@ func TestWasmModuleRoles(t *testing.T) {
 	g.Must("DELETE", "/api/v1/wasm-modules/"+itoa(e.ID), "")
 	g.Must("DELETE", "/api/v1/wasm-modules/"+itoa(m.ID), "")
 }
+
+// TestWasmModuleReferences: a wasm plugin must name an existing module
+// (400 naming config.module); a module is not deleted while plugins
+// reference it (400 listing them); Caddy's JSON config carries the
+// module's sha256, never its bytes.
+func TestWasmModuleReferences(t *testing.T) {
+	g := testgw.Start(t, nil)
+	up := echo(t, "up")
+	svc := g.Service("s", addr(up))
+	r1 := g.Route("r1", svc, map[string]any{"paths": []string{"/one"}})
+	r2 := g.Route("r2", svc, map[string]any{"paths": []string{"/two"}})
+	bin := asFilter(t)
+	m := uploadModule(t, g, map[string]any{"name": "filter", "wasm_base64": base64.StdEncoding.EncodeToString(bin)})
+	other := uploadModule(t, g, map[string]any{"name": "other", "wat": minimalWAT})
+
+	g.WantError(400, "POST", "/api/v1/plugins", map[string]any{"type": "wasm", "scope": "route", "route_id": r1,
+		"config": map[string]any{"module": "nope"}}, "config.module", `"nope"`)
+	g.WantError(400, "POST", "/api/v1/plugins", map[string]any{"type": "wasm", "scope": "route", "route_id": r1,
+		"config": map[string]any{}}, "config.module")
+	p1 := addPlugin(t, g, "wasm", "route", r1, map[string]any{"module": "filter", "config": "v1"})
+	p2 := addPlugin(t, g, "wasm", "service", svc, map[string]any{"module": "filter"})
+	g.WantError(400, "PUT", "/api/v1/plugins/"+itoa(p2), map[string]any{"type": "wasm", "scope": "service", "service_id": svc,
+		"config": map[string]any{"module": "gone"}}, "config.module", `"gone"`)
+	g.WantError(400, "POST", "/api/v1/plugins", map[string]any{"type": "wasm", "scope": "route", "route_id": r2,
+		"config": map[string]any{"module": "filter", "module_sha256": m.SHA256}}, "module_sha256")
+
+	g.WantError(400, "DELETE", "/api/v1/wasm-modules/"+itoa(m.ID), nil, `module "filter" is referenced by plugins `+itoa(p1)+", "+itoa(p2))
+	// A disabled plugin still references its module.
+	g.Must("PUT", "/api/v1/plugins/"+itoa(p1), map[string]any{"type": "wasm", "scope": "route", "route_id": r1, "enabled": false,
+		"config": map[string]any{"module": "filter"}})
+	g.Must("PUT", "/api/v1/plugins/"+itoa(p2), map[string]any{"type": "wasm", "scope": "service", "service_id": svc,
+		"config": map[string]any{"module": "other"}})
+	g.WantError(400, "DELETE", "/api/v1/wasm-modules/"+itoa(m.ID), nil, `module "filter" is referenced by plugin `+itoa(p1)+":")
+	g.WantError(400, "DELETE", "/api/v1/wasm-modules/"+itoa(other.ID), nil, `referenced by plugin `+itoa(p2))
+
+	// Caddy's own config: the sha256, not the module.
+	g.Must("PUT", "/api/v1/plugins/"+itoa(p1), map[string]any{"type": "wasm", "scope": "route", "route_id": r1,
+		"config": map[string]any{"module": "filter"}})
+	resp, err := http.Get("http://" + g.CaddyAdmin + "/config/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg bytes.Buffer
+	_, _ = cfg.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(cfg.String(), m.SHA256) || !strings.Contains(cfg.String(), other.SHA256) {
+		t.Fatal("Caddy's config does not reference the modules by sha256")
+	}
+	if strings.Contains(cfg.String(), base64.StdEncoding.EncodeToString(bin)[:200]) {
+		t.Fatal("Caddy's config carries module bytes")
+	}
+
+	g.Must("DELETE", "/api/v1/plugins/"+itoa(p1), nil)
+	g.Must("DELETE", "/api/v1/wasm-modules/"+itoa(m.ID), nil)
+	g.Must("DELETE", "/api/v1/plugins/"+itoa(p2), nil)
+	g.Must("DELETE", "/api/v1/wasm-modules/"+itoa(other.ID), nil)
+}
