@@ -2,13 +2,16 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/dashboard"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/modules/plugins"
 )
 
 func get(t *testing.T, url string) (*http.Response, string) {
@@ -539,3 +543,129 @@ func TestBrowserAdminScreens(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// TestBrowserWasmModules: the WASM modules page lists modules with their
+// size, sha256 and the plugins using them; a module is uploaded from WAT
+// text and from a .wasm file; deleting a module in use shows the API's
+// refusal naming the plugin; deleting an unused one removes its row. The
+// plugin form offers exactly the plugin types the server registers.
+func TestBrowserWasmModules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	bin := chromium(t)
+	g := testgw.Start(t, nil)
+	wasmFile, err := filepath.Abs("../tests/testdata/wasm/as-filter/as-filter.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasmBytes, err := os.ReadFile(wasmFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := g.Service("wasm-svc")
+	route := g.Route("wasm-route", svc, map[string]any{"paths": []string{"/w"}})
+	g.Must("POST", "/api/v1/wasm-modules", map[string]any{"name": "filter", "wasm_base64": base64.StdEncoding.EncodeToString(wasmBytes)})
+	plugin := testgw.ID(g.Must("POST", "/api/v1/plugins", map[string]any{"type": "wasm", "scope": "route", "route_id": route,
+		"config": map[string]any{"module": "filter", "config": "from-test"}}))
+
+	ctx := browser(t, bin)
+	step := stepper(t, ctx)
+	var usedBy string
+	step("the list shows the module and its plugin",
+		chromedp.Navigate(g.AdminURL+"/#wasm"),
+		chromedp.WaitVisible(`//table[@id="wasm-table"]//strong[text()="filter"]`, chromedp.BySearch),
+		chromedp.Text(`//table[@id="wasm-table"]//tr[.//strong[text()="filter"]]/td[5]`, &usedBy, chromedp.BySearch),
+	)
+	if want := fmt.Sprintf("plugin #%d", plugin); !strings.Contains(usedBy, want) {
+		t.Errorf("used by: %q, want %q", usedBy, want)
+	}
+
+	step("upload WAT text",
+		chromedp.Click(`//button[text()="New module"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#wasm-form`, chromedp.ByQuery),
+		chromedp.SendKeys(`#wasm-form input[name=name]`, "from-wat", chromedp.ByQuery),
+		chromedp.SetValue(`#wasm-form select[name=source]`, "wat", chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#wasm-form select[name=source]').dispatchEvent(new Event('change'))`, nil),
+		chromedp.WaitVisible(`#wasm-form textarea[name=wat]`, chromedp.ByQuery),
+		chromedp.SetValue(`#wasm-form textarea[name=wat]`, testWAT, chromedp.ByQuery),
+		chromedp.Click(`#wasm-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="wasm-table"]//strong[text()="from-wat"]`, chromedp.BySearch),
+	)
+	var formErr string
+	step("an invalid WAT shows the assembler's error",
+		chromedp.Click(`//button[text()="New module"]`, chromedp.BySearch),
+		chromedp.SendKeys(`#wasm-form input[name=name]`, "broken", chromedp.ByQuery),
+		chromedp.SetValue(`#wasm-form select[name=source]`, "wat", chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#wasm-form select[name=source]').dispatchEvent(new Event('change'))`, nil),
+		chromedp.SetValue(`#wasm-form textarea[name=wat]`, "(module\n  (func (bogus)))", chromedp.ByQuery),
+		chromedp.Click(`#wasm-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('#wasm-form .err').textContent !== ''`, nil),
+		chromedp.Text(`#wasm-form .err`, &formErr, chromedp.ByQuery),
+	)
+	if !strings.Contains(formErr, "wat") {
+		t.Errorf("invalid WAT error: %q", formErr)
+	}
+	step("upload a .wasm file",
+		chromedp.SetValue(`#wasm-form input[name=name]`, "from-file", chromedp.ByQuery),
+		chromedp.SetValue(`#wasm-form select[name=source]`, "file", chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#wasm-form select[name=source]').dispatchEvent(new Event('change'))`, nil),
+		chromedp.SetUploadFiles(`#wasm-form input[name=file]`, []string{wasmFile}, chromedp.ByQuery),
+		chromedp.Click(`#wasm-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="wasm-table"]//strong[text()="from-file"]`, chromedp.BySearch),
+	)
+	var mods []map[string]any
+	g.JSON("GET", "/api/v1/wasm-modules", nil, &mods)
+	if len(mods) != 3 || mods[2]["name"] != "from-file" || mods[2]["sha256"] != mods[0]["sha256"] || mods[2]["size_bytes"] != float64(len(wasmBytes)) {
+		t.Fatalf("modules after the uploads: %v", mods)
+	}
+	shot(t, ctx, "/tmp/dashboard-wasm.png")
+
+	var refused string
+	step("deleting a module in use shows the plugins that use it",
+		chromedp.Evaluate(`window.confirm = () => true`, nil),
+		chromedp.Click(`//table[@id="wasm-table"]//tr[.//strong[text()="filter"]]//button[text()="Delete"]`, chromedp.BySearch),
+		chromedp.Poll(`document.querySelector('#wasm-error').textContent !== ''`, nil),
+		chromedp.Text(`#wasm-error`, &refused, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="wasm-table"]//strong[text()="filter"]`, chromedp.BySearch),
+	)
+	if want := fmt.Sprintf(`module "filter" is referenced by plugin %d`, plugin); !strings.Contains(refused, want) {
+		t.Errorf("refused delete: %q, want %q", refused, want)
+	}
+	step("deleting an unused module",
+		chromedp.Click(`//table[@id="wasm-table"]//tr[.//strong[text()="from-wat"]]//button[text()="Delete"]`, chromedp.BySearch),
+		chromedp.WaitNotPresent(`//table[@id="wasm-table"]//strong[text()="from-wat"]`, chromedp.BySearch),
+	)
+
+	var offered []string
+	step("the plugin form offers the registered types",
+		chromedp.Navigate(g.AdminURL+"/#plugins"),
+		chromedp.WaitVisible(`#plugins-table`, chromedp.ByQuery),
+		chromedp.Click(`//button[text()="New plugin"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#plugin-form`, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll('#plugin-form select[name=type] option')].map(o => o.value)`, &offered),
+	)
+	var want []string
+	for _, typ := range plugins.Types() {
+		want = append(want, typ.Name)
+	}
+	sort.Strings(want)
+	if strings.Join(offered, ",") != strings.Join(want, ",") {
+		t.Errorf("plugin types offered: %v, want the registered %v", offered, want)
+	}
+}
+
+// testWAT is a minimal proxy-wasm module in text format.
+const testWAT = `(module
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 1024))
+  (func (export "proxy_abi_version_0_2_1"))
+  (func (export "proxy_on_memory_allocate") (param $size i32) (result i32)
+    (local $p i32)
+    (local.set $p (global.get $heap))
+    (global.set $heap (i32.add (global.get $heap) (local.get $size)))
+    (local.get $p))
+  (func (export "proxy_on_context_create") (param i32 i32))
+  (func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_configure") (param i32 i32) (result i32) (i32.const 1)))
+`

@@ -160,7 +160,7 @@
   }
 
   // ---- views ------------------------------------------------------------
-  const views = { overview, services, routes, plugins, consumers, streams, certificates, log: logView, router: routerView, settings: settingsView, users: usersView, backup: backupView, account: accountView };
+  const views = { overview, services, routes, plugins, consumers, streams, certificates, wasm: wasmView, log: logView, router: routerView, settings: settingsView, users: usersView, backup: backupView, account: accountView };
   window.addEventListener('hashchange', () => { if (S.me) route(); });
   function stopTimers() { if (S.timer) { clearInterval(S.timer); S.timer = null; } }
   function route() {
@@ -196,7 +196,7 @@
           txt('h3', 'Configuration · version ' + c.version),
           h('div', { className: 'cards', id: 'config-cards' },
             card('Services', c.services), card('Targets', c.targets), card('Routes', c.routes), card('Stream routes', c.stream_routes),
-            card('Plugins', c.plugins), card('Consumers', c.consumers), card('Credentials', c.credentials), card('Certificates', c.certificates)),
+            card('Plugins', c.plugins), card('Consumers', c.consumers), card('Credentials', c.credentials), card('Certificates', c.certificates), card('WASM modules', c.wasm_modules)),
           txt('h3', 'Target health · ' + healthy + ' of ' + hl.length + ' healthy'),
           hl.length ? h('div', { className: 'tablewrap' }, h('table', { id: 'health' },
             h('tr', {}, ['Target', 'Service', 'Address', 'State', 'Check', 'Last checked', 'Last error'].map(x => txt('th', x))),
@@ -370,13 +370,23 @@
   }
 
   // ---- plugins --------------------------------------------------------------
-  const PLUGIN_TYPES = ['key-auth', 'basic-auth', 'jwt', 'acl', 'ip-restriction', 'rate-limit', 'proxy-cache', 'request-size-limit', 'request-termination', 'redirect', 'cors', 'wasm', 'request-transform', 'response-transform', 'hsts', 'response-body-transform', 'http-log', 'request-id', 'response-compression'];
+  // The plugin types this server accepts: the OpenAPI document has one
+  // PluginConfig_<type> schema per registered type (title: the type name).
   let configSchemas = null;
+  async function loadSchemas() {
+    if (!configSchemas) configSchemas = ((await (await fetch('/openapi.json')).json()).components || {}).schemas || {};
+    return configSchemas;
+  }
+  async function pluginTypes() {
+    const schemas = await loadSchemas();
+    return Object.entries(schemas).filter(([k]) => k.startsWith('PluginConfig_'))
+      .map(([k, v]) => v.title || k.slice('PluginConfig_'.length).replace(/_/g, '-')).sort();
+  }
   async function pluginTemplate(type) {
     // A starting config from the OpenAPI document: required fields and
     // their defaults.
     try {
-      if (!configSchemas) configSchemas = ((await (await fetch('/openapi.json')).json()).components || {}).schemas || {};
+      await loadSchemas();
       const s = configSchemas['PluginConfig_' + type.replace(/-/g, '_')];
       if (!s || !s.properties) return {};
       const out = {};
@@ -397,10 +407,11 @@
     const input = p => ({ type: p.type, scope: p.scope, service_id: p.service_id, route_id: p.route_id, ordering: p.ordering, enabled: p.enabled, config: p.config });
     const scopeText = p => p.scope === 'global' ? 'global' : p.scope === 'service' ? 'service ' + ((svcs.find(s => s.id === p.service_id) || {}).name || '#' + p.service_id) : 'route ' + ((rts.find(r => r.id === p.route_id) || {}).name || '#' + p.route_id);
 
+    let types = [];
     async function load() {
       try {
-        const [ps, ss, rs] = await Promise.all([api('GET', '/api/v1/plugins'), api('GET', '/api/v1/services'), api('GET', '/api/v1/routes')]);
-        svcs = ss; rts = rs;
+        const [ps, ss, rs, ts] = await Promise.all([api('GET', '/api/v1/plugins'), api('GET', '/api/v1/services'), api('GET', '/api/v1/routes'), pluginTypes().catch(() => [])]);
+        svcs = ss; rts = rs; types = ts;
         tbl.replaceChildren(h('table', { id: 'plugins-table' },
           h('tr', {}, ['ID', 'Type', 'Applies to', 'Ordering', 'Config', 'Enabled', ''].map(x => txt('th', x))),
           ps.map(p => h('tr', { 'data-id': p.id }, txt('td', p.id), h('td', {}, h('strong', {}, p.type)), txt('td', scopeText(p)), txt('td', p.ordering),
@@ -418,7 +429,9 @@
       const ferr = txt('div', '', 'err');
       const cfg = h('textarea', { name: 'config', rows: 8, spellcheck: 'false' });
       cfg.value = p ? JSON.stringify(p.config, null, 2) : '{}';
-      const typeSel = select('type', PLUGIN_TYPES, p ? p.type : 'rate-limit');
+      const offered = types.length ? types.slice() : [p ? p.type : 'rate-limit'];
+      if (p && !offered.includes(p.type)) offered.push(p.type);
+      const typeSel = select('type', offered, p ? p.type : (offered.includes('rate-limit') ? 'rate-limit' : offered[0]));
       const scopeSel = select('scope', ['global', 'service', 'route'], p ? p.scope : 'global');
       const svcSel = select('service_id', svcs.map(s => [s.id, s.name + ' (#' + s.id + ')']), p && p.service_id);
       const rtSel = select('route_id', rts.map(r => [r.id, r.name + ' (#' + r.id + ')']), p && p.route_id);
@@ -702,6 +715,74 @@
     }
     load();
     S.timer = setInterval(() => { if (formBox.hidden) load(); }, 10000);
+  }
+
+  // ---- WASM modules ---------------------------------------------------------------
+  const fmtBytes = n => n >= 1048576 ? (n / 1048576).toFixed(1) + ' MiB' : n >= 1024 ? (n / 1024).toFixed(1) + ' KiB' : n + ' B';
+  // base64 of an ArrayBuffer, in chunks (String.fromCharCode's argument limit).
+  function toBase64(buf) {
+    const bytes = new Uint8Array(buf); let bin = '';
+    for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+    return btoa(bin);
+  }
+  function wasmView(root) {
+    const err = txt('div', '', 'err');
+    err.id = 'wasm-error';
+    const tbl = h('div', { className: 'tablewrap' });
+    const formBox = h('div', { className: 'panel mut', hidden: true });
+    root.append(h('div', { className: 'row' }, txt('h2', 'WASM modules'), h('span', { className: 'spacer' }), mutBtn('New module', 'primary', () => editForm())),
+      h('p', { className: 'muted hint' }, 'proxy-wasm plugin modules (ABI 0.2.x), used by ', h('a', { href: '#plugins' }, 'wasm plugins'),
+        ' that name them in config.module. A module is checked when it is uploaded; its bytes are never shown. A module used by plugins cannot be deleted.'),
+      formBox, err, tbl);
+
+    async function load() {
+      try {
+        const [ms, ps] = await Promise.all([api('GET', '/api/v1/wasm-modules'), api('GET', '/api/v1/plugins')]);
+        const users = name => ps.filter(p => p.type === 'wasm' && p.config && p.config.module === name);
+        tbl.replaceChildren(h('table', { id: 'wasm-table' },
+          h('tr', {}, ['ID', 'Name', 'Size', 'SHA-256', 'Used by', 'Created', ''].map(x => txt('th', x))),
+          ms.map(m => h('tr', { 'data-id': m.id }, txt('td', m.id), h('td', {}, h('strong', {}, m.name)), txt('td', fmtBytes(m.size_bytes), 'mono'),
+            h('td', {}, h('code', { title: m.sha256 }, m.sha256.slice(0, 16) + '…')),
+            h('td', {}, users(m.name).length ? users(m.name).map(p => txt('span', 'plugin #' + p.id + (p.enabled ? '' : ' (disabled)'), 'chip')) : txt('span', 'none', 'off')),
+            txt('td', new Date(m.created_at).toLocaleString()),
+            h('td', { className: 'actions' },
+              mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('WASM module ' + m.name)) return; await guard(err, null, () => api('DELETE', '/api/v1/wasm-modules/' + m.id)); load(); })))),
+          ms.length ? null : h('tr', {}, h('td', { colspan: 7, className: 'muted' }, 'No WASM modules yet.'))));
+      } catch (e) { err.textContent = e.message; }
+    }
+
+    function editForm() {
+      const ferr = txt('div', '', 'err');
+      const mode = select('source', [['file', 'Binary file (.wasm)'], ['wat', 'WebAssembly text (WAT)']], 'file');
+      const fileField = field(h('span', {}, 'Module file ', h('span', { className: 'hint' }, 'at most 16 MiB')), h('input', { type: 'file', name: 'file', accept: '.wasm,application/wasm' }), 'wide');
+      const watField = field('WAT', h('textarea', { name: 'wat', rows: 10, spellcheck: 'false', placeholder: '(module …)' }), 'wide');
+      const sync = () => { fileField.hidden = mode.value !== 'file'; watField.hidden = mode.value !== 'wat'; };
+      mode.addEventListener('change', sync);
+      const f = h('form', { className: 'grid', id: 'wasm-form' },
+        field(h('span', {}, 'Name ', h('span', { className: 'hint' }, 'a-z 0-9 - _, up to 64')), h('input', { name: 'name', required: true, maxlength: 64, pattern: '[a-z0-9_\\-]+' })),
+        field('Source', mode), fileField, watField,
+        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, 'Upload module'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
+        h('div', { className: 'wide' }, ferr));
+      sync();
+      f.addEventListener('submit', ev => {
+        ev.preventDefault();
+        guard(ferr, f.querySelector('button[type=submit]'), async () => {
+          const body = { name: str(f, 'name') };
+          if (mode.value === 'file') {
+            const file = f.elements.file.files[0];
+            if (!file) throw new Error('Choose a .wasm file.');
+            if (file.size > 16 * 1048576) throw new Error('The module is larger than 16 MiB.');
+            body.wasm_base64 = toBase64(await file.arrayBuffer());
+          } else body.wat = f.elements.wat.value;
+          await api('POST', '/api/v1/wasm-modules', body);
+          formBox.hidden = true; load();
+        });
+      });
+      formBox.replaceChildren(txt('h3', 'New WASM module'), f);
+      formBox.hidden = false;
+      f.elements.name.focus();
+    }
+    load();
   }
 
   // ---- settings ------------------------------------------------------------------
