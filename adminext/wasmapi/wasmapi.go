@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -293,15 +294,28 @@ func moduleInternals(snap *storage.Snapshot, p *storage.Plugin) (map[string]any,
 	return nil, schema.Errorf("config.module", "plugin %d: no WASM module named %q", p.ID, name)
 }
 
+// held are the registry keys loadSources has put, so that it can drop
+// those the configuration no longer uses.
+var held = struct {
+	sync.Mutex
+	m map[string]bool
+}{m: map[string]bool{}}
+
 // loadSources puts the bytes of every module an enabled wasm plugin of the
-// snapshot references into the runtime's source registry. The registry is
+// snapshot references into the runtime's source registry, and drops the
+// ones it put earlier that no plugin references any more. The registry is
 // content-addressed: a module whose bytes it already holds is not read from
-// the store again.
+// the store again; one dropped too early (a mutation rolled back after its
+// snapshot was read) is simply read again by the next compile, and
+// handlers already provisioned keep their compiled module.
 func loadSources(db *gorm.DB, snap *storage.Snapshot) error {
+	held.Lock()
+	defer held.Unlock()
 	byName := map[string]storage.WasmModule{}
 	for _, m := range snap.WasmModules() {
 		byName[m.Name] = m
 	}
+	used := map[string]bool{}
 	need := map[int64]string{}
 	for _, p := range snap.Plugins {
 		if p.Type != PluginType || !p.Enabled {
@@ -311,12 +325,10 @@ func loadSources(db *gorm.DB, snap *storage.Snapshot) error {
 		if !ok {
 			continue // moduleInternals reports it if the plugin is compiled
 		}
+		used[m.SHA256] = true
 		if _, ok := proxywasm.Source(m.SHA256); !ok {
 			need[m.ID] = m.SHA256
 		}
-	}
-	if len(need) == 0 {
-		return nil
 	}
 	ids := make([]int64, 0, len(need))
 	for id := range need {
@@ -329,7 +341,15 @@ func loadSources(db *gorm.DB, snap *storage.Snapshot) error {
 			return fmt.Errorf("reading wasm module %d: %w", id, err)
 		}
 		if got := proxywasm.PutSource(m.Wasm); got != need[id] {
-			return fmt.Errorf("wasm module %q: stored bytes do not match its sha256", m.Name)
+			proxywasm.DropSource(got)
+			return fmt.Errorf("wasm module %q: its stored bytes do not match its sha256", m.Name)
+		}
+		held.m[need[id]] = true
+	}
+	for sha := range held.m {
+		if !used[sha] {
+			proxywasm.DropSource(sha)
+			delete(held.m, sha)
 		}
 	}
 	return nil

@@ -18,10 +18,22 @@ import {
   stream_context,
   send_local_response,
 } from "@solo-io/proxy-runtime";
+import { get_buffer_bytes, BufferTypeValues } from "@solo-io/proxy-runtime/runtime";
 
 class AsFilterRoot extends RootContext {
+  configuration: string = "";
+
   createContext(context_id: u32): Context {
     return new AsFilter(context_id, this);
+  }
+
+  // The SDK's own onConfigure (0.1.8) passes the configuration size where
+  // proxy_get_buffer_bytes takes the address of the returned size, so it
+  // never sees the configuration: read it here.
+  onConfigure(configuration_size: u32): bool {
+    const buf = get_buffer_bytes(BufferTypeValues.PluginConfiguration, 0, configuration_size);
+    this.configuration = String.UTF8.decode(buf);
+    return true;
   }
 }
 
@@ -41,7 +53,7 @@ class AsFilter extends Context {
   }
 
   onResponseHeaders(headers: u32, end_of_stream: bool): FilterHeadersStatusValues {
-    let value = this.root_context.getConfiguration();
+    let value = (this.root_context as AsFilterRoot).configuration;
     if (value == "") {
       value = "as-filter";
     }
