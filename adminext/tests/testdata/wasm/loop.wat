@@ -1,0 +1,9 @@
+;; Loops for ever in the request phase (the host's call time limit ends it).
+(module
+  (memory (export "memory") 1)
+  (func (export "proxy_abi_version_0_2_1"))
+  (func (export "proxy_on_memory_allocate") (param i32) (result i32) (i32.const 1024))
+  (func (export "proxy_on_context_create") (param i32 i32))
+  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+    (loop $forever (br $forever))
+    (i32.const 0)))

@@ -1,0 +1,7 @@
+;; Rejects every plugin configuration (proxy_on_configure returns false).
+(module
+  (memory (export "memory") 1)
+  (func (export "proxy_abi_version_0_2_1"))
+  (func (export "proxy_on_memory_allocate") (param i32) (result i32) (i32.const 1024))
+  (func (export "proxy_on_context_create") (param i32 i32))
+  (func (export "proxy_on_configure") (param i32 i32) (result i32) (i32.const 0)))
