@@ -228,6 +228,7 @@ func TestWasmModuleRoles(t *testing.T) {
 // reference it (400 listing them); Caddy's JSON config carries the
 // module's sha256, never its bytes.
 func TestWasmModuleReferences(t *testing.T) {
+	requireWasmPlugin(t)
 	g := testgw.Start(t, nil)
 	up := echo(t, "up")
 	svc := g.Service("s", addr(up))
