@@ -232,6 +232,8 @@ func (p *parser) immediates(in *instr) {
 			// "select (result)" with no type is the untyped select.
 			in.sel, in.typed = tu.sig.results, len(tu.sig.results) > 0
 		}
+	case immMemInit, immDataDrop:
+		in.ref = p.ref("data segment")
 	case immLocal:
 		in.ref = p.ref("local")
 	case immGlobal:

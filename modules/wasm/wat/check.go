@@ -194,6 +194,16 @@ func (c *checker) instr(in *instr) {
 		c.code = append(c.code, 0, 0)
 		c.popAll(in, op.params)
 
+	case immMemInit, immDataDrop:
+		di := must(c.m.dataSpace.resolve(in.ref))
+		c.m.dataCount = true
+		c.code = appendULEB(c.code, uint64(di))
+		if op.imm == immMemInit {
+			c.needMemory(in)
+			c.code = append(c.code, 0)
+		}
+		c.popAll(in, op.params)
+
 	case immUnreachable:
 		c.setUnreachable()
 

@@ -4,17 +4,18 @@ import "encoding/binary"
 
 // Section ids of the binary format.
 const (
-	secType     = 1
-	secImport   = 2
-	secFunction = 3
-	secTable    = 4
-	secMemory   = 5
-	secGlobal   = 6
-	secExport   = 7
-	secStart    = 8
-	secElem     = 9
-	secCode     = 10
-	secData     = 11
+	secType      = 1
+	secImport    = 2
+	secFunction  = 3
+	secTable     = 4
+	secMemory    = 5
+	secGlobal    = 6
+	secExport    = 7
+	secStart     = 8
+	secElem      = 9
+	secCode      = 10
+	secData      = 11
+	secDataCount = 12
 )
 
 const maxPages = 65536 // 4 GiB of 64 KiB pages
@@ -239,13 +240,18 @@ func (m *module) encode() []byte {
 	}
 
 	if len(defined) > 0 {
-		b = appendULEB(b[:0], uint64(len(defined)))
+		code := appendULEB(nil, uint64(len(defined)))
 		c := &checker{m: m}
 		for _, f := range defined {
 			body := c.function(f)
-			b = append(appendULEB(b, uint64(len(body))), body...)
+			code = append(appendULEB(code, uint64(len(body))), body...)
 		}
-		out = appendSection(out, secCode, b)
+		// The data count section precedes the code, but only code using
+		// memory.init or data.drop needs it (wat2wasm omits it otherwise).
+		if m.dataCount {
+			out = appendSection(out, secDataCount, appendULEB(b[:0], uint64(len(m.datas))))
+		}
+		out = appendSection(out, secCode, code)
 	}
 
 	if len(m.datas) > 0 {

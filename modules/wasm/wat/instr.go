@@ -53,6 +53,8 @@ const (
 	immMemArg                      // loads and stores: offset=? align=?
 	immMemory                      // memory.size, memory.grow, memory.fill: a zero memory index
 	immMemCopy                     // memory.copy: two zero memory indices
+	immMemInit                     // memory.init dataidx
+	immDataDrop                    // data.drop dataidx
 	immI32                         // i32.const
 	immI64                         // i64.const
 	immF32                         // f32.const
@@ -161,6 +163,8 @@ func init() {
 	addOp("memory.grow", []byte{0x40}, immMemory, "i:i").mem = true
 	addOp("memory.copy", []byte{0xFC, 10}, immMemCopy, "iii:").mem = true
 	addOp("memory.fill", []byte{0xFC, 11}, immMemory, "iii:").mem = true
+	addOp("memory.init", []byte{0xFC, 8}, immMemInit, "iii:").mem = true
+	addOp("data.drop", []byte{0xFC, 9}, immDataDrop, "")
 
 	// Numeric instructions.
 	addOp("i32.const", []byte{0x41}, immI32, ":i")

@@ -194,6 +194,8 @@ type module struct {
 
 	typeSpace, funcSpace, tableSpace, memSpace, globalSpace, elemSpace, dataSpace space
 
+	dataCount bool // whether code refers to data segments (memory.init, data.drop)
+
 	firstDef *pos // where the first non-import definition of a func, table, memory or global is
 }
 

@@ -15,7 +15,9 @@
 //   - every 1.0 instruction in flat and folded form, and from later
 //     proposals: sign extension (i32.extend8_s ...), non-trapping
 //     float-to-int conversions (i32.trunc_sat_f32_s ...), memory.copy and
-//     memory.fill, multi-value blocks and functions, typed select;
+//     memory.fill, memory.init and data.drop (with passive data segments
+//     and the data count section), multi-value blocks and functions, typed
+//     select;
 //   - the instruction names used before the 2018 renaming (get_local,
 //     i32.trunc_s/f32, ...);
 //   - integer and float literals of every form (hex, underscores, hex
@@ -31,8 +33,7 @@
 //
 // Not supported: reference-type instructions (ref.null, ref.func, table.get
 // and the other table.* instructions), externref, element segments written
-// as expressions, memory.init and data.drop (and so the data count
-// section), SIMD, threads and atomics, multiple memories, 64-bit memories,
+// as expressions, table.init, table.copy and elem.drop, SIMD, threads and atomics, multiple memories, 64-bit memories,
 // exception handling, tail calls, GC, annotations (@...), quoted $"names",
 // custom sections, the name section, and (module binary ...) and
 // (module quote ...) from the spec's test scripts.
