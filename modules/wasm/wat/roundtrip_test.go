@@ -1,0 +1,81 @@
+package wat
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// TestRoundTripToolchainBinaries takes real compiler output, the .wasm
+// files wazero ships as test data in the module cache (TinyGo, Rust, Zig
+// and Emscripten builds, and a sample of the WebAssembly spec tests),
+// turns each into text with wasm2wat, and requires Compile to produce what
+// wat2wasm produces from that text. Nothing is copied into this repository;
+// without the module cache or wabt the test skips (fails on CI).
+func TestRoundTripToolchainBinaries(t *testing.T) {
+	bin := wat2wasmPath(t)
+	w2w := filepath.Join(filepath.Dir(bin), "wasm2wat")
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/tetratelabs/wazero").Output()
+	dir := strings.TrimSpace(string(out))
+	if err != nil || dir == "" {
+		t.Skipf("wazero's module directory not found: %v", err)
+	}
+	var files []string
+	for _, pattern := range []string{
+		"examples/*/testdata/*.wasm", "examples/*/*/testdata/*.wasm",
+		"imports/*/testdata/*.wasm", "imports/*/testdata/*/*.wasm", "imports/*/example/testdata/*/*.wasm",
+		"cmd/wazero/testdata/*/*.wasm",
+	} {
+		m, _ := filepath.Glob(filepath.Join(dir, pattern))
+		files = append(files, m...)
+	}
+	spec, _ := filepath.Glob(filepath.Join(dir, "internal/integration_test/spectest/v1/testdata/*.wasm"))
+	sort.Strings(spec)
+	for i := 0; i < len(spec); i += 32 { // a spread-out sample keeps this quick
+		files = append(files, spec[i])
+	}
+	if len(files) < 50 {
+		t.Skipf("only %d .wasm files found under %s", len(files), dir)
+	}
+
+	tmp := t.TempDir()
+	same, unsupported, converted := 0, 0, 0
+	for _, f := range files {
+		name := strings.TrimPrefix(f, dir+"/")
+		text := filepath.Join(tmp, filepath.Base(f)+".wat")
+		if err := exec.Command(w2w, f, "-o", text).Run(); err != nil {
+			continue // many spec test binaries are malformed on purpose
+		}
+		converted++
+		src, err := os.ReadFile(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Compile(src)
+		if err != nil {
+			// Features this package leaves out (SIMD, reference types, ...).
+			if e := err.Error(); strings.Contains(e, "unknown instruction") || strings.Contains(e, "expected value type") ||
+				strings.Contains(e, "are not supported") || strings.Contains(e, "empty") {
+				unsupported++
+				t.Logf("%s: unsupported: %v", name, err)
+				continue
+			}
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		want := wat2wasm(t, bin, text)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: differs from wat2wasm:\n%s", name, diffHex(got, want))
+			continue
+		}
+		same++
+	}
+	t.Logf("%d binaries, %d valid: %d round-trip byte for byte, %d use unsupported features", len(files), converted, same, unsupported)
+	if same < converted*3/4 || same < 25 {
+		t.Errorf("only %d of %d round-trip", same, converted)
+	}
+}
