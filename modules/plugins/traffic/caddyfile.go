@@ -197,3 +197,7 @@ func setScalar(f reflect.Value, args []string) error {
 	}
 	return nil
 }
+
+// UnmarshalCaddyfile is the Caddyfile syntax above for plugin types declared
+// in other packages (v: a pointer to the plugin struct).
+func UnmarshalCaddyfile(d *caddyfile.Dispenser, v any) error { return unmarshalCaddyfile(d, v) }

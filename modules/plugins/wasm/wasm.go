@@ -1,0 +1,456 @@
+// Package wasm holds the gateway's wasm plugin type: an HTTP filter written
+// against the proxy-wasm ABI (0.2.0 / 0.2.1), run by the host in
+// modules/wasm/proxywasm. Module bytes reach the handler by reference (the
+// content hash of bytes the gateway registered), never through Caddy's JSON
+// config.
+package wasm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/modules/plugins/traffic"
+	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
+	"github.com/caddy-gateway/gateway/schema"
+)
+
+func init() {
+	plugins.Register(plugins.Type{Name: "wasm", Ordering: 1200, New: func() plugins.Handler { return new(Wasm) }})
+	plugins.RegisterDirective("wasm")
+	// with the header transforms: after the request is authenticated and
+	// transformed, before compression and the proxy
+	httpcaddyfile.RegisterDirectiveOrder("gateway_wasm", httpcaddyfile.Before, "encode")
+}
+
+// Limits of the handler.
+const (
+	// maxModuleFile bounds a module_file (the admin API's upload limit).
+	maxModuleFile = 16 << 20
+	// maxBodyBytes bounds a request or response body buffered for a
+	// module's body callback.
+	maxBodyBytes = 1 << 20
+)
+
+// Wasm is the wasm plugin.
+type Wasm struct {
+	Module string          `json:"module" schema:"required,minLength=1,maxLength=64" doc:"Name of an uploaded WASM module (1 to 64 of a-z 0-9 - _): a proxy-wasm 0.2.0 or 0.2.1 HTTP filter. Its request and response header callbacks (and body callbacks, bodies up to 1 MiB) run for every request; a local response it sends answers the client without calling the upstream. A module that traps, runs longer than 100 ms in a callback or exhausts its memory (64 MiB) fails only that request, with 500."`
+	Config json.RawMessage `json:"config" schema:"nullable" doc:"The plugin configuration handed to the module (proxy_on_configure, PLUGIN_CONFIGURATION buffer): a JSON string is handed as its text, any other JSON value as its compact JSON encoding, null as empty. A module that rejects it (proxy_on_configure returns false) fails the change."`
+
+	// ModuleSHA256 is set by the gateway's config compiler: the hex sha256 of
+	// the module's bytes, which the gateway registered with
+	// proxywasm.PutSource (bytes never travel through Caddy's config).
+	ModuleSHA256 string `json:"module_sha256,omitempty" schema:"internal"`
+	// ModuleFile is for plain Caddy configs and Caddyfiles without the
+	// gateway's store: a .wasm file read at Provision. Not part of the
+	// admin API (an editor must not make the gateway read files).
+	ModuleFile string `json:"module_file,omitempty" schema:"internal"`
+	// CallTimeoutMS overrides the time limit of one callback (default 100).
+	CallTimeoutMS int64 `json:"call_timeout_ms,omitempty" schema:"internal"`
+
+	plugin *proxywasm.Plugin
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (*Wasm) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.gateway_wasm",
+		New: func() caddy.Module { return new(Wasm) },
+	}
+}
+
+// Provision starts the module: it compiles it (once per content, shared by
+// every plugin using it and kept across reloads), starts one VM and runs
+// proxy_on_configure with the plugin configuration. A module that cannot
+// start or rejects its configuration fails the config load.
+func (h *Wasm) Provision(ctx caddy.Context) error {
+	if err := schema.Check(h); err != nil {
+		return err
+	}
+	h.logger = ctx.Logger(h).Named(h.Module)
+	wasm, err := h.moduleBytes()
+	if err != nil {
+		return err
+	}
+	m, err := proxywasm.Compile(ctx, wasm)
+	if err != nil {
+		return fmt.Errorf("wasm module %q: %w", h.Module, err)
+	}
+	defer m.Release()
+	p, err := proxywasm.NewPlugin(ctx, m, proxywasm.PluginConfig{
+		Name:          h.Module,
+		VMID:          h.Module,
+		Configuration: h.configuration(),
+		Logger:        h.logger,
+		CallTimeout:   time.Duration(h.CallTimeoutMS) * time.Millisecond,
+	})
+	if err != nil {
+		return fmt.Errorf("wasm module %q: %w", h.Module, err)
+	}
+	h.plugin = p
+	return nil
+}
+
+func (h *Wasm) moduleBytes() ([]byte, error) {
+	switch {
+	case h.ModuleSHA256 != "":
+		b, ok := proxywasm.Source(h.ModuleSHA256)
+		if !ok {
+			return nil, fmt.Errorf("wasm module %q: its bytes (sha256 %s) are not loaded", h.Module, h.ModuleSHA256)
+		}
+		return b, nil
+	case h.ModuleFile != "":
+		f, err := os.Open(h.ModuleFile)
+		if err != nil {
+			return nil, fmt.Errorf("wasm module %q: %w", h.Module, err)
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, maxModuleFile+1))
+		if err != nil {
+			return nil, fmt.Errorf("wasm module %q: reading %s: %w", h.Module, h.ModuleFile, err)
+		}
+		if len(b) > maxModuleFile {
+			return nil, fmt.Errorf("wasm module %q: %s is larger than %d bytes", h.Module, h.ModuleFile, maxModuleFile)
+		}
+		return b, nil
+	}
+	return nil, schema.Errorf("module", "wasm module %q is not available (no uploaded module of that name)", h.Module)
+}
+
+// configuration is the plugin configuration the module reads: a JSON
+// string's text, else the compact JSON.
+func (h *Wasm) configuration() []byte {
+	raw := bytes.TrimSpace(h.Config)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil
+	}
+	var s string
+	if raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return []byte(s)
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return raw
+	}
+	return buf.Bytes()
+}
+
+// Validate implements caddy.Validator and schema.Validator.
+func (h *Wasm) Validate() error {
+	if !validName(h.Module) {
+		return schema.Errorf("module", "must be 1 to 64 of a-z 0-9 - _")
+	}
+	if len(h.Config) > 0 && !json.Valid(h.Config) {
+		return schema.Errorf("config", "must be JSON")
+	}
+	if h.ModuleSHA256 != "" && (len(h.ModuleSHA256) != 64 || !isHex(h.ModuleSHA256)) {
+		return schema.Errorf("module_sha256", "must be a hex sha256")
+	}
+	if h.CallTimeoutMS < 0 || h.CallTimeoutMS > 60000 {
+		return schema.Errorf("call_timeout_ms", "must be 0 to 60000")
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Cleanup stops the plugin's instances and releases the module.
+func (h *Wasm) Cleanup() error {
+	if h.plugin != nil {
+		h.plugin.Close()
+	}
+	return nil
+}
+
+// ServeHTTP runs the module's callbacks around the rest of the chain.
+func (h *Wasm) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	in, err := h.plugin.Get(r.Context())
+	if err != nil {
+		if errors.Is(err, proxywasm.ErrBusy) {
+			gwctx.WriteError(w, http.StatusServiceUnavailable, "wasm plugin busy")
+			return nil
+		}
+		h.fail(w, err)
+		return nil
+	}
+	ex := &proxywasm.Exchange{Request: r}
+	if info := gwctx.From(r); info != nil {
+		ex.RequestID = info.RequestID
+	}
+	s := &stream{h: h, in: in, ex: ex}
+	defer s.end()
+
+	if err := in.Begin(ex); err != nil {
+		s.fail(w, err)
+		return nil
+	}
+	if !s.requestPhase(w) {
+		return nil
+	}
+	rw := &responseHook{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, s: s, buffer: in.WantsResponseBody()}
+	err = next.ServeHTTP(rw, r)
+	rw.finish()
+	return err
+}
+
+// stream is one request through the module.
+type stream struct {
+	h      *Wasm
+	in     *proxywasm.Instance
+	ex     *proxywasm.Exchange
+	failed bool // a failure was answered and logged
+}
+
+// requestPhase runs the request callbacks; false when the response is
+// already answered (local response, failure).
+func (s *stream) requestPhase(w http.ResponseWriter) bool {
+	r := s.ex.Request
+	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+	if _, err := s.in.OnRequestHeaders(!hasBody); err != nil {
+		s.fail(w, err)
+		return false
+	}
+	if s.answered(w) {
+		return false
+	}
+	if hasBody && s.in.WantsRequestBody() {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+		if err != nil {
+			gwctx.WriteError(w, http.StatusBadRequest, "reading the request body failed")
+			return false
+		}
+		if len(body) > maxBodyBytes {
+			gwctx.WriteError(w, http.StatusRequestEntityTooLarge, "request body too large for the wasm plugin")
+			return false
+		}
+		s.ex.RequestBody = body
+		if _, err := s.in.OnRequestBody(true); err != nil {
+			s.fail(w, err)
+			return false
+		}
+		if s.answered(w) {
+			return false
+		}
+		r.Body = io.NopCloser(bytes.NewReader(s.ex.RequestBody))
+		r.ContentLength = int64(len(s.ex.RequestBody))
+		r.TransferEncoding = nil
+		r.Header.Set("Content-Length", strconv.Itoa(len(s.ex.RequestBody)))
+	}
+	return true
+}
+
+// answered writes the module's local response (or the refusal of a closed
+// stream) when there is one.
+func (s *stream) answered(w http.ResponseWriter) bool {
+	if l := s.ex.Local; l != nil {
+		writeLocal(w, l)
+		return true
+	}
+	if s.ex.Closed {
+		gwctx.WriteError(w, http.StatusBadGateway, "request closed by the wasm plugin")
+		return true
+	}
+	return false
+}
+
+func writeLocal(w http.ResponseWriter, l *proxywasm.LocalResponse) {
+	h := w.Header()
+	for k := range h {
+		delete(h, k)
+	}
+	for k, v := range l.Header {
+		h[k] = v
+	}
+	h.Set("Content-Length", strconv.Itoa(len(l.Body)))
+	w.WriteHeader(l.Status)
+	_, _ = w.Write(l.Body)
+}
+
+// end finishes the stream context and returns (or discards) the instance.
+func (s *stream) end() {
+	if err := s.in.End(); err != nil && !s.failed {
+		s.h.logger.Error("wasm plugin failed at the end of a request", zap.String("module", s.h.Module), zap.Error(err))
+	}
+	s.h.plugin.Put(s.in)
+}
+
+// fail answers 500 when a callback failed (trap, timeout, memory): the
+// instance is discarded by Put.
+func (s *stream) fail(w http.ResponseWriter, err error) {
+	s.failed = true
+	s.h.fail(w, err)
+}
+
+func (h *Wasm) fail(w http.ResponseWriter, err error) {
+	h.logger.Error("wasm plugin failed; request answered 500", zap.String("module", h.Module), zap.Error(err))
+	gwctx.WriteError(w, http.StatusInternalServerError, "wasm plugin failed")
+}
+
+// responseHook runs the response callbacks before the response headers are
+// written (and, when the module has a body callback, buffers the body).
+type responseHook struct {
+	*caddyhttp.ResponseWriterWrapper
+	s      *stream
+	buffer bool
+
+	started bool // response headers seen
+	swallow bool // the response is replaced: drop what the upstream writes
+	status  int
+	body    bytes.Buffer
+	tooBig  bool
+}
+
+func (w *responseHook) WriteHeader(status int) {
+	if w.started || w.swallow {
+		return
+	}
+	if status < 200 && status != http.StatusSwitchingProtocols {
+		w.ResponseWriter.WriteHeader(status) // informational: passed through
+		return
+	}
+	w.started = true
+	ex := w.s.ex
+	ex.ResponseStatus = status
+	ex.ResponseHeader = w.Header()
+	if _, err := w.s.in.OnResponseHeaders(false); err != nil {
+		w.swallow = true
+		w.s.fail(w.ResponseWriter, err)
+		return
+	}
+	if w.s.answered(w.ResponseWriter) {
+		w.swallow = true
+		return
+	}
+	if w.buffer && status != http.StatusSwitchingProtocols {
+		w.status = ex.ResponseStatus
+		return
+	}
+	w.ResponseWriter.WriteHeader(ex.ResponseStatus)
+}
+
+func (w *responseHook) Write(p []byte) (int, error) {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.swallow {
+		return len(p), nil
+	}
+	if w.status != 0 { // buffering
+		if w.body.Len()+len(p) > maxBodyBytes {
+			w.tooBig = true
+			w.swallow = true
+			return len(p), nil
+		}
+		return w.body.Write(p)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *responseHook) ReadFrom(r io.Reader) (int64, error) {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.swallow || w.status != 0 {
+		return io.Copy(writerOnly{w}, r)
+	}
+	return w.ResponseWriterWrapper.ReadFrom(r)
+}
+
+type writerOnly struct{ io.Writer }
+
+// FlushError implements the interface http.ResponseController looks for;
+// a buffered body is flushed at the end only.
+func (w *responseHook) FlushError() error {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.swallow || w.status != 0 {
+		return nil
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// finish runs the response body callback on a buffered body and writes it.
+func (w *responseHook) finish() {
+	if w.status == 0 {
+		return
+	}
+	if w.tooBig {
+		w.Header().Del("Content-Length")
+		gwctx.WriteError(w.ResponseWriter, http.StatusBadGateway, "response body too large for the wasm plugin")
+		return
+	}
+	ex := w.s.ex
+	ex.ResponseBody = w.body.Bytes()
+	if _, err := w.s.in.OnResponseBody(true); err != nil {
+		w.s.fail(w.ResponseWriter, err)
+		return
+	}
+	if w.s.answered(w.ResponseWriter) {
+		return
+	}
+	// a HEAD, 204 or 304 response keeps the upstream's framing headers
+	if ex.Request.Method != http.MethodHead && ex.ResponseStatus != http.StatusNoContent && ex.ResponseStatus != http.StatusNotModified {
+		w.Header().Set("Content-Length", strconv.Itoa(len(ex.ResponseBody)))
+	}
+	w.ResponseWriter.WriteHeader(ex.ResponseStatus)
+	_, _ = w.ResponseWriter.Write(ex.ResponseBody)
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+//
+//	gateway_wasm {
+//	    module      my-filter
+//	    module_file /etc/caddy/my-filter.wasm
+//	    config      `{"deny": ["/admin"]}`
+//	}
+//
+// config is parsed as JSON when it is valid JSON, else taken as a string.
+func (h *Wasm) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return traffic.UnmarshalCaddyfile(d, h)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Wasm)(nil)
+	_ caddy.Validator             = (*Wasm)(nil)
+	_ caddy.CleanerUpper          = (*Wasm)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Wasm)(nil)
+	_ caddyfile.Unmarshaler       = (*Wasm)(nil)
+)
