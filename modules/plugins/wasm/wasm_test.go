@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,24 +15,17 @@ import (
 
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
+	"github.com/caddy-gateway/gateway/modules/wasm/wat"
 )
 
 func TestMain(m *testing.M) { plugintest.Main(m) }
 
-// compileWAT assembles a WAT module with wabt's wat2wasm.
+// compileWAT assembles a WAT module with the gateway's assembler.
 func compileWAT(t *testing.T, src string) []byte {
 	t.Helper()
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "m.wat"), filepath.Join(dir, "m.wasm")
-	if err := os.WriteFile(in, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := exec.Command("wat2wasm", in, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm: %v\n%s", err, b)
-	}
-	b, err := os.ReadFile(out)
+	b, err := wat.Compile([]byte(src))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("assembling WAT: %v\n%s", err, src)
 	}
 	return b
 }

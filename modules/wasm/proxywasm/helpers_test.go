@@ -5,32 +5,22 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-gateway/gateway/modules/wasm/wat"
 )
 
-// compileWAT assembles a WAT module with wabt's wat2wasm.
+// compileWAT assembles a WAT module with the gateway's assembler.
 func compileWAT(t testing.TB, src string) []byte {
 	t.Helper()
-	dir := t.TempDir()
-	in := filepath.Join(dir, "m.wat")
-	out := filepath.Join(dir, "m.wasm")
-	if err := os.WriteFile(in, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := exec.Command("wat2wasm", "--enable-all", in, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm: %v\n%s\n%s", err, b, numbered(src))
-	}
-	b, err := os.ReadFile(out)
+	b, err := wat.Compile([]byte(src))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("assembling WAT: %v\n%s", err, numbered(src))
 	}
 	return b
 }
