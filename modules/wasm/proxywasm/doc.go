@@ -79,4 +79,24 @@
 //	plugin_name  plugin_root_id  plugin_vm_id
 //
 // plugin_root_id is empty (status Ok) when no root id is configured.
+//
+// # Limits
+//
+// Per instance: 64 MiB of linear memory (MaxMemoryPages), 100 ms per
+// callback (PluginConfig.CallTimeout), 2 s to start and configure a VM. Per
+// plugin: MaxInstances alive (default max(64, GOMAXPROCS*32)), MaxIdle kept
+// (default GOMAXPROCS*4), MaxWait for a free instance (default 5 s). Shared
+// data per VM id: 65536 keys, keys up to 4 KiB, values up to 1 MiB, 64 MiB in
+// all (beyond: InternalFailure; an oversized value: BadArgument); 1024
+// metrics. Buffers set by a module: 1 MiB. Log messages are cut at 16 KiB.
+//
+// # Not implemented
+//
+// Request and response trailers callbacks are not called (the maps are
+// readable and writable when the handler fills them); Pause never suspends a
+// stream (callbacks run to completion, so a module that pauses and would
+// resume later is continued at once); proxy_on_done returning false does
+// not delay the end of the stream; TCP stream callbacks, HTTP and gRPC
+// calls, shared queues, foreign functions and proxy_set_property answer
+// Unimplemented.
 package proxywasm

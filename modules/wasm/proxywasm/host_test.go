@@ -675,3 +675,53 @@ func BenchmarkHeaderFilter(b *testing.B) {
 	}
 	b.ReportMetric(float64(tp.Created()-before)/float64(b.N), "instances/op")
 }
+
+func TestPoolBound(t *testing.T) {
+	tp := newTestPlugin(t, module(adder), PluginConfig{MaxInstances: 2, MaxWait: 20 * time.Millisecond})
+	a, err := tp.Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tp.Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tp.Get(context.Background()); !errors.Is(err, ErrBusy) {
+		t.Fatalf("third Get: %v", err)
+	}
+	tp.Put(a)
+	c, err := tp.Get(context.Background())
+	if err != nil || c != a {
+		t.Fatalf("Get after Put: %v (same instance: %v)", err, c == a)
+	}
+	tp.Put(b)
+	tp.Put(c)
+	if tp.Created() != 2 {
+		t.Fatalf("created %d instances", tp.Created())
+	}
+}
+
+func TestSharedDataBounds(t *testing.T) {
+	s := newSharedStore()
+	tp := newTestPlugin(t, module(`
+  (data (i32.const 1024) "k")
+  (func (export "proxy_on_request_headers") (param $ctx i32) (param $n i32) (param $eos i32) (result i32)
+    ;; a value over 1 MiB is refused
+    (drop (memory.grow (i32.const 20)))
+    (i32.store (i32.const 600) (call $set_shared (i32.const 1024) (i32.const 1) (i32.const 65536) (i32.const 1048577) (i32.const 0)))
+    (i32.store (i32.const 604) (call $set_shared (i32.const 1024) (i32.const 1) (i32.const 65536) (i32.const 1048576) (i32.const 0)))
+    (i32.const 0))
+`), PluginConfig{})
+	tp.shared = s
+	in, _ := tp.Get(context.Background())
+	defer tp.Put(in)
+	_ = in.Begin(newExchange("GET", "/"))
+	if _, err := in.OnRequestHeaders(true); err != nil {
+		t.Fatal(err)
+	}
+	st := func(a uint32) Status { v, _ := in.mem.ReadUint32Le(a); return Status(v) }
+	if st(600) != StatusBadArgument || st(604) != StatusOK || s.bytes != 1048577 {
+		t.Fatalf("statuses %d %d, bytes %d", st(600), st(604), s.bytes)
+	}
+	_ = in.End()
+}

@@ -33,6 +33,9 @@ type PluginConfig struct {
 	// MaxInstances bounds the instances alive at once, idle or serving
 	// (default max(64, GOMAXPROCS*32)); Get waits for one beyond.
 	MaxInstances int
+	// MaxWait bounds that wait (default 5s), after which Get fails with
+	// ErrBusy.
+	MaxWait time.Duration
 }
 
 func (c PluginConfig) withDefaults() PluginConfig {
@@ -47,6 +50,9 @@ func (c PluginConfig) withDefaults() PluginConfig {
 	}
 	if c.MaxInstances <= 0 {
 		c.MaxInstances = max(64, runtime.GOMAXPROCS(0)*32)
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 5 * time.Second
 	}
 	if c.MaxIdle > c.MaxInstances {
 		c.MaxIdle = c.MaxInstances
@@ -72,8 +78,8 @@ type Plugin struct {
 	done   chan struct{}
 }
 
-// ErrBusy is returned by Get when every instance is in use and the context
-// ended before one was free.
+// ErrBusy is returned by Get when every instance is in use and none was
+// free within MaxWait (or before the context ended).
 var ErrBusy = errors.New("every instance of the wasm plugin is busy")
 
 // NewPlugin starts a plugin of m: it starts one VM, creates the plugin root
@@ -129,8 +135,8 @@ func (p *Plugin) newInstance(ctx context.Context) (*Instance, error) {
 func (p *Plugin) Created() int64 { return p.created.Load() }
 
 // Get returns an instance for one exchange: an idle one, or a new one while
-// fewer than MaxInstances are alive, or the next one returned before ctx
-// ends (ErrBusy). Give it back with Put.
+// fewer than MaxInstances are alive, or the next one returned within
+// MaxWait and before ctx ends (else ErrBusy). Give it back with Put.
 func (p *Plugin) Get(ctx context.Context) (*Instance, error) {
 	select {
 	case in := <-p.idle:
@@ -141,8 +147,18 @@ func (p *Plugin) Get(ctx context.Context) (*Instance, error) {
 	case in := <-p.idle:
 		return in, nil
 	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ErrBusy
+	default:
+		wait := time.NewTimer(p.cfg.MaxWait)
+		defer wait.Stop()
+		select {
+		case in := <-p.idle:
+			return in, nil
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ErrBusy
+		case <-wait.C:
+			return nil, ErrBusy
+		}
 	}
 	in, err := p.newInstance(ctx)
 	if err != nil {

@@ -12,6 +12,7 @@ const (
 	maxSharedKeys      = 1 << 16
 	maxSharedValueSize = 1 << 20
 	maxSharedKeySize   = 4 << 10
+	maxSharedBytes     = 64 << 20 // keys and values of one VM id
 )
 
 type sharedEntry struct {
@@ -20,8 +21,9 @@ type sharedEntry struct {
 }
 
 type sharedStore struct {
-	mu sync.Mutex
-	m  map[string]*sharedEntry
+	mu    sync.Mutex
+	m     map[string]*sharedEntry
+	bytes int // keys and values stored
 	// metrics: simple in-process counters and gauges
 	metricIDs map[string]uint32
 	metrics   []metric
@@ -89,15 +91,23 @@ func hostSetSharedData(_ context.Context, in *Instance, a []uint64) Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, found := s.m[string(key)]
-	if !found {
-		if len(s.m) >= maxSharedKeys {
-			return StatusInternalFailure
-		}
-		e = &sharedEntry{}
-		s.m[string(key)] = e
-	} else if cas != 0 && cas != e.cas {
+	if found && cas != 0 && cas != e.cas {
 		return StatusCASMismatch
 	}
+	grow := len(val)
+	if found {
+		grow -= len(e.value)
+	} else {
+		grow += len(key)
+	}
+	if (!found && len(s.m) >= maxSharedKeys) || s.bytes+grow > maxSharedBytes {
+		return StatusInternalFailure // the store is full
+	}
+	if !found {
+		e = &sharedEntry{}
+		s.m[string(key)] = e
+	}
+	s.bytes += grow
 	e.value = append([]byte(nil), val...)
 	e.cas++
 	if e.cas == 0 {
