@@ -48,7 +48,7 @@ const (
 
 // Wasm is the wasm plugin.
 type Wasm struct {
-	Module string          `json:"module" schema:"required,minLength=1,maxLength=64" doc:"Name of an uploaded WASM module (1 to 64 of a-z 0-9 - _): a proxy-wasm 0.2.0 or 0.2.1 HTTP filter. Its request and response header callbacks (and body callbacks, bodies up to 1 MiB) run for every request; a local response it sends answers the client without calling the upstream. A module that traps, runs longer than 100 ms in a callback or exhausts its memory (64 MiB) fails only that request, with 500."`
+	Module string          `json:"module" schema:"required,minLength=1,maxLength=64" doc:"Name of an uploaded WASM module (1 to 64 of a-z 0-9 - _): a proxy-wasm 0.2.0 or 0.2.1 HTTP filter. Its request and response header callbacks (and body callbacks, bodies up to 1 MiB) run for every request; a local response it sends answers the client without calling the upstream. A module that traps, runs longer than 500 ms in a callback or exhausts its memory (64 MiB) fails only that request, with 500."`
 	Config json.RawMessage `json:"config" schema:"nullable" doc:"The plugin configuration handed to the module (proxy_on_configure, PLUGIN_CONFIGURATION buffer): a JSON string is handed as its text, any other JSON value as its compact JSON encoding, null as empty. A module that rejects it (proxy_on_configure returns false) fails the change."`
 
 	// ModuleSHA256 is set by the gateway's config compiler: the hex sha256 of
@@ -59,7 +59,7 @@ type Wasm struct {
 	// gateway's store: a .wasm file read at Provision. Not part of the
 	// admin API (an editor must not make the gateway read files).
 	ModuleFile string `json:"module_file,omitempty" schema:"internal"`
-	// CallTimeoutMS overrides the time limit of one callback (default 100).
+	// CallTimeoutMS overrides the time limit of one callback (default 500).
 	CallTimeoutMS int64 `json:"call_timeout_ms,omitempty" schema:"internal"`
 
 	plugin *proxywasm.Plugin

@@ -82,7 +82,7 @@
 //
 // # Limits
 //
-// Per instance: 64 MiB of linear memory (MaxMemoryPages), 100 ms per
+// Per instance: 64 MiB of linear memory (MaxMemoryPages), 500 ms per
 // callback (PluginConfig.CallTimeout), 2 s to start and configure a VM. Per
 // plugin: MaxInstances alive (default max(64, GOMAXPROCS*32)), MaxIdle kept
 // (default GOMAXPROCS*4), MaxWait for a free instance (default 5 s). Shared

@@ -20,8 +20,10 @@ const (
 	// = 64 MiB. memory.grow beyond fails (returns -1) inside the module.
 	MaxMemoryPages = 1024
 	// DefaultCallTimeout bounds one callback into a module (a request's
-	// header callback, a tick …).
-	DefaultCallTimeout = 100 * time.Millisecond
+	// header callback, a tick …). It is wall-clock time: on an overloaded
+	// host a callback of microseconds can wait for a CPU for tens of
+	// milliseconds, so the bound is generous; it exists to stop loops.
+	DefaultCallTimeout = 500 * time.Millisecond
 	// StartTimeout bounds starting a VM and configuring its root context
 	// (language runtimes initialize there).
 	StartTimeout = 2 * time.Second
