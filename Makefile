@@ -5,7 +5,7 @@ GO        ?= go
 BIN       := bin/caddy
 export CGO_ENABLED := 1
 
-.PHONY: all build run test test-deps test-short vet bench bench-router bench-mutation bench-proxy clean wasm-fixtures
+.PHONY: all build run test test-deps test-short vet docs bench bench-router bench-mutation bench-proxy clean wasm-fixtures
 
 all: build
 
@@ -36,6 +36,11 @@ test-deps:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TEST_PACKAGES)) >/dev/null || \
 		echo "could not install $(strip $(TEST_PACKAGES)): their tests are skipped (and fail on CI)"; \
 	fi
+
+# Regenerates docs/plugins.md from the plugin declarations (a test in
+# docs/gen fails while the committed file is stale).
+docs:
+	$(GO) run ./docs/gen -o docs/plugins.md
 
 test-short:
 	$(GO) test -count=1 -short ./...

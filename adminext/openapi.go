@@ -245,7 +245,7 @@ func (b *docBuilder) pluginSchemas() {
 		name := "PluginConfig_" + strings.ReplaceAll(t.Name, "-", "_")
 		s := schema.JSONSchema(t.New(), schema.Input)
 		s["title"] = t.Name // the type's name, for clients that list the accepted types (the dashboard)
-		s["description"] = "config of the " + t.Name + " plugin type (default ordering " + strconv.Itoa(t.Ordering) + ")"
+		s["description"] = strings.TrimSpace("config of the " + t.Name + " plugin type (default ordering " + strconv.Itoa(t.Ordering) + "). " + t.Doc)
 		b.schemas[name] = s
 		refs = append(refs, map[string]any{"$ref": "#/components/schemas/" + name})
 	}

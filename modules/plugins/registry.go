@@ -35,6 +35,9 @@ type Type struct {
 	Name string
 	// Ordering is the default ordering of an instance.
 	Ordering int
+	// Doc says what the type does, for people: the OpenAPI document and
+	// docs/plugins.md (generated) show it.
+	Doc string
 	// New returns a fresh config with no defaults applied (schema.Decode
 	// applies SetDefaults).
 	New func() Handler

@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "acl", Ordering: 600, New: func() plugins.Handler { return new(ACL) }})
+	plugins.Register(plugins.Type{Name: "acl", Ordering: 600, Doc: "Admits the authenticated consumer by its groups (allow: member of at least one listed group; deny: member of none). Runs after an auth plugin; without an authenticated consumer the answer is 403.", New: func() plugins.Handler { return new(ACL) }})
 	plugins.RegisterDirective("acl")
 }
 

@@ -21,7 +21,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "basic-auth", Ordering: 510, New: func() plugins.Handler { return new(BasicAuth) }})
+	plugins.Register(plugins.Type{Name: "basic-auth", Ordering: 510, Doc: "HTTP Basic credentials checked against the consumers' basic-auth credentials (bcrypt password hashes); otherwise 401 with WWW-Authenticate.", New: func() plugins.Handler { return new(BasicAuth) }})
 	plugins.RegisterDirective("basic-auth")
 }
 

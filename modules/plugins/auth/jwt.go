@@ -22,7 +22,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "jwt", Ordering: 520, New: func() plugins.Handler { return new(JWT) }})
+	plugins.Register(plugins.Type{Name: "jwt", Ordering: 520, Doc: "The request must carry a JSON Web Token signed with a consumer's jwt credential, found by the token's key_claim_name claim; the token's algorithm must be the credential's (HS256/HS384/HS512 with its secret, RS256/ES256 with its PEM public key).", New: func() plugins.Handler { return new(JWT) }})
 	plugins.RegisterDirective("jwt")
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "key-auth", Ordering: 500, New: func() plugins.Handler { return new(KeyAuth) }})
+	plugins.Register(plugins.Type{Name: "key-auth", Ordering: 500, Doc: "The request must carry a consumer's API key (key-auth credential) in one of the key_names headers or query parameters; otherwise 401.", New: func() plugins.Handler { return new(KeyAuth) }})
 	plugins.RegisterDirective("key-auth")
 }
 

@@ -28,7 +28,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "http-log", Ordering: 1500, New: func() plugins.Handler { return new(HTTPLog) }})
+	plugins.Register(plugins.Type{Name: "http-log", Ordering: 1500, Doc: "Sends one JSON record per request, in batches, to a collector URL; records beyond the queue are dropped and counted.", New: func() plugins.Handler { return new(HTTPLog) }})
 	plugins.RegisterDirective("http-log")
 	// Outside the auth, rate-limit and cache directives (and Caddy's own
 	// basic_auth), so that the 401/403/429 answers they make are logged too.

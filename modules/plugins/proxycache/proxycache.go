@@ -31,7 +31,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "proxy-cache", Ordering: 1000, New: func() plugins.Handler { return new(ProxyCache) }})
+	plugins.Register(plugins.Type{Name: "proxy-cache", Ordering: 1000, Doc: "Keeps upstream responses in memory and serves them again until they expire; the X-Cache-Status response header tells what the cache did. Entries survive config reloads; POST /api/v1/cache/purge empties the cache.", New: func() plugins.Handler { return new(ProxyCache) }})
 	plugins.RegisterDirective("proxy-cache")
 	// Right before reverse_proxy: after encode (cached bodies are the
 	// upstream's, compressed per client), after the auth and rate-limit

@@ -26,7 +26,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "rate-limit", Ordering: 700, New: func() plugins.Handler { return new(RateLimit) }})
+	plugins.Register(plugins.Type{Name: "rate-limit", Ordering: 700, Doc: "Sliding-window request limit per key (client ip, consumer, route, service, header value or one global counter); over the limit the answer is 429. Counters live for the process and survive config reloads.", New: func() plugins.Handler { return new(RateLimit) }})
 	plugins.RegisterDirective("rate-limit")
 	// After the gateway's auth directives (which follow forward_auth), so
 	// that key consumer sees the authenticated consumer; before

@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "cors", Ordering: 300, New: func() plugins.Handler { return new(CORS) }})
+	plugins.Register(plugins.Type{Name: "cors", Ordering: 300, Doc: "Answers CORS preflight requests itself (204, never proxied) and adds the CORS response headers to requests from allowed origins, replacing any the upstream sends.", New: func() plugins.Handler { return new(CORS) }})
 	plugins.RegisterDirective("cors")
 }
 

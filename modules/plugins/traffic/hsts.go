@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "hsts", Ordering: 1450, New: func() plugins.Handler { return new(HSTS) }})
+	plugins.Register(plugins.Type{Name: "hsts", Ordering: 1450, Doc: "Strict-Transport-Security on responses to HTTPS requests (never on plain HTTP); replaces an upstream's own header.", New: func() plugins.Handler { return new(HSTS) }})
 	plugins.RegisterDirective("hsts")
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "ip-restriction", Ordering: 200, New: func() plugins.Handler { return new(IPRestriction) }})
+	plugins.Register(plugins.Type{Name: "ip-restriction", Ordering: 200, Doc: "Refuses clients by address (IPs or CIDRs); the client address honours the gateway's trusted_proxies. Deny wins over allow.", New: func() plugins.Handler { return new(IPRestriction) }})
 	plugins.RegisterDirective("ip-restriction")
 }
 

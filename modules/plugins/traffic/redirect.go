@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "redirect", Ordering: 400, New: func() plugins.Handler { return new(Redirect) }})
+	plugins.Register(plugins.Type{Name: "redirect", Ordering: 400, Doc: "Redirects plain-HTTP requests to HTTPS (to_https), or every request to another place (location).", New: func() plugins.Handler { return new(Redirect) }})
 	plugins.RegisterDirective("redirect")
 }
 

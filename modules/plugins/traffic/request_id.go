@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "request-id", Ordering: 100, New: func() plugins.Handler { return new(RequestID) }})
+	plugins.Register(plugins.Type{Name: "request-id", Ordering: 100, Doc: "Every request carries an id in a header, sent upstream and (echo_downstream) back to the client; it is also the request record's request_id and the placeholder {http.vars.request_id}.", New: func() plugins.Handler { return new(RequestID) }})
 	plugins.RegisterDirective("request-id")
 }
 

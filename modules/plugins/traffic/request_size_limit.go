@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "request-size-limit", Ordering: 800, New: func() plugins.Handler { return new(RequestSizeLimit) }})
+	plugins.Register(plugins.Type{Name: "request-size-limit", Ordering: 800, Doc: "413 for a request body over max_bytes, declared (Content-Length, refused before the upstream is contacted) or streamed (cut off while the upstream reads it).", New: func() plugins.Handler { return new(RequestSizeLimit) }})
 	plugins.RegisterDirective("request-size-limit")
 }
 

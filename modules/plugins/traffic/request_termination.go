@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "request-termination", Ordering: 900, New: func() plugins.Handler { return new(RequestTermination) }})
+	plugins.Register(plugins.Type{Name: "request-termination", Ordering: 900, Doc: "Answers every request itself, never proxying: {error: message} by default, or a raw body with content_type.", New: func() plugins.Handler { return new(RequestTermination) }})
 	plugins.RegisterDirective("request-termination")
 }
 

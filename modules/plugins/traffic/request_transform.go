@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "request-transform", Ordering: 1100, New: func() plugins.Handler { return new(RequestTransform) }})
+	plugins.Register(plugins.Type{Name: "request-transform", Ordering: 1100, Doc: "Changes the headers (remove, rename, set, add) and query (remove, set) of the request the upstream receives; values may use Caddy placeholders.", New: func() plugins.Handler { return new(RequestTransform) }})
 	plugins.RegisterDirective("request-transform")
 }
 

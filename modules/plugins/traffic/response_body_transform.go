@@ -22,7 +22,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "response-body-transform", Ordering: 1310, New: func() plugins.Handler { return new(ResponseBodyTransform) }})
+	plugins.Register(plugins.Type{Name: "response-body-transform", Ordering: 1310, Doc: "Rewrites eligible response bodies (media type in content_types, at most max_body_bytes, identity/gzip/zstd encoded): regular-expression replacements, then for JSON bodies json_remove and json_set. Other responses stream through unchanged.", New: func() plugins.Handler { return new(ResponseBodyTransform) }})
 	plugins.RegisterDirective("response-body-transform")
 }
 

@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "response-compression", Ordering: 1400, New: func() plugins.Handler { return new(ResponseCompression) }})
+	plugins.Register(plugins.Type{Name: "response-compression", Ordering: 1400, Doc: "Compresses responses with Caddy's own encode handler (zstd, gzip), negotiated with the client's Accept-Encoding.", New: func() plugins.Handler { return new(ResponseCompression) }})
 	plugins.RegisterDirective("response-compression")
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "response-transform", Ordering: 1300, New: func() plugins.Handler { return new(ResponseTransform) }})
+	plugins.Register(plugins.Type{Name: "response-transform", Ordering: 1300, Doc: "Changes the headers of the response the client receives: remove, rename, set, add (in that order); values may use Caddy placeholders.", New: func() plugins.Handler { return new(ResponseTransform) }})
 	plugins.RegisterDirective("response-transform")
 }
 

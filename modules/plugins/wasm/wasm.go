@@ -30,7 +30,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "wasm", Ordering: 1200, New: func() plugins.Handler { return new(Wasm) }})
+	plugins.Register(plugins.Type{Name: "wasm", Ordering: 1200, Doc: "Runs an uploaded proxy-wasm (ABI 0.2.0/0.2.1) HTTP filter module on every request: header and body callbacks, local responses; a module that traps, times out or exhausts its memory fails only that request (500).", New: func() plugins.Handler { return new(Wasm) }})
 	plugins.RegisterDirective("wasm")
 	// with the header transforms: after the request is authenticated and
 	// transformed, before compression and the proxy

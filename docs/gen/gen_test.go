@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/caddy-gateway/gateway/modules/plugins"
+)
+
+// TestPluginsMarkdownIsCurrent fails when docs/plugins.md is not what the
+// plugin declarations generate: a field, bound, default or type was changed
+// without running `make docs`.
+func TestPluginsMarkdownIsCurrent(t *testing.T) {
+	committed, err := os.ReadFile("../plugins.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := render(); !bytes.Equal(committed, want) {
+		t.Fatalf("docs/plugins.md is stale: run `make docs` (or go run ./docs/gen -o docs/plugins.md) and commit the result\n%s", firstDiff(string(committed), string(want)))
+	}
+}
+
+// TestPluginsMarkdownCoversEveryType makes sure the reference names every
+// registered type and each of its fields, so a generator bug cannot hide a
+// type behind a matching stale file.
+func TestPluginsMarkdownCoversEveryType(t *testing.T) {
+	doc := string(render())
+	types := plugins.Types()
+	if len(types) < 10 {
+		t.Fatalf("only %d plugin types registered: is the gateway bundle imported?", len(types))
+	}
+	for _, ty := range types {
+		if !strings.Contains(doc, "\n## "+ty.Name+"\n") {
+			t.Errorf("no section for %s", ty.Name)
+		}
+		for name := range jsonFields(ty.New()) {
+			if !strings.Contains(doc, "| `"+name+"` |") {
+				t.Errorf("%s: field %s not in the table", ty.Name, name)
+			}
+		}
+	}
+}
+
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) || i < len(bl); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return "first difference at line " + strconv.Itoa(i+1) + ":\n  committed: " + x + "\n  generated: " + y
+		}
+	}
+	return ""
+}
+
+// jsonFields are the API fields of a declaration: exported, with a json
+// name, not internal.
+func jsonFields(v any) map[string]bool {
+	out := map[string]bool{}
+	rt := reflect.TypeOf(v).Elem()
+	for i := 0; i < rt.NumField(); i++ {
+		f := rt.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "" || name == "-" || strings.Contains(f.Tag.Get("schema"), "internal") {
+			continue
+		}
+		out[name] = true
+	}
+	return out
+}
