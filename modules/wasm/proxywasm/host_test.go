@@ -726,3 +726,47 @@ func TestSharedDataBounds(t *testing.T) {
 	}
 	_ = in.End()
 }
+
+func TestStreamLifecycle(t *testing.T) {
+	tp := newTestPlugin(t, module(`
+  (data (i32.const 1024) "created")
+  (data (i32.const 1040) "done")
+  (data (i32.const 1056) "log")
+  (data (i32.const 1072) "delete")
+  (data (i32.const 1088) "content-type")
+  (data (i32.const 1104) "x")
+  (func (export "proxy_on_request_headers") (param $ctx i32) (param $n i32) (param $eos i32) (result i32)
+    (drop (call $log (i32.const 2) (i32.const 1024) (i32.const 7))) (i32.const 0))
+  (func (export "proxy_on_done") (param $ctx i32) (result i32)
+    (drop (call $log (i32.const 2) (i32.const 1040) (i32.const 4))) (i32.const 1))
+  (func (export "proxy_on_log") (param $ctx i32)
+    (drop (call $log (i32.const 2) (i32.const 1056) (i32.const 3)))
+    ;; response headers are readable, not writable
+    (if (i32.eqz (call $get_map_value (i32.const 2) (i32.const 1088) (i32.const 12) (i32.const 512) (i32.const 516)))
+      (then (call $log_ret (i32.const 2))))
+    (i32.store (i32.const 600) (call $add_map_value (i32.const 2) (i32.const 1104) (i32.const 1) (i32.const 1104) (i32.const 1))))
+  (func (export "proxy_on_delete") (param $ctx i32)
+    (drop (call $log (i32.const 2) (i32.const 1072) (i32.const 6))))
+`), PluginConfig{})
+	in, _ := tp.Get(context.Background())
+	defer tp.Put(in)
+	ex := newExchange("GET", "/")
+	_ = in.Begin(ex)
+	if _, err := in.OnRequestHeaders(true); err != nil {
+		t.Fatal(err)
+	}
+	ex.ResponseStatus = 200
+	ex.ResponseHeader = map[string][]string{"Content-Type": {"text/plain"}}
+	if _, err := in.OnResponseHeaders(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.End(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(tp.messages(), ","); got != "created,done,log,text/plain,delete" {
+		t.Fatalf("callbacks: %s", got)
+	}
+	if v, _ := in.mem.ReadUint32Le(600); Status(v) != StatusBadArgument || ex.ResponseHeader.Get("X") != "" {
+		t.Fatalf("response header written in proxy_on_log: status %d", v)
+	}
+}
