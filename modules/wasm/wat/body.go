@@ -8,6 +8,7 @@ type instr struct {
 	op     *opInfo
 	pos    pos
 	ref    ref      // call, local.*, global.*, call_indirect's table; br/br_if label depth
+	ref2   ref      // table.copy's source table, table.init's segment
 	labels []ref    // br_table (depths; the last is the default)
 	tu     *typeUse // block type, call_indirect type
 	val    uint64   // constant bits; memarg offset
@@ -234,6 +235,35 @@ func (p *parser) immediates(in *instr) {
 		}
 	case immMemInit, immDataDrop:
 		in.ref = p.ref("data segment")
+	case immRefNull:
+		t := p.next()
+		switch {
+		case t.kind == tAtom && (t.text == "func" || t.text == "funcref"):
+			in.sel = []valType{tFuncref}
+		case t.kind == tAtom && (t.text == "extern" || t.text == "externref"):
+			in.sel = []valType{tExternref}
+		default:
+			p.fail(t.pos, "expected func or extern after ref.null, found %s", t)
+		}
+	case immRefFunc:
+		in.ref = p.ref("func")
+	case immTable:
+		in.ref = ref{pos: in.pos}
+		if p.isRef() {
+			in.ref = p.ref("table")
+		}
+	case immTableCopy:
+		in.ref, in.ref2 = ref{pos: in.pos}, ref{pos: in.pos}
+		if p.isRef() {
+			in.ref, in.ref2 = p.ref("table"), p.ref("table")
+		}
+	case immTableInit:
+		in.ref, in.ref2 = ref{pos: in.pos}, p.ref("elem segment")
+		if p.isRef() {
+			in.ref, in.ref2 = in.ref2, p.ref("elem segment")
+		}
+	case immElemDrop:
+		in.ref = p.ref("elem segment")
 	case immLocal:
 		in.ref = p.ref("local")
 	case immGlobal:

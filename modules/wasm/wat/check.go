@@ -204,6 +204,60 @@ func (c *checker) instr(in *instr) {
 		}
 		c.popAll(in, op.params)
 
+	case immRefNull:
+		c.code = append(c.code, byte(in.sel[0]))
+		c.push(in.sel[0])
+	case immRefIsNull:
+		if t := c.pop(in, tUnknown); t != tUnknown && !t.isRef() {
+			fail(in.pos, "type mismatch in ref.is_null: expected a reference, got %s", t)
+		}
+		c.push(tI32)
+	case immRefFunc:
+		fi := must(c.m.funcSpace.resolve(in.ref))
+		if !c.m.declared[fi] {
+			fail(in.pos, "ref.func %s: the function must also be referenced outside function bodies, e.g. in (elem declare func %s) or an export", in.ref, in.ref)
+		}
+		c.code = appendULEB(c.code, uint64(fi))
+		c.push(tFuncref)
+	case immTable:
+		ti := must(c.m.tableSpace.resolve(in.ref))
+		c.code = appendULEB(c.code, uint64(ti))
+		t := c.m.tables[ti].elemType
+		switch op.name {
+		case "table.get":
+			c.pop(in, tI32)
+			c.push(t)
+		case "table.set":
+			c.pop(in, t)
+			c.pop(in, tI32)
+		case "table.size":
+			c.push(tI32)
+		case "table.grow":
+			c.pop(in, tI32)
+			c.pop(in, t)
+			c.push(tI32)
+		case "table.fill":
+			c.pop(in, tI32)
+			c.pop(in, t)
+			c.pop(in, tI32)
+		}
+	case immTableCopy:
+		dst, src := must(c.m.tableSpace.resolve(in.ref)), must(c.m.tableSpace.resolve(in.ref2))
+		if c.m.tables[dst].elemType != c.m.tables[src].elemType {
+			fail(in.pos, "table.copy between tables of different element types")
+		}
+		c.code = appendULEB(appendULEB(c.code, uint64(dst)), uint64(src))
+		c.popAll(in, op.params)
+	case immTableInit:
+		ti, ei := must(c.m.tableSpace.resolve(in.ref)), must(c.m.elemSpace.resolve(in.ref2))
+		if c.m.tables[ti].elemType != c.m.elems[ei].elemType {
+			fail(in.pos, "table.init: segment of %s into a table of %s", c.m.elems[ei].elemType, c.m.tables[ti].elemType)
+		}
+		c.code = appendULEB(appendULEB(c.code, uint64(ei)), uint64(ti))
+		c.popAll(in, op.params)
+	case immElemDrop:
+		c.code = appendULEB(c.code, uint64(must(c.m.elemSpace.resolve(in.ref))))
+
 	case immUnreachable:
 		c.setUnreachable()
 
@@ -304,6 +358,9 @@ func (c *checker) instr(in *instr) {
 		t2 := c.pop(in, t1)
 		if t1 == tUnknown {
 			t1 = t2
+		}
+		if t1.isRef() {
+			fail(in.pos, "select of references needs a type: select (result %s)", t1)
 		}
 		c.push(t1)
 

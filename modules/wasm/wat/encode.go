@@ -112,6 +112,7 @@ func (m *module) resolveTypes() {
 // encode validates the module and returns its binary form.
 func (m *module) encode() []byte {
 	m.resolveTypes()
+	m.declared = map[uint32]bool{}
 	out := []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
 	var b []byte
 
@@ -218,7 +219,11 @@ func (m *module) encode() []byte {
 			}
 			seen[e.name] = true
 			b = append(appendName(b, e.name), e.kind)
-			b = appendULEB(b, uint64(must(m.space(e.kind).resolve(e.ref))))
+			i := must(m.space(e.kind).resolve(e.ref))
+			if e.kind == kindFunc {
+				m.declared[i] = true
+			}
+			b = appendULEB(b, uint64(i))
 		}
 		out = appendSection(out, secExport, b)
 	}
@@ -275,27 +280,58 @@ func (m *module) encode() []byte {
 	return out
 }
 
+// elemSeg encodes an element segment. Like wat2wasm, a funcref segment
+// whose expressions are all ref.func is encoded as a list of indices.
 func (m *module) elemSeg(b []byte, e *elemSeg) []byte {
-	switch e.mode {
-	case 0:
-		ti := must(m.tableSpace.resolve(e.table))
-		if m.tables[ti].elemType != tFuncref {
-			fail(e.pos, "elem segment needs a funcref table")
+	funcs, asExprs := e.funcs, e.elemType != tFuncref
+	for _, x := range e.exprs {
+		if len(x) != 1 || x[0].op.imm != immRefFunc {
+			asExprs = true
 		}
-		if ti == 0 {
-			b = append(b, 0)
-			b = m.constExpr(b, e.offset, tI32, e.pos, "elem segment offset")
-		} else {
-			b = appendULEB(append(b, 2), uint64(ti))
-			b = m.constExpr(b, e.offset, tI32, e.pos, "elem segment offset")
-			b = append(b, 0x00) // elemkind funcref
+		if !asExprs {
+			funcs = append(funcs, x[0].ref)
 		}
-	default:
-		b = append(b, e.mode, 0x00)
 	}
-	b = appendULEB(b, uint64(len(e.funcs)))
-	for _, r := range e.funcs {
-		b = appendULEB(b, uint64(must(m.funcSpace.resolve(r))))
+	flags := e.mode
+	var ti uint32
+	if e.mode == 0 {
+		ti = must(m.tableSpace.resolve(e.table))
+		if m.tables[ti].elemType != e.elemType {
+			fail(e.pos, "elem segment of %s for a table of %s", e.elemType, m.tables[ti].elemType)
+		}
+		if ti != 0 {
+			flags = 2
+		}
+	}
+	if asExprs {
+		flags |= 4
+	}
+	b = append(b, flags)
+	if flags&2 != 0 && e.mode == 0 {
+		b = appendULEB(b, uint64(ti))
+	}
+	if e.mode == 0 {
+		b = m.constExpr(b, e.offset, tI32, e.pos, "elem segment offset")
+	}
+	if flags&3 != 0 {
+		if asExprs {
+			b = append(b, byte(e.elemType))
+		} else {
+			b = append(b, 0x00) // elemkind: funcref
+		}
+	}
+	if asExprs {
+		b = appendULEB(b, uint64(len(e.exprs)))
+		for _, x := range e.exprs {
+			b = m.constExpr(b, x, e.elemType, e.pos, "element expression")
+		}
+		return b
+	}
+	b = appendULEB(b, uint64(len(funcs)))
+	for _, r := range funcs {
+		i := must(m.funcSpace.resolve(r))
+		m.declared[i] = true
+		b = appendULEB(b, uint64(i))
 	}
 	return b
 }
@@ -342,6 +378,14 @@ func (m *module) constExpr(b []byte, code []instr, want valType, at pos, what st
 	case immI32, immI64, immF32, immF64:
 		got = in.op.results[0]
 		b = encodeConst(b, in)
+	case immRefNull:
+		got = in.sel[0]
+		b = append(b, 0xD0, byte(got))
+	case immRefFunc:
+		fi := must(m.funcSpace.resolve(in.ref))
+		m.declared[fi] = true
+		got = tFuncref
+		b = appendULEB(append(b, 0xD2), uint64(fi))
 	case immGlobal:
 		if in.op.name != "global.get" {
 			fail(in.pos, "%s is not allowed in a %s", in.op.name, what)
@@ -354,7 +398,7 @@ func (m *module) constExpr(b []byte, code []instr, want valType, at pos, what st
 		got = g.typ
 		b = appendULEB(append(b, 0x23), uint64(gi))
 	default:
-		fail(in.pos, "%s is not a constant instruction (allowed in a %s: i32.const, i64.const, f32.const, f64.const, global.get)", in.op.name, what)
+		fail(in.pos, "%s is not a constant instruction (allowed in a %s: i32.const, i64.const, f32.const, f64.const, ref.null, ref.func, global.get)", in.op.name, what)
 	}
 	if got != want {
 		fail(in.pos, "type mismatch in %s: expected %s, got %s", what, want, got)

@@ -6,13 +6,16 @@ import "strings"
 type valType byte
 
 const (
-	tI32     valType = 0x7F
-	tI64     valType = 0x7E
-	tF32     valType = 0x7D
-	tF64     valType = 0x7C
-	tFuncref valType = 0x70
-	tUnknown valType = 0 // the validator's "any" (after unreachable code)
+	tI32       valType = 0x7F
+	tI64       valType = 0x7E
+	tF32       valType = 0x7D
+	tF64       valType = 0x7C
+	tFuncref   valType = 0x70
+	tExternref valType = 0x6F
+	tUnknown   valType = 0 // the validator's "any" (after unreachable code)
 )
+
+func (t valType) isRef() bool { return t == tFuncref || t == tExternref }
 
 func (t valType) String() string {
 	switch t {
@@ -26,6 +29,8 @@ func (t valType) String() string {
 		return "f64"
 	case tFuncref:
 		return "funcref"
+	case tExternref:
+		return "externref"
 	}
 	return "unknown"
 }
@@ -55,6 +60,13 @@ const (
 	immMemCopy                     // memory.copy: two zero memory indices
 	immMemInit                     // memory.init dataidx
 	immDataDrop                    // data.drop dataidx
+	immRefNull                     // ref.null func|extern
+	immRefIsNull                   // ref.is_null
+	immRefFunc                     // ref.func funcidx
+	immTable                       // table.get/set/size/grow/fill tableidx?
+	immTableCopy                   // table.copy (tableidx tableidx)?
+	immTableInit                   // table.init tableidx? elemidx
+	immElemDrop                    // elem.drop elemidx
 	immI32                         // i32.const
 	immI64                         // i64.const
 	immF32                         // f32.const
@@ -165,6 +177,20 @@ func init() {
 	addOp("memory.fill", []byte{0xFC, 11}, immMemory, "iii:").mem = true
 	addOp("memory.init", []byte{0xFC, 8}, immMemInit, "iii:").mem = true
 	addOp("data.drop", []byte{0xFC, 9}, immDataDrop, "")
+
+	// Reference types and table instructions; the table's element type
+	// completes their signatures.
+	addOp("ref.null", []byte{0xD0}, immRefNull, "")
+	addOp("ref.is_null", []byte{0xD1}, immRefIsNull, "")
+	addOp("ref.func", []byte{0xD2}, immRefFunc, "")
+	addOp("table.get", []byte{0x25}, immTable, "i:")
+	addOp("table.set", []byte{0x26}, immTable, "i:")
+	addOp("table.init", []byte{0xFC, 12}, immTableInit, "iii:")
+	addOp("elem.drop", []byte{0xFC, 13}, immElemDrop, "")
+	addOp("table.copy", []byte{0xFC, 14}, immTableCopy, "iii:")
+	addOp("table.grow", []byte{0xFC, 15}, immTable, ":i")
+	addOp("table.size", []byte{0xFC, 16}, immTable, ":i")
+	addOp("table.fill", []byte{0xFC, 17}, immTable, "")
 
 	// Numeric instructions.
 	addOp("i32.const", []byte{0x41}, immI32, ":i")

@@ -123,11 +123,13 @@ type export struct {
 }
 
 type elemSeg struct {
-	pos    pos
-	mode   byte // 0 active, 1 passive, 3 declarative (the binary flag bits)
-	table  ref
-	offset []instr
-	funcs  []ref
+	pos      pos
+	mode     byte // 0 active, 1 passive, 3 declarative (the binary flag bits)
+	table    ref
+	offset   []instr
+	elemType valType
+	funcs    []ref     // "func x*"
+	exprs    [][]instr // "reftype (item expr)*", when written so
 }
 
 type dataSeg struct {
@@ -194,7 +196,8 @@ type module struct {
 
 	typeSpace, funcSpace, tableSpace, memSpace, globalSpace, elemSpace, dataSpace space
 
-	dataCount bool // whether code refers to data segments (memory.init, data.drop)
+	declared  map[uint32]bool // functions referenced outside function bodies (ref.func may name them)
+	dataCount bool            // whether code refers to data segments (memory.init, data.drop)
 
 	firstDef *pos // where the first non-import definition of a func, table, memory or global is
 }
@@ -334,9 +337,13 @@ func (p *parser) valType() valType {
 			return tF32
 		case "f64":
 			return tF64
+		case "funcref":
+			return tFuncref
+		case "externref":
+			return tExternref
 		}
 	}
-	p.fail(t.pos, "expected value type (i32, i64, f32 or f64), found %s", t)
+	p.fail(t.pos, "expected value type (i32, i64, f32, f64, funcref or externref), found %s", t)
 	return 0
 }
 
@@ -345,7 +352,10 @@ func (p *parser) refType() valType {
 	if t.kind == tAtom && (t.text == "funcref" || t.text == "anyfunc") {
 		return tFuncref
 	}
-	p.fail(t.pos, "expected funcref, found %s", t)
+	if t.kind == tAtom && t.text == "externref" {
+		return tExternref
+	}
+	p.fail(t.pos, "expected funcref or externref, found %s", t)
 	return 0
 }
 
@@ -662,13 +672,11 @@ func (p *parser) tableField(at pos) {
 		// (table reftype (elem x*)): a table just big enough, and its segment.
 		p.define(at)
 		tb.elemType = p.refType()
-		seg := &elemSeg{pos: p.open("elem"), table: ref{idx: idx, pos: at}}
+		seg := &elemSeg{pos: p.open("elem"), table: ref{idx: idx, pos: at}, elemType: tb.elemType}
 		seg.offset = []instr{{op: opcodes["i32.const"], pos: at}}
-		for p.isRef() {
-			seg.funcs = append(seg.funcs, p.ref("func"))
-		}
+		p.elemItems(seg)
 		p.rparen()
-		n := uint32(len(seg.funcs))
+		n := uint32(len(seg.funcs) + len(seg.exprs))
 		tb.lim = limits{min: n, max: n, hasMax: true}
 		p.m.elemSpace.bind(p, "", at)
 		p.m.elems = append(p.m.elems, seg)
@@ -774,18 +782,42 @@ func (p *parser) elemField(at pos) {
 	default:
 		seg.mode = 1
 	}
+	seg.elemType = tFuncref
 	if t := p.peek(); t.kind == tAtom && t.text == "func" {
 		p.next()
 	} else if t.kind == tAtom && (t.text == "funcref" || t.text == "externref") {
-		p.fail(t.pos, "element expressions (%s ...) are not supported: list functions, as in (elem (i32.const 0) func $f $g)", t.text)
+		seg.elemType = p.refType()
+		seg.exprs = [][]instr{} // written as expressions, even if none
 	} else if seg.mode != 0 {
-		p.fail(t.pos, "expected \"func\", found %s", t)
+		p.fail(t.pos, "expected \"func\", \"funcref\" or \"externref\", found %s", t)
 	}
-	for p.isRef() {
-		seg.funcs = append(seg.funcs, p.ref("func"))
-	}
+	p.elemItems(seg)
 	p.m.elemSpace.bind(p, id, idAt)
 	p.m.elems = append(p.m.elems, seg)
+}
+
+// elemItems parses the elements of a segment: function indices, or
+// expressions "(item instr*)" or "(instr)".
+func (p *parser) elemItems(seg *elemSeg) {
+	for p.isRef() {
+		if seg.exprs != nil {
+			p.fail(p.peek().pos, "expected an element expression such as (ref.func %s), found %s", p.peek().text, p.peek())
+		}
+		seg.funcs = append(seg.funcs, p.ref("func"))
+	}
+	for p.peek().kind == tLParen {
+		if len(seg.funcs) > 0 {
+			p.fail(p.peek().pos, "expected a function index, found '('")
+		}
+		if p.isForm("item") {
+			p.open("item")
+			seg.exprs = append(seg.exprs, p.constExpr())
+			p.rparen()
+		} else {
+			p.blocks, p.labels = p.blocks[:0], map[string][]int{}
+			seg.exprs = append(seg.exprs, p.folded(nil))
+		}
+	}
 }
 
 func (p *parser) dataField(at pos) {
