@@ -17,6 +17,10 @@ type instr struct {
 	typed  bool // select with (result t)
 }
 
+// foldedEnd is the end of a folded block, named for messages after what
+// the author wrote (a parenthesis, not "end").
+var foldedEnd = &opInfo{name: "end of block", code: []byte{opEnd}, imm: immEnd}
+
 // instrs parses instructions up to a closing parenthesis (which it leaves),
 // appending them to out. Blocks opened here must be ended here.
 func (p *parser) instrs(out []instr) []instr {
@@ -154,7 +158,7 @@ func (p *parser) folded(out []instr) []instr {
 		p.popBlock()
 		end := p.peek().pos
 		p.rparen()
-		out = append(out, instr{op: opcodes["end"], pos: end})
+		out = append(out, instr{op: foldedEnd, pos: end})
 	case immElse, immEnd:
 		p.fail(t.pos, "%s cannot be written in folded form", t.text)
 	default:

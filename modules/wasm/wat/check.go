@@ -159,7 +159,7 @@ func (c *checker) function(f *function) []byte {
 	for i := range f.body {
 		c.instr(&f.body[i])
 	}
-	end := instr{op: opcodes["end"], pos: f.pos}
+	end := instr{op: &opInfo{name: "function end"}, pos: f.end}
 	c.popCtrl(&end, "the end of the function")
 	return append(c.code, opEnd)
 }
@@ -282,7 +282,7 @@ func (c *checker) instr(in *instr) {
 		c.pushCtrl(opElse, f.params, f.results)
 
 	case immEnd:
-		f := c.popCtrl(in, "end")
+		f := c.popCtrl(in, in.op.name)
 		if f.op == opIf && typeList(f.params) != typeList(f.results) {
 			fail(in.pos, "if without else must have the same parameter and result types, but it has %s -> %s", typeList(f.params), typeList(f.results))
 		}

@@ -20,6 +20,9 @@ const (
 
 const maxPages = 65536 // 4 GiB of 64 KiB pages
 
+// maxTableSize is wazero's limit on a table's initial size.
+const maxTableSize = 1 << 27
+
 func appendULEB(b []byte, v uint64) []byte {
 	for {
 		c := byte(v & 0x7F)
@@ -126,6 +129,9 @@ func (m *module) encode() []byte {
 	}
 
 	for _, t := range m.tables {
+		if t.lim.min > maxTableSize {
+			fail(t.pos, "table size %d is over the limit of %d elements", t.lim.min, maxTableSize)
+		}
 		if t.lim.hasMax && t.lim.max < t.lim.min {
 			fail(t.pos, "table size minimum %d is larger than its maximum %d", t.lim.min, t.lim.max)
 		}

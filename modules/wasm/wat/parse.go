@@ -71,6 +71,7 @@ type local struct {
 
 type function struct {
 	pos      pos
+	end      pos // the closing parenthesis
 	name     string
 	tu       *typeUse
 	imported bool
@@ -654,6 +655,7 @@ func (p *parser) funcField(at pos) {
 		}
 		p.blocks, p.labels = p.blocks[:0], map[string][]int{}
 		f.body = p.instrs(nil)
+		f.end = p.peek().pos
 	}
 	p.m.funcSpace.bind(p, id, idAt)
 	p.m.funcs = append(p.m.funcs, f)
