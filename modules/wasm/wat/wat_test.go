@@ -303,7 +303,7 @@ func TestErrors(t *testing.T) {
 		{`(module (func (i32.const 1)`, `line 1:28: expected ')', found end of input`},
 		{`(module (func (result i32)))`, `line 1:27: type mismatch in function end: expected i32, but the stack is empty`},
 		{`(module (func (block (result i32) (nop))))`, `line 1:40: type mismatch in end of block: expected i32, but the stack is empty`},
-		{`(module (func (block (result i32) (i32.const 1) (i32.const 2)) drop))`, `line 1:60: type mismatch at end of block: 1 more value(s) on the stack than the block's results [i32]`},
+		{`(module (func (block (result i32) (i32.const 1) (i32.const 2)) drop))`, `line 1:62: type mismatch at end of block: 1 more value(s) on the stack than the block's results [i32]`},
 		{`(module (table 134217729 funcref))`, `table size 134217729 is over the limit of 134217728 elements`},
 		{`(module (func (call $nope)))`, `line 1:21: unknown func $nope`},
 		{`(module (func (br $l)))`, `line 1:19: unknown label $l`},
