@@ -5,16 +5,21 @@ import "strings"
 // instr is one instruction of a function body or initializer, in binary
 // (flat) order: folded expressions are flattened while parsing.
 type instr struct {
-	op     *opInfo
-	pos    pos
-	ref    ref      // call, local.*, global.*, call_indirect's table; br/br_if label depth
-	ref2   ref      // table.copy's source table, table.init's segment
-	labels []ref    // br_table (depths; the last is the default)
-	tu     *typeUse // block type, call_indirect type
-	val    uint64   // constant bits; memarg offset
-	align  uint32   // memarg alignment (log2)
-	sel    []valType
-	typed  bool // select with (result t)
+	op    *opInfo
+	pos   pos
+	ref   ref         // call, local.*, global.*, table.*, call_indirect's table; br/br_if label depth
+	tu    *typeUse    // block type, call_indirect type
+	val   uint64      // constant bits; memarg offset; ref.null's type
+	align uint32      // memarg alignment (log2)
+	x     *instrExtra // the immediates few instructions have
+}
+
+// instrExtra holds immediates of rarer instructions, keeping instr small
+// (a big function body is a long slice of instr).
+type instrExtra struct {
+	labels []ref     // br_table (depths; the last is the default)
+	sel    []valType // select (result t): the typed select
+	ref2   ref       // table.copy's source table, table.init's segment
 }
 
 // foldedEnd is the end of a folded block, named for messages after what
@@ -216,10 +221,11 @@ func (p *parser) immediates(in *instr) {
 	case immBr:
 		in.ref = p.label()
 	case immBrTable:
+		in.x = &instrExtra{}
 		for p.isRef() {
-			in.labels = append(in.labels, p.label())
+			in.x.labels = append(in.x.labels, p.label())
 		}
-		if len(in.labels) == 0 {
+		if len(in.x.labels) == 0 {
 			p.fail(p.peek().pos, "br_table needs at least one label, found %s", p.peek())
 		}
 	case immCall:
@@ -235,7 +241,9 @@ func (p *parser) immediates(in *instr) {
 			var tu typeUse
 			p.results(&tu)
 			// "select (result)" with no type is the untyped select.
-			in.sel, in.typed = tu.sig.results, len(tu.sig.results) > 0
+			if len(tu.sig.results) > 0 {
+				in.x = &instrExtra{sel: tu.sig.results}
+			}
 		}
 	case immMemInit, immDataDrop:
 		in.ref = p.ref("data segment")
@@ -243,9 +251,9 @@ func (p *parser) immediates(in *instr) {
 		t := p.next()
 		switch {
 		case t.kind == tAtom && (t.text == "func" || t.text == "funcref"):
-			in.sel = []valType{tFuncref}
+			in.val = uint64(tFuncref)
 		case t.kind == tAtom && (t.text == "extern" || t.text == "externref"):
-			in.sel = []valType{tExternref}
+			in.val = uint64(tExternref)
 		default:
 			p.fail(t.pos, "expected func or extern after ref.null, found %s", t)
 		}
@@ -257,14 +265,14 @@ func (p *parser) immediates(in *instr) {
 			in.ref = p.ref("table")
 		}
 	case immTableCopy:
-		in.ref, in.ref2 = ref{pos: in.pos}, ref{pos: in.pos}
+		in.ref, in.x = ref{pos: in.pos}, &instrExtra{ref2: ref{pos: in.pos}}
 		if p.isRef() {
-			in.ref, in.ref2 = p.ref("table"), p.ref("table")
+			in.ref, in.x.ref2 = p.ref("table"), p.ref("table")
 		}
 	case immTableInit:
-		in.ref, in.ref2 = ref{pos: in.pos}, p.ref("elem segment")
+		in.ref, in.x = ref{pos: in.pos}, &instrExtra{ref2: p.ref("elem segment")}
 		if p.isRef() {
-			in.ref, in.ref2 = in.ref2, p.ref("elem segment")
+			in.ref, in.x.ref2 = in.x.ref2, p.ref("elem segment")
 		}
 	case immElemDrop:
 		in.ref = p.ref("elem segment")

@@ -167,7 +167,7 @@ func (c *checker) function(f *function) []byte {
 func (c *checker) instr(in *instr) {
 	op := in.op
 	switch {
-	case op.imm == immSelect && in.typed:
+	case op.imm == immSelect && in.x != nil:
 		c.code = append(c.code, 0x1C)
 	case op.imm >= immI32:
 		c.code = encodeConst(c.code, *in)
@@ -205,8 +205,8 @@ func (c *checker) instr(in *instr) {
 		c.popAll(in, op.params)
 
 	case immRefNull:
-		c.code = append(c.code, byte(in.sel[0]))
-		c.push(in.sel[0])
+		c.code = append(c.code, byte(in.val))
+		c.push(valType(in.val))
 	case immRefIsNull:
 		if t := c.pop(in, tUnknown); t != tUnknown && !t.isRef() {
 			fail(in.pos, "type mismatch in ref.is_null: expected a reference, got %s", t)
@@ -242,14 +242,14 @@ func (c *checker) instr(in *instr) {
 			c.pop(in, tI32)
 		}
 	case immTableCopy:
-		dst, src := must(c.m.tableSpace.resolve(in.ref)), must(c.m.tableSpace.resolve(in.ref2))
+		dst, src := must(c.m.tableSpace.resolve(in.ref)), must(c.m.tableSpace.resolve(in.x.ref2))
 		if c.m.tables[dst].elemType != c.m.tables[src].elemType {
 			fail(in.pos, "table.copy between tables of different element types")
 		}
 		c.code = appendULEB(appendULEB(c.code, uint64(dst)), uint64(src))
 		c.popAll(in, op.params)
 	case immTableInit:
-		ti, ei := must(c.m.tableSpace.resolve(in.ref)), must(c.m.elemSpace.resolve(in.ref2))
+		ti, ei := must(c.m.tableSpace.resolve(in.ref)), must(c.m.elemSpace.resolve(in.x.ref2))
 		if c.m.tables[ti].elemType != c.m.elems[ei].elemType {
 			fail(in.pos, "table.init: segment of %s into a table of %s", c.m.elems[ei].elemType, c.m.tables[ti].elemType)
 		}
@@ -301,13 +301,14 @@ func (c *checker) instr(in *instr) {
 		}
 
 	case immBrTable:
-		c.code = appendULEB(c.code, uint64(len(in.labels)-1))
-		for _, l := range in.labels {
+		labels := in.x.labels
+		c.code = appendULEB(c.code, uint64(len(labels)-1))
+		for _, l := range labels {
 			c.code = appendULEB(c.code, uint64(l.idx))
 		}
 		c.pop(in, tI32)
-		def := labelTypes(c.labelFrame(in.labels[len(in.labels)-1]))
-		for _, l := range in.labels {
+		def := labelTypes(c.labelFrame(labels[len(labels)-1]))
+		for _, l := range labels {
 			lt := labelTypes(c.labelFrame(l))
 			if len(lt) != len(def) {
 				fail(l.pos, "br_table targets must have the same number of results: label %d has %d, the default has %d", l.idx, len(lt), len(def))
@@ -344,14 +345,15 @@ func (c *checker) instr(in *instr) {
 
 	case immSelect:
 		c.pop(in, tI32)
-		if in.typed {
-			if len(in.sel) != 1 {
+		if in.x != nil {
+			sel := in.x.sel
+			if len(sel) != 1 {
 				fail(in.pos, "select takes exactly one result type")
 			}
-			c.code = append(appendULEB(c.code, 1), byte(in.sel[0]))
-			c.pop(in, in.sel[0])
-			c.pop(in, in.sel[0])
-			c.push(in.sel[0])
+			c.code = append(appendULEB(c.code, 1), byte(sel[0]))
+			c.pop(in, sel[0])
+			c.pop(in, sel[0])
+			c.push(sel[0])
 			break
 		}
 		t1 := c.pop(in, tUnknown)

@@ -385,7 +385,7 @@ func (m *module) constExpr(b []byte, code []instr, want valType, at pos, what st
 		got = in.op.results[0]
 		b = encodeConst(b, in)
 	case immRefNull:
-		got = in.sel[0]
+		got = valType(in.val)
 		b = append(b, 0xD0, byte(got))
 	case immRefFunc:
 		fi := must(m.funcSpace.resolve(in.ref))

@@ -19,7 +19,7 @@ const (
 )
 
 // pos is a 1-based line and column (in characters) in the source.
-type pos struct{ line, col int }
+type pos struct{ line, col int32 }
 
 type token struct {
 	kind tokKind
@@ -50,7 +50,7 @@ type Error struct {
 func (e *Error) Error() string { return fmt.Sprintf("line %d:%d: %s", e.Line, e.Col, e.Msg) }
 
 func errAt(p pos, format string, args ...any) *Error {
-	return &Error{Line: p.line, Col: p.col, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Line: int(p.line), Col: int(p.col), Msg: fmt.Sprintf(format, args...)}
 }
 
 // isIDChar reports whether c may appear in a keyword, number or $name
@@ -65,7 +65,8 @@ func isIDChar(c byte) bool {
 
 // lex splits src into tokens. Comments and white space are dropped.
 func lex(src []byte) ([]token, error) {
-	l := lexer{src: src, line: 1, col: 1}
+	// Token texts are substrings of one copy of the source.
+	l := lexer{src: src, text: string(src), line: 1, col: 1}
 	// A rough guess that avoids most regrowth: one token per 4 bytes.
 	toks := make([]token, 0, len(src)/4+1)
 	for {
@@ -82,8 +83,9 @@ func lex(src []byte) ([]token, error) {
 
 type lexer struct {
 	src       []byte
+	text      string // src as a string
 	off       int
-	line, col int
+	line, col int32
 }
 
 func (l *lexer) pos() pos { return pos{l.line, l.col} }
@@ -133,7 +135,7 @@ func (l *lexer) next() (token, error) {
 		for l.off+n < len(l.src) && isIDChar(l.src[l.off+n]) {
 			n++
 		}
-		text := string(l.src[l.off : l.off+n])
+		text := l.text[l.off : l.off+n]
 		l.advance(n)
 		if next := l.peekAt(0); next == '"' {
 			return token{}, errAt(l.pos(), "unexpected '\"' right after %q (tokens need white space between them)", text)

@@ -551,6 +551,29 @@ func (p *parser) addImport(at pos, mod, name string, kind byte, idx uint32) {
 	p.m.imports = append(p.m.imports, importDef{module: mod, name: name, kind: kind, idx: idx})
 }
 
+// wordsBeforeClose counts the tokens other than parentheses up to the
+// parenthesis closing the current form: a bound on the number of
+// instructions in a function body, so its slice is allocated once.
+func (p *parser) wordsBeforeClose() int {
+	n, depth := 0, 0
+	for _, t := range p.toks[p.i:] {
+		switch t.kind {
+		case tLParen:
+			depth++
+		case tRParen:
+			if depth == 0 {
+				return n
+			}
+			depth--
+		case tEOF:
+			return n
+		default:
+			n++
+		}
+	}
+	return n
+}
+
 // idxOf returns the index the next definition in a space will get.
 func idxOf(s *space) uint32 { return s.n }
 
@@ -654,7 +677,7 @@ func (p *parser) funcField(at pos) {
 			p.rparen()
 		}
 		p.blocks, p.labels = p.blocks[:0], map[string][]int{}
-		f.body = p.instrs(nil)
+		f.body = p.instrs(make([]instr, 0, p.wordsBeforeClose()))
 		f.end = p.peek().pos
 	}
 	p.m.funcSpace.bind(p, id, idAt)

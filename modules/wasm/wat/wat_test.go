@@ -524,3 +524,16 @@ func BenchmarkCompile1MiB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCompileNops1MiB is the worst case for memory: one instruction
+// per four bytes of text.
+func BenchmarkCompileNops1MiB(b *testing.B) {
+	src := []byte("(module (func " + strings.Repeat("nop ", 1<<18) + "))")
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Compile(src); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
