@@ -37,8 +37,8 @@ func init() { adminext.RegisterEndpoints(endpoints) }
 const exportDescription = "The whole routing configuration as one JSON document: format \"gateway-export\", version 1, exported_at, secrets_included, " +
 	"settings, services (each with its targets), routes, stream_routes, plugins, consumers (each with its credentials), certificates and wasm_modules, every list in id order. " +
 	"Without include_secrets (any role) no secret leaves the gateway: credentials carry no key-auth key, basic-auth password_hash or jwt secret, " +
-	"and name what was left out in redacted; certificates carry no private key; wasm_modules carry their metadata (name, size_bytes, sha256) but not the module. " +
-	"include_secrets=true (admin only, 403 otherwise) adds them (wasm_modules[].wasm_base64), so that the document restores a working gateway; treat it as a secret. " +
+	"and name what was left out in redacted; certificates carry no private key; wasm_modules carry their metadata (name, size_bytes, sha256) but not the module; there is no acme section. " +
+	"include_secrets=true (admin only, 403 otherwise) adds them (wasm_modules[].wasm_base64) and an acme section with the Cloudflare token and the EAB credentials, so that the document restores a working gateway; treat it as a secret. " +
 	"Users, sessions, SSO settings and the admin token are never exported."
 
 const importDescription = "Destructive full replacement of the routing configuration (settings, services, targets, routes, stream routes, plugins, consumers, credentials) " +
@@ -49,6 +49,7 @@ const importDescription = "Destructive full replacement of the routing configura
 	"Items that cannot be restored are skipped and listed with a reason: a credential whose secret was redacted, a manual certificate without its key, " +
 	"a WASM module without its bytes (wasm_base64; modules are validated as the upload endpoint validates them), a plugin of a type this gateway does not know, a wasm plugin whose module is not restored. " +
 	"wasm plugins reference modules by name, so nothing is remapped for them. settings apply like PUT /api/v1/settings (listeners rebind at once); when the document has no settings they stay as they are. " +
+	"An acme section replaces the stored Cloudflare token and EAB credentials; without one they stay as they are. " +
 	"Users, sessions, SSO settings and the admin token are not touched."
 
 func endpoints() []*adminext.Endpoint {
@@ -57,7 +58,7 @@ func endpoints() []*adminext.Endpoint {
 			Summary:     "Export the configuration (secrets only for admins with include_secrets=true)",
 			Description: exportDescription,
 			Query: []adminext.QueryParam{{Name: "include_secrets", Type: "boolean",
-				Description: "default false; true needs the admin role and adds key-auth keys, basic-auth password hashes, jwt secrets, certificate keys and WASM module bytes"}},
+				Description: "default false; true needs the admin role and adds key-auth keys, basic-auth password hashes, jwt secrets, certificate keys, WASM module bytes and the acme section (Cloudflare token, EAB credentials)"}},
 			ResponseSchema: documentSchema(true), Statuses: []int{400},
 			Handle: exportConfig},
 		{Method: "POST", Path: "/api/v1/import", Role: adminext.RoleAdmin, Tag: "backup",
@@ -105,6 +106,9 @@ func Export(db *gorm.DB, secrets bool) (map[string]any, error) {
 			v, err := k.Export(tx, secrets)
 			if err != nil {
 				return fmt.Errorf("exporting %s: %w", k.Name, err)
+			}
+			if k.SecretsOnly && !secrets {
+				continue
 			}
 			doc[k.Name] = v
 		}
@@ -215,7 +219,7 @@ func documentSchema(output bool) map[string]any {
 	}
 	for _, k := range kinds {
 		props[k.Name] = k.Schema(mode)
-		if output {
+		if output && !k.SecretsOnly {
 			required = append(required, k.Name)
 		}
 	}

@@ -187,6 +187,9 @@ type Kind struct {
 	// Restore validates and stores the document's value (nil when the
 	// document lacks the field).
 	Restore func(r *Restorer, raw json.RawMessage) error
+	// SecretsOnly kinds are in exports with secrets only (Export returns
+	// nil without them).
+	SecretsOnly bool
 }
 
 // kinds is the one list of what a document holds, in restore order: a
@@ -201,6 +204,7 @@ var kinds = []Kind{
 	streamRoutesKind,
 	consumersKind,
 	pluginsKind,
+	acmeKind,
 }
 
 // deleteAll removes every row of the models, in order.
