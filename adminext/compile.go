@@ -168,6 +168,7 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex, version int64) (*rout
 	chains := effectivePlugins(snap)
 	usedPlugins := map[int64]bool{}
 	usedServices := map[int64]bool{}
+	routes := make([]router.Route, 0, len(snap.Routes))
 	for _, r := range snap.Routes {
 		if !r.Enabled {
 			continue
@@ -186,8 +187,11 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex, version int64) (*rout
 			cr.Plugins = append(cr.Plugins, p.ID)
 			usedPlugins[p.ID] = true
 		}
-		rt.Routes = append(rt.Routes, cr)
+		routes = append(routes, cr)
 	}
+
+	// The routing table is bulk: it goes by reference.
+	rt.RoutesRef = configref.Put(version, "routes", routes)
 
 	rt.ServicesRaw = map[string]json.RawMessage{}
 	for id := range usedServices {

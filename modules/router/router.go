@@ -36,6 +36,11 @@ func init() {
 type Router struct {
 	// Routes are the enabled routes.
 	Routes []Route `json:"routes,omitempty"`
+	// RoutesRef references the gateway's compiled routes (a []Route in
+	// package configref) instead of Routes: a routing table of tens of
+	// thousands of routes is not encoded into Caddy's JSON config, decoded
+	// and re-encoded by Caddy on every change.
+	RoutesRef string `json:"routes_ref,omitempty"`
 	// Services maps a service id to the handler that proxies to it (a
 	// reverse_proxy provisioned from the service and its targets).
 	ServicesRaw map[string]json.RawMessage `json:"services,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
@@ -83,6 +88,13 @@ func (Router) CaddyModule() caddy.ModuleInfo {
 // Provision builds the match index, provisions the service proxies and the
 // plugin instances, and composes each route's chain once.
 func (rt *Router) Provision(ctx caddy.Context) error {
+	if rt.RoutesRef != "" {
+		routes, err := configref.Get[[]Route](rt.RoutesRef)
+		if err != nil {
+			return fmt.Errorf("routes_ref: %w", err)
+		}
+		rt.Routes = routes
+	}
 	table, err := NewTable(rt.Routes)
 	if err != nil {
 		return fmt.Errorf("building route table: %w", err)
