@@ -16,6 +16,7 @@ package caddyfile
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -51,13 +52,10 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 		case "database_postgres":
 			// PostgreSQL when a DSN is given, e.g. from an environment
 			// variable that is empty by default.
-			args := d.RemainingArgs()
-			if len(args) > 1 {
-				return nil, d.ArgErr()
-			}
-			if len(args) == 1 && args[0] != "" {
-				postgresDSN = args[0]
-			}
+			// A keyword/value DSN ("host=db port=5432 user=gw", as libpq
+			// users write it) arrives from {$GATEWAY_POSTGRES_DSN} as
+			// several tokens: join them again.
+			postgresDSN = strings.TrimSpace(strings.Join(d.RemainingArgs(), " "))
 		case "http_listen":
 			if !d.AllArgs(&app.HTTPListen) {
 				return nil, d.ArgErr()

@@ -39,7 +39,7 @@ func TestShippedCaddyfileDefaults(t *testing.T) {
 	}
 	gw := gatewayApp(adapt(t, string(src)))
 	want := map[string]any{"admin_listen": "127.0.0.1:9080", "database": "sqlite", "dsn": "./data/gateway.db",
-		"http_listen": ":8080", "https_listen": ":8443", "caddy_admin": "localhost:2019"}
+		"http_listen": ":8080", "https_listen": ":8443", "caddy_admin": "unix/./data/caddy-admin.sock|0600"}
 	for k, v := range want {
 		if gw[k] != v {
 			t.Errorf("%s = %v, want %v", k, gw[k], v)
@@ -50,6 +50,12 @@ func TestShippedCaddyfileDefaults(t *testing.T) {
 	gw = gatewayApp(adapt(t, string(src)))
 	if gw["database"] != "postgres" || gw["dsn"] != "postgres://gw@127.0.0.1/gw" || gw["http_listen"] != "127.0.0.1:18080" {
 		t.Errorf("environment not honoured: %v", gw)
+	}
+	// The keyword/value form of a DSN, with its spaces.
+	t.Setenv("GATEWAY_POSTGRES_DSN", "host=127.0.0.1 port=5432 user=gw dbname=gw connect_timeout=5")
+	gw = gatewayApp(adapt(t, string(src)))
+	if gw["database"] != "postgres" || gw["dsn"] != "host=127.0.0.1 port=5432 user=gw dbname=gw connect_timeout=5" {
+		t.Errorf("keyword/value DSN: %v", gw)
 	}
 }
 
