@@ -5,7 +5,7 @@ GO        ?= go
 BIN       := bin/caddy
 export CGO_ENABLED := 1
 
-.PHONY: all build run test test-deps test-short vet docs bench bench-router bench-mutation bench-proxy clean wasm-fixtures
+.PHONY: all build run test test-deps test-short vet docs bench bench-router bench-mutation bench-memory bench-proxy clean wasm-fixtures
 
 all: build
 
@@ -47,13 +47,17 @@ test-short:
 
 # Benchmarks (see bench/README.md). bench-proxy installs wrk from Debian's
 # packages when missing and compares the gateway with plain Caddy.
-bench: bench-router bench-mutation bench-proxy
+bench: bench-router bench-mutation bench-memory bench-proxy
 
 bench-router:
 	$(GO) test -run '^$$' -bench Match -benchmem ./modules/router/
 
 bench-mutation:
 	$(GO) test -run '^$$' -bench MutationToLive -benchtime 20x ./adminext/tests/
+
+# Heap growth across 2,000 configuration changes (goal: under 20 MB).
+bench-memory:
+	$(GO) test -run '^$$' -bench HeapAcrossChanges -benchtime 2000x ./adminext/tests/
 
 bench-proxy: build
 	bash bench/proxy.sh

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -35,12 +36,15 @@ func TestBinaryRunsShippedCaddyfile(t *testing.T) {
 	}
 	caddyfile, _ := filepath.Abs("../../Caddyfile")
 	dir := t.TempDir()
-	adminAddr, proxyAddr, caddyAdmin := testgw.FreeAddr(t), testgw.FreeAddr(t), testgw.FreeAddr(t)
+	if err := os.Mkdir(filepath.Join(dir, "data"), 0o700); err != nil { // as make run does
+		t.Fatal(err)
+	}
+	adminAddr, proxyAddr := testgw.FreeAddr(t), testgw.FreeAddr(t)
 	cmd := exec.Command(bin, "run", "--config", caddyfile, "--adapter", "caddyfile")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"GATEWAY_ADMIN_LISTEN="+adminAddr, "GATEWAY_HTTP_LISTEN="+proxyAddr,
-		"GATEWAY_HTTPS_LISTEN="+testgw.FreeAddr(t), "CADDY_ADMIN="+caddyAdmin,
+		"GATEWAY_HTTPS_LISTEN="+testgw.FreeAddr(t),
 		"XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "HOME="+dir)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -100,6 +104,33 @@ func TestBinaryRunsShippedCaddyfile(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data", "gateway.db")); err != nil {
 		t.Fatalf("SQLite store not under ./data: %v", err)
+	}
+	// Caddy's admin endpoint is a unix socket only this user can open, and
+	// the gateway read the running config through it.
+	sock := filepath.Join(dir, "data", "caddy-admin.sock")
+	if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("Caddy admin socket: %v %v", fi, err)
+	}
+	cresp, err := caddycmd.AdminAPIRequest("unix/"+sock, "GET", "/config/apps/gateway/generated/version", nil, nil)
+	if err != nil {
+		t.Fatalf("Caddy admin over the socket: %v", err)
+	}
+	ver, _ := io.ReadAll(cresp.Body)
+	cresp.Body.Close()
+	if cresp.StatusCode != 200 || strings.TrimSpace(string(ver)) == "null" {
+		t.Fatalf("generated config over the socket: %d %s", cresp.StatusCode, ver)
+	}
+	// A credential never reaches Caddy's config or the log.
+	const planted = "binary-planted-key-6d1e"
+	consumer := post("/api/v1/consumers", `{"username":"bin"}`)
+	post(fmt.Sprintf("/api/v1/consumers/%d/credentials", testgw.ID(consumer)), `{"type":"key-auth","key":"`+planted+`"}`)
+	if cresp, err = caddycmd.AdminAPIRequest("unix/"+sock, "GET", "/config/", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	full, _ := io.ReadAll(cresp.Body)
+	cresp.Body.Close()
+	if !strings.Contains(string(full), "consumers_ref") || strings.Contains(string(full)+logs.String(), planted) {
+		t.Fatalf("the credential is in Caddy's config or the log:\n%s\n%s", full, logs.String())
 	}
 
 	slowSvc := post("/api/v1/services", `{"name":"slow"}`)
