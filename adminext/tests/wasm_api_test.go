@@ -280,3 +280,34 @@ func TestWasmModuleReferences(t *testing.T) {
 	g.Must("DELETE", "/api/v1/plugins/"+itoa(p2), nil)
 	g.Must("DELETE", "/api/v1/wasm-modules/"+itoa(other.ID), nil)
 }
+
+// TestWasmModuleHostileUploads: modules an attacker with an editor account
+// might upload are refused with 400 in bounded time, naming the field: one
+// that loops in its start function, one in proxy_on_vm_start, one that
+// wants more memory than an instance may have, one that imports what the
+// host does not provide.
+func TestWasmModuleHostileUploads(t *testing.T) {
+	g := testgw.Start(t, nil)
+	for name, wat := range map[string]string{
+		"start-loop": `(module (memory (export "memory") 1)
+  (func $spin (loop $l (br $l)))
+  (start $spin)
+  (func (export "proxy_abi_version_0_2_1"))
+  (func (export "proxy_on_memory_allocate") (param i32) (result i32) (i32.const 1024))
+  (func (export "proxy_on_context_create") (param i32 i32)))`,
+		"vm-start-loop": strings.Replace(minimalWAT, `(func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))`,
+			`(func (export "proxy_on_vm_start") (param i32 i32) (result i32) (loop $l (br $l)) (i32.const 1))`, 1),
+		"huge-memory": strings.Replace(minimalWAT, `(memory (export "memory") 1)`, `(memory (export "memory") 4000)`, 1),
+		"foreign-import": strings.Replace(minimalWAT, `(memory (export "memory") 1)`, `(import "evil" "syscall" (func $x)) (memory (export "memory") 1)`, 1),
+	} {
+		st, b := g.Do("POST", "/api/v1/wasm-modules", map[string]any{"name": name, "wat": wat})
+		if st != 400 || !strings.Contains(string(b), "wat:") {
+			t.Errorf("%s: %d %s", name, st, b)
+		}
+	}
+	var mods []any
+	g.JSON("GET", "/api/v1/wasm-modules", nil, &mods)
+	if len(mods) != 0 {
+		t.Fatalf("hostile modules were stored: %v", mods)
+	}
+}
