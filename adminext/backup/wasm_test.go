@@ -5,8 +5,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/caddy-gateway/gateway/modules/plugins"
 )
 
 const minimalWAT = `(module
@@ -28,7 +26,6 @@ const minimalWAT = `(module
 // plugins that use them (by name); a secret-less one skips both with
 // reasons; an invalid module is 400 naming it.
 func TestWasmModulesBackup(t *testing.T) {
-	requireWasmPlugin(t)
 	g := start(t, nil)
 	bin, err := os.ReadFile("../tests/testdata/wasm/as-filter/as-filter.wasm")
 	if err != nil {
@@ -112,14 +109,5 @@ func TestWasmModulesBackup(t *testing.T) {
 	wantError(t, g, 400, "POST", "/api/v1/import", bad(func(m map[string]any) { m["name"] = "filter" }), "wasm_modules[1]")
 	if _, d := export(t, g, false); len(d["wasm_modules"].([]any)) != 2 || len(d["plugins"].([]any)) != 1 {
 		t.Fatal("a failed import changed the stored configuration")
-	}
-}
-
-// requireWasmPlugin skips while the wasm plugin type is not part of the
-// build (it is merged separately).
-func requireWasmPlugin(t *testing.T) {
-	t.Helper()
-	if _, ok := plugins.Lookup("wasm"); !ok {
-		t.Skip("the wasm plugin type is not registered in this build")
 	}
 }

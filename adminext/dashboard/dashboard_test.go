@@ -550,7 +550,6 @@ func TestBrowserAdminScreens(t *testing.T) {
 // refusal naming the plugin; deleting an unused one removes its row. The
 // plugin form offers exactly the plugin types the server registers.
 func TestBrowserWasmModules(t *testing.T) {
-	requireWasmPlugin(t)
 	if testing.Short() {
 		t.Skip("browser test in -short mode")
 	}
@@ -670,12 +669,3 @@ const testWAT = `(module
   (func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))
   (func (export "proxy_on_configure") (param i32 i32) (result i32) (i32.const 1)))
 `
-
-// requireWasmPlugin skips while the wasm plugin type is not part of the
-// build (it is merged separately).
-func requireWasmPlugin(t *testing.T) {
-	t.Helper()
-	if _, ok := plugins.Lookup("wasm"); !ok {
-		t.Skip("the wasm plugin type is not registered in this build")
-	}
-}

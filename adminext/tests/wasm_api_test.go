@@ -228,7 +228,6 @@ func TestWasmModuleRoles(t *testing.T) {
 // reference it (400 listing them); Caddy's JSON config carries the
 // module's sha256, never its bytes.
 func TestWasmModuleReferences(t *testing.T) {
-	requireWasmPlugin(t)
 	g := testgw.Start(t, nil)
 	up := echo(t, "up")
 	svc := g.Service("s", addr(up))
@@ -297,7 +296,7 @@ func TestWasmModuleHostileUploads(t *testing.T) {
   (func (export "proxy_on_context_create") (param i32 i32)))`,
 		"vm-start-loop": strings.Replace(minimalWAT, `(func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))`,
 			`(func (export "proxy_on_vm_start") (param i32 i32) (result i32) (loop $l (br $l)) (i32.const 1))`, 1),
-		"huge-memory": strings.Replace(minimalWAT, `(memory (export "memory") 1)`, `(memory (export "memory") 4000)`, 1),
+		"huge-memory":    strings.Replace(minimalWAT, `(memory (export "memory") 1)`, `(memory (export "memory") 4000)`, 1),
 		"foreign-import": strings.Replace(minimalWAT, `(memory (export "memory") 1)`, `(import "evil" "syscall" (func $x)) (memory (export "memory") 1)`, 1),
 	} {
 		st, b := g.Do("POST", "/api/v1/wasm-modules", map[string]any{"name": name, "wat": wat})

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
-	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 )
 
@@ -87,7 +86,6 @@ func wasmRoute(t testing.TB, g *testgw.Gateway, svc int64, prefix, module string
 // reaches it), and serves 16 concurrent clients, each request seeing its
 // own headers. Routes without the plugin are untouched.
 func TestWasmFilterThroughGateway(t *testing.T) {
-	requireWasmPlugin(t)
 	g := testgw.Start(t, nil)
 	up := echo(t, "up")
 	svc := g.Service("s", addr(up))
@@ -177,7 +175,6 @@ func routeOf(t testing.TB, g *testgw.Gateway, pid int64) int64 {
 // module); the AssemblyScript module's response header carries its plugin
 // configuration.
 func TestWasmLocalResponses(t *testing.T) {
-	requireWasmPlugin(t)
 	g := testgw.Start(t, nil)
 	up, hits := countingEcho(t, "up")
 	svc := g.Service("s", addr(up))
@@ -215,7 +212,6 @@ func TestWasmLocalResponses(t *testing.T) {
 // JSON error), repeatedly, while another route's wasm plugin keeps serving,
 // also concurrently.
 func TestWasmFailuresAreIsolated(t *testing.T) {
-	requireWasmPlugin(t)
 	g := testgw.Start(t, nil)
 	up := echo(t, "up")
 	svc := g.Service("s", addr(up))
@@ -251,7 +247,6 @@ func TestWasmFailuresAreIsolated(t *testing.T) {
 // false makes the plugin's creation a 400 naming the module; nothing is
 // stored and traffic is unchanged.
 func TestWasmRejectedConfiguration(t *testing.T) {
-	requireWasmPlugin(t)
 	g := testgw.Start(t, nil)
 	up := echo(t, "up")
 	svc := g.Service("s", addr(up))
@@ -275,7 +270,6 @@ func TestWasmRejectedConfiguration(t *testing.T) {
 // read again, and a restarted gateway (a fresh registry) loads what its
 // stored plugins use.
 func TestWasmModuleBytesByReference(t *testing.T) {
-	requireWasmPlugin(t)
 	dsn := t.TempDir() + "/gateway.db"
 	g := testgw.Start(t, &testgw.Options{DSN: dsn})
 	up := echo(t, "up")
@@ -309,14 +303,5 @@ func TestWasmModuleBytesByReference(t *testing.T) {
 	g = testgw.Start(t, &testgw.Options{DSN: dsn})
 	if r := send(t, g, "GET", "/ref", nil); r.Status != 200 || r.Header.Get("X-Wasm") != "ref" {
 		t.Fatalf("after a restart: %d %v %s", r.Status, r.Header, r.Body)
-	}
-}
-
-// requireWasmPlugin skips while the wasm plugin type is not part of the
-// build (it is merged separately).
-func requireWasmPlugin(t *testing.T) {
-	t.Helper()
-	if _, ok := plugins.Lookup("wasm"); !ok {
-		t.Skip("the wasm plugin type is not registered in this build")
 	}
 }
