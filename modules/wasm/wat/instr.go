@@ -257,9 +257,7 @@ func init() {
 	for name := range opcodes {
 		// i32.trunc_f32_s was i32.trunc_s/f32, i32.trunc_sat_f32_s was
 		// i32.trunc_s:sat/f32, i32.wrap_i64 was i32.wrap/i64.
-		dot := strings.IndexByte(name, '.')
-		under := strings.LastIndexAny(name, "_")
-		if dot < 0 || under < 0 {
+		if !strings.Contains(name, ".") {
 			continue
 		}
 		sign := ""

@@ -2,7 +2,6 @@ package wat
 
 import (
 	"fmt"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -868,12 +867,4 @@ func (p *parser) dataField(at pos) {
 	}
 	p.m.dataSpace.bind(p, id, idAt)
 	p.m.datas = append(p.m.datas, seg)
-}
-
-// describe names a token for "expected X" messages about instructions.
-func describe(t token) string {
-	if t.kind == tAtom && strings.ContainsRune(t.text, '.') {
-		return fmt.Sprintf("instruction %q", t.text)
-	}
-	return t.String()
 }
