@@ -65,9 +65,48 @@ func (p *parser) opcode(t token) *opInfo {
 		if isNum(t) || t.text[0] == '-' || t.text[0] == '+' {
 			p.fail(t.pos, "unexpected number %s (immediates follow their instruction, as in i32.const %s)", t.text, t.text)
 		}
+		if s := suggest(t.text); s != "" {
+			p.fail(t.pos, "unknown instruction %q (did you mean %s?)", t.text, s)
+		}
 		p.fail(t.pos, "unknown instruction %q", t.text)
 	}
 	return op
+}
+
+// suggest returns the instruction name closest to a misspelled one, if
+// it is within two edits.
+func suggest(name string) string {
+	if len(name) > 40 {
+		return ""
+	}
+	best, bestDist := "", 3
+	for cand := range opcodes {
+		if d := editDistance(name, cand); d < bestDist || d == bestDist && cand < best {
+			best, bestDist = cand, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // plain parses one instruction in flat form.

@@ -298,7 +298,9 @@ func TestExpectedResults(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	for _, c := range []struct{ src, want string }{
-		{`(module (func i32.ad))`, `line 1:15: unknown instruction "i32.ad"`},
+		{`(module (func i32.ad))`, `line 1:15: unknown instruction "i32.ad" (did you mean i32.add?)`},
+		{`(module (func (local.gett 0)))`, `unknown instruction "local.gett" (did you mean local.get?)`},
+		{`(module (func frobnicate))`, `unknown instruction "frobnicate"`},
 		{"(module\n  (func (local.get $x) drop))", `line 2:20: unknown local $x`},
 		{`(module (func (i32.const 1)`, `line 1:28: expected ')', found end of input`},
 		{`(module (func (result i32)))`, `line 1:27: type mismatch in function end: expected i32, but the stack is empty`},
