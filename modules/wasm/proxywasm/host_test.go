@@ -712,7 +712,7 @@ func TestSharedDataBounds(t *testing.T) {
     (i32.store (i32.const 600) (call $set_shared (i32.const 1024) (i32.const 1) (i32.const 65536) (i32.const 1048577) (i32.const 0)))
     (i32.store (i32.const 604) (call $set_shared (i32.const 1024) (i32.const 1) (i32.const 65536) (i32.const 1048576) (i32.const 0)))
     (i32.const 0))
-`), PluginConfig{})
+`), PluginConfig{CallTimeout: time.Minute}) // copying megabytes is slow under the race detector
 	tp.shared = s
 	in, _ := tp.Get(context.Background())
 	defer tp.Put(in)
