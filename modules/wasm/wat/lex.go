@@ -67,6 +67,10 @@ func isIDChar(c byte) bool {
 func lex(src []byte) ([]token, error) {
 	// Token texts are substrings of one copy of the source.
 	l := lexer{src: src, text: string(src), line: 1, col: 1}
+	if strings.HasPrefix(l.text, "\uFEFF") {
+		// A byte order mark, as some editors save: not part of the text.
+		l.off = 3
+	}
 	// A rough guess that avoids most regrowth: one token per 4 bytes.
 	toks := make([]token, 0, len(src)/4+1)
 	for {

@@ -25,7 +25,7 @@
 //     i32.trunc_s/f32, ...) and anyfunc;
 //   - integer and float literals of every form (hex, underscores, hex
 //     floats, inf, nan, nan:0x...), strings with all escapes, nested block
-//     comments.
+//     comments; a leading byte order mark is ignored.
 //
 // The output is validated like a WebAssembly engine would (types of every
 // instruction, indices, constant initializers), so errors point at the
