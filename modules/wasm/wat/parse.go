@@ -580,6 +580,9 @@ func (p *parser) importField(at pos) {
 	mod, name := p.str(), p.str()
 	p.lparen()
 	t := p.next()
+	if t.kind != tAtom {
+		p.fail(t.pos, "expected func, table, memory or global in import, found %s", t)
+	}
 	id, idAt := p.optID()
 	switch t.text {
 	case "func":
@@ -608,6 +611,9 @@ func (p *parser) importField(at pos) {
 func (p *parser) exportDesc() export {
 	p.lparen()
 	t := p.next()
+	if t.kind != tAtom {
+		p.fail(t.pos, "expected func, table, memory or global in export, found %s", t)
+	}
 	var kind byte
 	switch t.text {
 	case "func":

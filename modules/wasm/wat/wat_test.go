@@ -348,6 +348,8 @@ func TestErrors(t *testing.T) {
 		{"(module)\n(; abc", `line 2:1: unterminated block comment`},
 		{"", `line 1:1: empty input: expected (module ...)`},
 		{";; nothing\n(; here ;)", `line 2:11: empty input`},
+		{`(module (import "a" "b" ("func")))`, `line 1:26: expected func, table, memory or global in import, found string`},
+		{`(module (func) (export "a" ("func" 0)))`, `line 1:29: expected func, table, memory or global in export, found string`},
 		{`(module (foo))`, `unknown module field "foo"`},
 		{`(module (func (i32.add (i32.const 1) (i64.const 2)) drop))`, `line 1:16: type mismatch in i32.add: expected i32, got i64`},
 		{`(module (func i32.const 1 i32.const 2))`, `type mismatch at the end of the function: 2 more value(s) on the stack than the block's results []`},
