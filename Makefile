@@ -37,10 +37,10 @@ test-deps:
 		echo "could not install $(strip $(TEST_PACKAGES)): their tests are skipped (and fail on CI)"; \
 	fi
 
-# Regenerates docs/plugins.md from the plugin declarations (a test in
+# Regenerates docs/plugins.md and docs/endpoints.md from the declarations (a test in
 # docs/gen fails while the committed file is stale).
 docs:
-	$(GO) run ./docs/gen -o docs/plugins.md
+	$(GO) run ./docs/gen -dir docs
 
 test-short:
 	$(GO) test -count=1 -short ./...

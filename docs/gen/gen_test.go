@@ -11,16 +11,19 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins"
 )
 
-// TestPluginsMarkdownIsCurrent fails when docs/plugins.md is not what the
-// plugin declarations generate: a field, bound, default or type was changed
-// without running `make docs`.
-func TestPluginsMarkdownIsCurrent(t *testing.T) {
-	committed, err := os.ReadFile("../plugins.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := render(); !bytes.Equal(committed, want) {
-		t.Fatalf("docs/plugins.md is stale: run `make docs` (or go run ./docs/gen -o docs/plugins.md) and commit the result\n%s", firstDiff(string(committed), string(want)))
+// TestGeneratedDocsAreCurrent fails when docs/plugins.md or
+// docs/endpoints.md is not what the declarations generate: a plugin field,
+// bound, default or type, or an endpoint or its role, was changed without
+// running `make docs`.
+func TestGeneratedDocsAreCurrent(t *testing.T) {
+	for name, gen := range files {
+		committed, err := os.ReadFile("../" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := gen(); !bytes.Equal(committed, want) {
+			t.Errorf("docs/%s is stale: run `make docs` (go run ./docs/gen) and commit the result\n%s", name, firstDiff(string(committed), string(want)))
+		}
 	}
 }
 
