@@ -18,6 +18,12 @@
 //	minLength=N maxLength=N minItems=N maxItems=N
 //	enum=a|b|c        allowed values (strings or integers); for slices: per item
 //	format=F          informative (date-time, email, uri …)
+//	placeholders      the value (a string, or each value of a string map or
+//	                  slice) reaches a Caddy replacer: only the placeholders
+//	                  package's allowed placeholders may appear in it
+//	secret            the value (a string, or each value of a string map) is
+//	                  a secret: Redact replaces it for callers that may not
+//	                  see secrets
 //
 // A `doc:"…"` tag becomes the field's description.
 package schema
@@ -35,6 +41,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/caddy-gateway/gateway/modules/placeholders"
 )
 
 // Defaulter is implemented by declarations whose zero value is not their
@@ -306,6 +314,24 @@ func checkField(f *field, v reflect.Value) error {
 		if len(f.enum) > 0 && !inEnum(f.enum, s) {
 			return Errorf(f.name, "must be one of %s", strings.Join(f.enum, ", "))
 		}
+		if f.placeholders {
+			if err := placeholders.Check(s); err != nil {
+				return Errorf(f.name, "%v", err)
+			}
+		}
+	case reflect.Map:
+		if f.placeholders && v.Type().Key().Kind() == reflect.String && v.Type().Elem().Kind() == reflect.String {
+			keys := make([]string, 0, v.Len())
+			for _, k := range v.MapKeys() {
+				keys = append(keys, k.String())
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if err := placeholders.Check(v.MapIndex(reflect.ValueOf(k).Convert(v.Type().Key())).String()); err != nil {
+					return Errorf(f.name+"."+k, "%v", err)
+				}
+			}
+		}
 	case reflect.Slice:
 		if f.minItems != nil && v.Len() < *f.minItems {
 			return Errorf(f.name, "must have at least %d items", *f.minItems)
@@ -318,6 +344,13 @@ func checkField(f *field, v reflect.Value) error {
 				item := fmt.Sprint(v.Index(i).Interface())
 				if !inEnum(f.enum, item) {
 					return Errorf(fmt.Sprintf("%s[%d]", f.name, i), "must be one of %s", strings.Join(f.enum, ", "))
+				}
+			}
+		}
+		if f.placeholders && v.Type().Elem().Kind() == reflect.String {
+			for i := 0; i < v.Len(); i++ {
+				if err := placeholders.Check(v.Index(i).String()); err != nil {
+					return Errorf(fmt.Sprintf("%s[%d]", f.name, i), "%v", err)
 				}
 			}
 		}
@@ -428,6 +461,7 @@ type field struct {
 	required, readonly   bool
 	internal             bool
 	nullable             bool
+	placeholders, secret bool
 	min, max             *float64
 	minLength, maxLength *int
 	minItems, maxItems   *int
@@ -487,6 +521,10 @@ func structInfo(t reflect.Type) *info {
 				f.enum = strings.Split(v, "|")
 			case "format":
 				f.format = v
+			case "placeholders":
+				f.placeholders = true
+			case "secret":
+				f.secret = true
 			}
 		}
 		in.fields = append(in.fields, f)

@@ -25,8 +25,8 @@ func init() {
 type RequestTermination struct {
 	Status      int     `json:"status" schema:"min=200,max=599" doc:"Response status. Default 503."`
 	Message     string  `json:"message" doc:"Error message of the JSON answer {error: message} (when body is null). Default \"service unavailable\"."`
-	Body        *string `json:"body" doc:"Raw response body instead of {error: message}; Caddy placeholders are replaced. Default null."`
-	ContentType string  `json:"content_type" doc:"Content-Type of a raw body. Default application/json."`
+	Body        *string `json:"body" schema:"placeholders" doc:"Raw response body instead of {error: message}. Default null. The request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}) are replaced; any other ({env.*}, {file.*} …) is 400; other braces (a JSON body) are literal."`
+	ContentType string  `json:"content_type" doc:"Content-Type of a raw body (literal: no placeholders). Default application/json."`
 
 	static *caddyhttp.StaticResponse
 }
@@ -58,9 +58,6 @@ func (h *RequestTermination) Provision(caddy.Context) error {
 			StatusCode: caddyhttp.WeakString(strconv.Itoa(h.Status)),
 			Body:       *h.Body,
 		}
-		if h.ContentType != "" {
-			h.static.Headers = http.Header{"Content-Type": {h.ContentType}}
-		}
 	}
 	return nil
 }
@@ -80,6 +77,11 @@ func (h *RequestTermination) ServeHTTP(w http.ResponseWriter, r *http.Request, n
 	if h.static == nil {
 		gwctx.WriteError(w, h.Status, h.Message)
 		return nil
+	}
+	// Set here rather than in the static response's headers, which Caddy
+	// runs through the replacer: the content type is literal.
+	if h.ContentType != "" {
+		w.Header().Set("Content-Type", h.ContentType)
 	}
 	return h.static.ServeHTTP(w, r, next)
 }

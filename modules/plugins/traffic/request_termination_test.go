@@ -2,7 +2,10 @@ package traffic
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
@@ -19,7 +22,18 @@ func TestRequestTerminationConfig(t *testing.T) {
 		`{"content_type":"a b"}`:    "config.content_type",
 		`{"message":null}`:          "config.message",
 		`{"status":503,"extra":""}`: "config.extra",
+		// Placeholders outside the request's own are refused: they read
+		// files and the environment.
+		`{"body":"{file./etc/passwd}"}`:  "config.body",
+		`{"body":"x {env.HOME} y"}`:      "config.body",
+		`{"body":"{system.hostname}"}`:   "config.body",
+		`{"body":"{http.request.body}"}`: "config.body",
 	})
+	// Caddy JSON that skips the admin API is refused at Provision too.
+	body := "{file./etc/passwd}"
+	if err := (&RequestTermination{Status: 200, Body: &body}).Provision(caddy.Context{}); err == nil || !strings.Contains(err.Error(), "body") {
+		t.Errorf("Provision with {file.*}: %v", err)
+	}
 	wantCaddyfile(t, "gateway_request_termination {\n status 410\n body \"<h1>gone</h1>\"\n content_type text/html\n}",
 		`{"handler":"gateway_request_termination","status":410,"message":"service unavailable","body":"<h1>gone</h1>","content_type":"text/html"}`)
 }
@@ -47,6 +61,11 @@ func TestRequestTerminationTraffic(t *testing.T) {
 	plugintest.WantStatus(t, res, http.StatusServiceUnavailable)
 	if res.Body != `{"down":true}` || res.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("raw body %q, Content-Type %q", res.Body, res.Header.Get("Content-Type"))
+	}
+	// The content type is literal, never expanded.
+	g = startGW(t, []string{handlerJSON(t, "request-termination", `{"body":"x","content_type":"text/{env.HOME}"}`)})
+	if ct := g.Get("/").Header.Get("Content-Type"); ct != "text/{env.HOME}" {
+		t.Fatalf("Content-Type %q", ct)
 	}
 	if n := len(g.Upstream.Requests()); n != 0 {
 		t.Fatalf("terminated requests reached the upstream (%d)", n)

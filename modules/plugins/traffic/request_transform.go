@@ -20,16 +20,16 @@ func init() {
 // RequestTransform is the request-transform plugin: it changes the headers
 // and query of the request the upstream receives. Header operations run in
 // the order remove, rename, set, add; query operations remove, then set.
-// Values (and header names of remove_headers) may use Caddy placeholders
-// such as {http.request.remote.host}; unknown placeholders are left as
-// they are.
+// Values may use the request's Caddy placeholders, such as
+// {http.request.remote.host}; other placeholders (files, environment) are
+// refused (package placeholders).
 type RequestTransform struct {
 	RemoveHeaders []string          `json:"remove_headers" doc:"Header names to remove; a leading or trailing * is a wildcard (X-Internal-*)."`
 	RenameHeaders map[string]string `json:"rename_headers" doc:"Old name → new name; the values move (replacing the new name's), absent headers are left alone."`
-	SetHeaders    map[string]string `json:"set_headers" doc:"Name → value, replacing existing values (a Host entry changes the upstream Host)."`
-	AddHeaders    map[string]string `json:"add_headers" doc:"Name → value, added to existing values."`
+	SetHeaders    map[string]string `json:"set_headers" schema:"placeholders" doc:"Name → value, replacing existing values (a Host entry changes the upstream Host). Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
+	AddHeaders    map[string]string `json:"add_headers" schema:"placeholders" doc:"Name → value, added to existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
 	RemoveQuery   []string          `json:"remove_query" doc:"Query parameter names to remove."`
-	SetQuery      map[string]string `json:"set_query" doc:"Query parameter name → value, replacing existing values."`
+	SetQuery      map[string]string `json:"set_query" schema:"placeholders" doc:"Query parameter name → value, replacing existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
 
 	headers *headerOps
 }

@@ -14,14 +14,17 @@ func TestRequestTransformConfig(t *testing.T) {
 	wantDefaults(t, "request-transform", `{"set_headers":{"X-A":"{http.request.remote.host}"},"remove_query":["q"]}`,
 		`{"remove_headers":[],"rename_headers":{},"set_headers":{"X-A":"{http.request.remote.host}"},"add_headers":{},"remove_query":["q"],"set_query":{}}`)
 	wantConfigErrors(t, "request-transform", map[string]string{
-		`{"remove_headers":["ok","bad header"]}`: "config.remove_headers[1]",
-		`{"rename_headers":{"A":"b c"}}`:         "config.rename_headers.A",
-		`{"set_headers":{"a b":"x"}}`:            "config.set_headers.a b",
-		`{"add_headers":{"X":"line\nbreak"}}`:    "config.add_headers.X",
-		`{"set_headers":{"X":1}}`:                "config.set_headers",
-		`{"remove_query":[""]}`:                  "config.remove_query[0]",
-		`{"set_query":{"":"v"}}`:                 "config.set_query",
-		`{"set_path":"/"}`:                       "config.set_path",
+		`{"remove_headers":["ok","bad header"]}`:         "config.remove_headers[1]",
+		`{"rename_headers":{"A":"b c"}}`:                 "config.rename_headers.A",
+		`{"set_headers":{"a b":"x"}}`:                    "config.set_headers.a b",
+		`{"add_headers":{"X":"line\nbreak"}}`:            "config.add_headers.X",
+		`{"set_headers":{"X":1}}`:                        "config.set_headers",
+		`{"remove_query":[""]}`:                          "config.remove_query[0]",
+		`{"set_query":{"":"v"}}`:                         "config.set_query",
+		`{"set_path":"/"}`:                               "config.set_path",
+		`{"set_headers":{"X-Env":"{env.HOME}"}}`:         "config.set_headers.X-Env",
+		`{"add_headers":{"X-F":"{file./etc/hostname}"}}`: "config.add_headers.X-F",
+		`{"set_query":{"q":"{system.hostname}"}}`:        "config.set_query.q",
 	})
 	wantCaddyfile(t, "gateway_request_transform {\n set_headers X-Real-IP {http.request.remote.host}\n set_headers X-B b\n remove_headers X-Debug X-Internal-*\n set_query source gw\n}",
 		`{"handler":"gateway_request_transform","remove_headers":["X-Debug","X-Internal-*"],"rename_headers":{},"set_headers":{"X-Real-IP":"{http.request.remote.host}","X-B":"b"},"add_headers":{},"remove_query":[],"set_query":{"source":"gw"}}`)
@@ -34,7 +37,7 @@ func TestRequestTransformTraffic(t *testing.T) {
 	g := startGW(t, []string{handlerJSON(t, "request-transform", `{
 		"remove_headers":["X-Debug","X-Internal-*"],
 		"rename_headers":{"X-Old":"X-New","X-Absent":"X-Never"},
-		"set_headers":{"X-Client":"{http.request.remote.host}","X-Set":"set","Host":"upstream.example","X-Unknown":"{not.a.placeholder}"},
+		"set_headers":{"X-Client":"{http.request.remote.host}","X-Set":"set","Host":"upstream.example","X-Unknown":"\\{not.a.placeholder\\}","X-Json":"{\"a\": 1}"},
 		"add_headers":{"X-Set":"added","X-Via":"gateway"},
 		"remove_query":["debug"],
 		"set_query":{"source":"gw","path":"{http.request.uri.path}"}}`)})
@@ -64,7 +67,8 @@ func TestRequestTransformTraffic(t *testing.T) {
 	check("X-Client", "127.0.0.1")
 	check("X-Set", "set", "added")
 	check("X-Via", "gateway")
-	check("X-Unknown", "{not.a.placeholder}")
+	check("X-Unknown", "{not.a.placeholder}") // escaped braces are literal
+	check("X-Json", `{"a": 1}`)               // braces that are not a placeholder are literal
 	if up.Host != "upstream.example" {
 		t.Errorf("upstream Host %q", up.Host)
 	}
@@ -79,10 +83,12 @@ func TestResponseTransformConfig(t *testing.T) {
 	wantDefaults(t, "response-transform", `{}`,
 		`{"remove_headers":[],"rename_headers":{},"set_headers":{},"add_headers":{}}`)
 	wantConfigErrors(t, "response-transform", map[string]string{
-		`{"remove_headers":[""]}`:     "config.remove_headers[0]",
-		`{"add_headers":{"X":"\r"}}`:  "config.add_headers.X",
-		`{"remove_query":["a"]}`:      "config.remove_query",
-		`{"rename_headers":{"a":""}}`: "config.rename_headers.a",
+		`{"remove_headers":[""]}`:                "config.remove_headers[0]",
+		`{"add_headers":{"X":"\r"}}`:             "config.add_headers.X",
+		`{"remove_query":["a"]}`:                 "config.remove_query",
+		`{"rename_headers":{"a":""}}`:            "config.rename_headers.a",
+		`{"set_headers":{"X-Env":"{env.PATH}"}}`: "config.set_headers.X-Env",
+		`{"add_headers":{"X":"a{file./x}"}}`:     "config.add_headers.X",
 	})
 	wantCaddyfile(t, "gateway_response_transform {\n remove_headers Server\n rename_headers X-A X-B\n add_headers X-C c\n}",
 		`{"handler":"gateway_response_transform","remove_headers":["Server"],"rename_headers":{"X-A":"X-B"},"set_headers":{},"add_headers":{"X-C":"c"}}`)
