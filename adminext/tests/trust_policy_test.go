@@ -224,3 +224,39 @@ func TestTrustClientCannotTakeTargetDown(t *testing.T) {
 		t.Fatalf("health of a target passive health took out: %v", h)
 	}
 }
+
+// TestTrustPlaceholdersOnlyFromTheRequest: plugin values may use the
+// request's placeholders, never files, the environment or the host.
+func TestTrustPlaceholdersOnlyFromTheRequest(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", addr(echo(t, "up")))
+	rid := g.Route("r", sid, map[string]any{"paths": []string{"/r"}})
+	tid := g.Route("t", sid, map[string]any{"paths": []string{"/t"}})
+	plugin := func(typ string, route int64, cfg map[string]any) map[string]any {
+		return map[string]any{"type": typ, "scope": "route", "route_id": route, "config": cfg}
+	}
+	for _, tc := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{plugin("request-termination", tid, map[string]any{"body": "{file./etc/passwd}"}), "config.body"},
+		{plugin("request-termination", tid, map[string]any{"body": "{system.hostname}"}), "config.body"},
+		{plugin("request-transform", rid, map[string]any{"set_headers": map[string]string{"X-E": "{env.HOME}"}}), "config.set_headers.X-E"},
+		{plugin("request-transform", rid, map[string]any{"set_query": map[string]string{"q": "{env.PATH}"}}), "config.set_query.q"},
+		{plugin("response-transform", rid, map[string]any{"add_headers": map[string]string{"X-F": "a{file./etc/hostname}"}}), "config.add_headers.X-F"},
+	} {
+		g.WantError(400, "POST", "/api/v1/plugins", tc.body, tc.field, "not allowed")
+	}
+	g.Must("POST", "/api/v1/plugins", plugin("request-termination", tid, map[string]any{
+		"status": 200, "body": `{"path":"{http.request.uri.path}","literal":"\{env.HOME\}"}`}))
+	g.Must("POST", "/api/v1/plugins", plugin("response-transform", rid, map[string]any{
+		"set_headers": map[string]string{"X-Client": "{http.vars.client_ip}", "X-M": "{http.request.method}"}}))
+	p := send(t, g, "GET", "/t/x", nil)
+	if p.Status != 200 || p.Body != `{"path":"/t/x","literal":"{env.HOME}"}` {
+		t.Fatalf("termination body: %d %s", p.Status, p.Body)
+	}
+	p = send(t, g, "GET", "/r", nil)
+	if p.Status != 200 || p.Header.Get("X-Client") != "127.0.0.1" || p.Header.Get("X-M") != "GET" {
+		t.Fatalf("response-transform: %d %v", p.Status, p.Header)
+	}
+}
