@@ -20,6 +20,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/modules/configref"
+	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/modules/process"
 	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/storage"
@@ -71,6 +72,11 @@ func newControlPlane(a *App, logger *zap.Logger) (*ControlPlane, error) {
 		store.Close()
 		return nil, fmt.Errorf("gateway store: %w", err)
 	}
+	caddyAdmin := a.CaddyAdmin
+	if caddyAdmin == "" {
+		caddyAdmin = caddy.DefaultAdminListen
+	}
+	guard.Set("Caddy's admin endpoint", caddyAdmin)
 	if a.HealthInterval > 0 {
 		process.Health.SetInterval(time.Duration(a.HealthInterval))
 	}
@@ -223,6 +229,9 @@ func (cp *ControlPlane) startAdmin() error {
 		return fmt.Errorf("gateway admin listener: %w", err)
 	}
 	cp.adminLn = ln
+	// Outbound connections to user-supplied addresses must never reach
+	// the admin API (package guard).
+	guard.Set("the gateway admin API", ln.Addr().String())
 	cp.adminSrv = &http.Server{
 		Handler:           cp.api,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
@@ -77,6 +78,11 @@ func (t *Target) SetDefaults() {
 func (t *Target) Validate() error {
 	if strings.ContainsAny(t.Host, " /?#@") {
 		return schema.Errorf("host", "must be a hostname or IP address")
+	}
+	// Proxied clients must never reach the gateway admin API or Caddy's
+	// admin endpoint through a target.
+	if err := guard.CheckHostPort(t.Host, int(t.Port)); err != nil {
+		return schema.Errorf("port", "%v", err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/modules/guard"
 )
 
 // probeTimeout bounds the whole probe: connect, TLS handshake and the
@@ -33,9 +34,9 @@ func testUpstream(c *adminext.Call) (any, error) {
 // never read. Failures are part of the answer, not errors.
 func probe(ctx context.Context, target string) *UpstreamProbe {
 	tr := &http.Transport{
-		Proxy:                 nil, // never HTTP_PROXY and friends
-		DialContext:           (&net.Dialer{Timeout: probeTimeout}).DialContext,
-		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12}, // verification on
+		Proxy:                 nil,                                                          // never HTTP_PROXY and friends
+		DialContext:           guard.Dialer(&net.Dialer{Timeout: probeTimeout}).DialContext, // never the admin endpoints
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},                    // verification on
 		TLSHandshakeTimeout:   probeTimeout,
 		ResponseHeaderTimeout: probeTimeout,
 		DisableKeepAlives:     true,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
@@ -41,7 +42,7 @@ func (s *ApplicationSpec) Validate() error {
 	if err := validateDomain(s.Domain); err != nil {
 		return schema.Errorf("domain", "%s", err.Error())
 	}
-	u, err := parseUpstream(s.UpstreamURL)
+	u, err := parseOutboundUpstream(s.UpstreamURL)
 	if err != nil {
 		return schema.Errorf("upstream_url", "%s", err.Error())
 	}
@@ -68,7 +69,7 @@ type UpstreamTest struct {
 
 // Validate implements schema.Validator.
 func (s *UpstreamTest) Validate() error {
-	u, err := parseUpstream(s.UpstreamURL)
+	u, err := parseOutboundUpstream(s.UpstreamURL)
 	if err != nil {
 		return schema.Errorf("upstream_url", "%s", err.Error())
 	}
@@ -227,5 +228,18 @@ func parseUpstream(s string) (upstream, error) {
 		return u, errString("host " + err.Error())
 	}
 	u.Host = host
+	return u, nil
+}
+
+// parseOutboundUpstream is parseUpstream, refusing the process's own
+// control endpoints (the probe dials this address, targets proxy to it).
+func parseOutboundUpstream(s string) (upstream, error) {
+	u, err := parseUpstream(s)
+	if err != nil {
+		return u, err
+	}
+	if err := guard.CheckHostPort(u.Host, u.Port); err != nil {
+		return u, errString(err.Error())
+	}
 	return u, nil
 }

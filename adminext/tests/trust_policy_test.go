@@ -8,8 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
@@ -259,4 +263,73 @@ func TestTrustPlaceholdersOnlyFromTheRequest(t *testing.T) {
 	if p.Status != 200 || p.Header.Get("X-Client") != "127.0.0.1" || p.Header.Get("X-M") != "GET" {
 		t.Fatalf("response-transform: %d %v", p.Status, p.Header)
 	}
+}
+
+// TestTrustOutboundNeverReachesAdmin: http-log endpoints, targets and the
+// upstream probe cannot name the gateway admin API or Caddy's admin
+// endpoint (400), and a collector that redirects there (or a name that
+// resolves there) gets its dial refused: Caddy's admin never receives the
+// POST /stop, and the gateway keeps running.
+func TestTrustOutboundNeverReachesAdmin(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", addr(echo(t, "up")))
+	rid := g.Route("r", sid, map[string]any{"paths": []string{"/r"}})
+	adminAddr := strings.TrimPrefix(g.AdminURL, "http://")
+	_, caddyPort, _ := net.SplitHostPort(g.CaddyAdmin)
+	for _, ep := range []string{
+		"http://" + g.CaddyAdmin + "/stop",
+		"http://" + adminAddr + "/api/v1/services",
+		"http://localhost:" + caddyPort + "/stop",
+		"http://0.0.0.0:" + caddyPort + "/stop",
+	} {
+		g.WantError(400, "POST", "/api/v1/plugins", map[string]any{"type": "http-log", "scope": "global",
+			"config": map[string]any{"endpoint": ep}}, "config.endpoint")
+	}
+	host, port, _ := net.SplitHostPort(g.CaddyAdmin)
+	g.WantError(400, "POST", "/api/v1/services/"+itoa(sid)+"/targets", map[string]any{"host": host, "port": atoiT(t, port)}, "port")
+	g.WantError(400, "POST", "/api/v1/applications/test-upstream", map[string]any{"upstream_url": "http://" + g.CaddyAdmin}, "upstream_url")
+
+	// A collector that redirects to Caddy's admin /stop (307 keeps the
+	// POST), and, where the machine's hostname resolves to the loopback,
+	// that name: neither is delivered.
+	var redirected atomic.Int32
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		redirected.Add(1)
+		http.Redirect(w, r, "http://"+g.CaddyAdmin+"/stop", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(collector.Close)
+	addPlugin(t, g, "http-log", "route", rid, map[string]any{"endpoint": collector.URL + "/logs", "flush_interval_ms": 50})
+	if hn, err := os.Hostname(); err == nil {
+		if ips, _ := net.LookupHost(hn); len(ips) > 0 && net.ParseIP(ips[0]).IsLoopback() {
+			rid2 := g.Route("r2", sid, map[string]any{"paths": []string{"/r2"}})
+			addPlugin(t, g, "http-log", "route", rid2, map[string]any{"endpoint": "http://" + net.JoinHostPort(hn, caddyPort) + "/stop", "flush_interval_ms": 50})
+			if p := send(t, g, "GET", "/r2", nil); p.Status != 200 {
+				t.Fatalf("proxied: %d", p.Status)
+			}
+		}
+	}
+	if p := send(t, g, "GET", "/r", nil); p.Status != 200 {
+		t.Fatalf("proxied: %d", p.Status)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for redirected.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if redirected.Load() == 0 {
+		t.Fatal("the collector was never called")
+	}
+	time.Sleep(500 * time.Millisecond) // the redirect's dial, had it gone through
+	var cfg map[string]any
+	caddyConfig(t, g, "", &cfg) // Caddy's admin endpoint still answers
+	if p := send(t, g, "GET", "/r", nil); p.Status != 200 {
+		t.Fatalf("the gateway stopped proxying: %d", p.Status)
+	}
+}
+
+func atoiT(t *testing.T, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

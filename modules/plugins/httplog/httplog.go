@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/httplog/logsender"
@@ -88,6 +90,21 @@ func (h *HTTPLog) Validate() error {
 	}
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return schema.Errorf("endpoint", "must be an http or https URL")
+	}
+	port := 80
+	if u.Scheme == "https" {
+		port = 443
+	}
+	if p := u.Port(); p != "" {
+		if port, err = strconv.Atoi(p); err != nil {
+			return schema.Errorf("endpoint", "must have a numeric port")
+		}
+	}
+	// The gateway admin API and Caddy's admin endpoint are never a
+	// collector (Caddy's would obey a POST to /stop). Names are checked
+	// again after resolution, when the sender dials.
+	if err := guard.CheckHostPort(u.Hostname(), port); err != nil {
+		return schema.Errorf("endpoint", "%v", err)
 	}
 	switch h.Method {
 	case "POST", "PUT", "PATCH":

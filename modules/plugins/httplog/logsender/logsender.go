@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"slices"
@@ -24,6 +25,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/modules/records"
 )
 
@@ -121,7 +126,7 @@ func (g *Registry) Acquire(key string, cfg Config) *Sender {
 			wake:   make(chan struct{}, 1),
 			stop:   make(chan struct{}),
 			done:   make(chan struct{}),
-			client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+			client: newClient(),
 		}
 		g.senders[key] = s
 		go s.run()
@@ -401,6 +406,14 @@ func (s *Sender) deliver(batch []*records.Record, cfg Config, retry bool) bool {
 			s.reg.sent.Add(uint64(len(batch)))
 			return true
 		}
+		if errors.Is(err, guard.ErrForbidden) {
+			// The endpoint (or a redirect, or what its name resolves to)
+			// is one of the process's control endpoints: never retried.
+			caddy.Log().Named("http_log").Error("records not delivered: the endpoint reaches a control endpoint of the gateway",
+				zap.String("sender", s.key), zap.Int("records", len(batch)), zap.Error(err))
+			s.giveUp(len(batch))
+			return true
+		}
 		if !retry || time.Now().Add(wait).After(deadline) {
 			s.giveUp(len(batch))
 			return true
@@ -431,6 +444,16 @@ func (s *Sender) giveUp(n int) {
 }
 
 var errStatus = errors.New("collector answered with an error status")
+
+// newClient is a sender's HTTP client: the default transport's settings,
+// with a dialer that refuses the process's control endpoints (the gateway
+// admin API, Caddy's admin endpoint) whatever the endpoint's name resolves
+// to or redirects to.
+func newClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = guard.Dialer(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return &http.Client{Transport: tr}
+}
 
 func (s *Sender) post(body []byte, cfg Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
