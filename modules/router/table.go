@@ -234,6 +234,8 @@ func NewTable(routes []Route) (*Table, error) {
 	// Copy the routes so the *Route handed out by Match stays valid and
 	// unchanged whatever the caller does with its slice.
 	owned := slices.Clone(routes)
+	regexes.begin()
+	defer regexes.end()
 	for i := range owned {
 		e, err := compileEntry(&owned[i])
 		if err != nil {
@@ -306,21 +308,11 @@ func compileEntry(r *Route) (*entry, error) {
 			e.literals = append(e.literals, p)
 			continue
 		}
-		// Compile the bare expression first: it validates it on its own
-		// (so "a)(b" cannot sneak through the wrapping below), and its
-		// LiteralPrefix is the literal prefix of every match; the anchored
-		// form hides that prefix from LiteralPrefix although both match the
-		// same language.
-		bare, err := regexp.Compile(expr)
+		pr, err := regexes.get(expr)
 		if err != nil {
 			return nil, fmt.Errorf("route %d: path %q: %w", r.ID, p, err)
 		}
-		re, err := regexp.Compile("^(?:" + expr + ")")
-		if err != nil {
-			return nil, fmt.Errorf("route %d: path %q: %w", r.ID, p, err)
-		}
-		prefix, _ := bare.LiteralPrefix()
-		e.regexes = append(e.regexes, pathRegex{re: re, prefix: prefix})
+		e.regexes = append(e.regexes, pr)
 	}
 	for _, m := range r.Methods {
 		e.methods = append(e.methods, strings.ToUpper(m))
