@@ -2,7 +2,6 @@ package tests
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext"
@@ -79,22 +78,15 @@ func BenchmarkHeapAcrossChanges(b *testing.B) {
 	for i := 0; i < 100; i++ {
 		rid = g.Route(fmt.Sprintf("r%d", i), sid, map[string]any{"paths": []string{fmt.Sprintf("/r%d", i)}})
 	}
-	heap := func() uint64 {
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	body := map[string]any{"name": "r", "service_id": sid, "paths": []string{"/changed"}}
 	g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", rid), body)
-	before := heap()
+	before := heapAfterGC()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		body["priority"] = i
 		g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", rid), body)
 	}
 	b.StopTimer()
-	after := heap()
+	after := heapAfterGC()
 	b.ReportMetric((float64(after)-float64(before))/(1<<20), "heap-growth-MB")
 }

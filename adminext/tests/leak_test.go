@@ -57,18 +57,11 @@ func TestReloadReleasesOldConfigs(t *testing.T) {
 	// registries): the heap in use after GC stays flat over many changes.
 	// About 155 KB per change leaked before the fix; 300 changes leaking
 	// even a tenth of that would pass 4 MB.
-	heap := func() uint64 {
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
-	before := heap()
+	before := heapAfterGC()
 	for i := 0; i < 300; i++ {
 		g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", rid), map[string]any{"name": fmt.Sprintf("h-%d", i), "service_id": sid, "paths": []string{"/changed"}})
 	}
-	after := heap()
+	after := heapAfterGC()
 	t.Logf("heap after GC: %d KB before, %d KB after 300 changes", before/1024, after/1024)
 	if after > before+4<<20 {
 		t.Fatalf("heap grew by %d KB over 300 changes", (after-before)/1024)
