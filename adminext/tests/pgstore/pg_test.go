@@ -4,6 +4,7 @@
 package pgstore
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 )
 
 func pgBin(name string) string {
@@ -113,7 +115,27 @@ func TestGatewayOnPostgres(t *testing.T) {
 		t.Fatalf("duplicate username on postgres: %d %s", st, body)
 	}
 	g.Must("DELETE", fmt.Sprintf("/api/v1/consumers/%d", testgw.ID(c)), nil)
+
+	// A WASM module's bytes (bytea) round-trip through the store into the
+	// plugin runtime.
+	wasm, err := os.ReadFile("../testdata/wasm/as-filter/as-filter.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := g.Must("POST", "/api/v1/wasm-modules", map[string]any{"name": "as-filter", "wasm_base64": base64.StdEncoding.EncodeToString(wasm)})
+	if st, body := g.Do("POST", "/api/v1/wasm-modules", map[string]any{"name": "as-filter", "wasm_base64": base64.StdEncoding.EncodeToString(wasm)}); st != 400 {
+		t.Fatalf("duplicate module name on postgres: %d %s", st, body)
+	}
+	proxywasm.DropSource(mod["sha256"].(string)) // read back from the store, not the upload
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "wasm", "scope": "route", "route_id": rid, "config": map[string]any{"module": "as-filter", "config": "pg"}})
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 || resp.Header.Get("X-As-Filter") != "pg" {
+		t.Fatalf("wasm plugin on a postgres store: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
 	g.Must("DELETE", fmt.Sprintf("/api/v1/services/%d", sid), nil)
+	g.Must("DELETE", fmt.Sprintf("/api/v1/wasm-modules/%d", testgw.ID(mod)), nil)
 	var routes []any
 	g.JSON("GET", "/api/v1/routes", nil, &routes)
 	var plugins []any
