@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Proxy throughput and p99 latency: the gateway versus plain Caddy
 # reverse_proxy to the same upstream, and the gateway with a realistic plugin
-# chain (request-id, key-auth, rate-limit, response-transform) versus the same
-# route without plugins, all in one run. Everything listens on 127.0.0.1.
+# chain (request-id, key-auth, rate-limit, response-transform) and with a
+# proxy-wasm filter adding one response header (bench/wasm-header.wat) versus
+# the same route without plugins, all in one run. Everything listens on 127.0.0.1.
 #
 #   bash bench/proxy.sh            (make bench-proxy)
 #   DURATION=20s CONNS=64 bash bench/proxy.sh
@@ -77,9 +78,12 @@ api POST /api/v1/plugins '{"type":"request-id","scope":"route","route_id":2}' >/
 api POST /api/v1/plugins '{"type":"key-auth","scope":"route","route_id":2}' >/dev/null
 api POST /api/v1/plugins '{"type":"rate-limit","scope":"route","route_id":2,"config":{"limit":100000000,"window_s":60}}' >/dev/null
 api POST /api/v1/plugins '{"type":"response-transform","scope":"route","route_id":2,"config":{"set_headers":{"X-Served-By":"gateway"}}}' >/dev/null
+api POST /api/v1/routes '{"name":"wasm","service_id":1,"paths":["/wasm"]}' >/dev/null
+api POST /api/v1/wasm-modules "$(python3 -c 'import json,sys; print(json.dumps({"name": "bench-header", "wat": open(sys.argv[1]).read()}))' bench/wasm-header.wat)" >/dev/null
+api POST /api/v1/plugins '{"type":"wasm","scope":"route","route_id":3,"config":{"module":"bench-header"}}' >/dev/null
 api POST /api/v1/consumers '{"username":"bench"}' >/dev/null
 api POST /api/v1/consumers/1/credentials '{"type":"key-auth","key":"bench-key"}' >/dev/null
-for u in "http://$PLAIN/plain" "http://$GW/plain" "http://$GW/chain"; do
+for u in "http://$PLAIN/plain" "http://$GW/plain" "http://$GW/chain" "http://$GW/wasm"; do
 	code=$(curl -s -o /dev/null -w '%{http_code}' -H 'apikey: bench-key' "$u")
 	[ "$code" = 200 ] || { echo "warm-up $u answered $code" >&2; cat "$work/gateway.log" >&2; exit 1; }
 done
@@ -96,12 +100,12 @@ run() { # name url [header]
 }
 ROUNDS=${ROUNDS:-2}
 echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS interleaved rounds, 2 cores shared by wrk, upstream and proxy" >&2
-names=("plain Caddy reverse_proxy" "gateway, no plugins" "gateway, request-id + key-auth + rate-limit + response-transform")
-urls=("http://$PLAIN/plain" "http://$GW/plain" "http://$GW/chain")
+names=("plain Caddy reverse_proxy" "gateway, no plugins" "gateway, request-id + key-auth + rate-limit + response-transform" "gateway, a wasm filter adding one response header")
+urls=("http://$PLAIN/plain" "http://$GW/plain" "http://$GW/chain" "http://$GW/wasm")
 declare -a sum_rps sum_p99 errs
-for i in 0 1 2; do sum_rps[$i]=0; sum_p99[$i]=0; errs[$i]=""; done
+for i in 0 1 2 3; do sum_rps[$i]=0; sum_p99[$i]=0; errs[$i]=""; done
 for round in $(seq 1 "$ROUNDS"); do
-	for i in 0 1 2; do
+	for i in 0 1 2 3; do
 		if [ "$i" = 2 ] && [ -n "${PROFILE:-}" ] && [ "$round" = 1 ]; then
 			(sleep 2; curl -s "http://127.0.0.1:19105/debug/pprof/profile?seconds=5" > /tmp/chain.pprof) &
 		fi
@@ -115,8 +119,9 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 base=$(awk -v a="${sum_rps[0]}" -v n="$ROUNDS" 'BEGIN{print a/n}')
 printf '| setup | requests/s | p99 | vs plain Caddy | errors |\n|---|---|---|---|---|\n'
-for i in 0 1 2; do
+for i in 0 1 2 3; do
 	awk -v name="${names[$i]}" -v r="${sum_rps[$i]}" -v p="${sum_p99[$i]}" -v n="$ROUNDS" -v b="$base" -v e="${errs[$i]:-none}" \
 		'BEGIN{printf "| %s | %.0f | %.2f ms | %.0f%% | %s |\n", name, r/n, p/n, 100*(r/n)/b, e}'
 done
 awk -v a="${sum_rps[2]}" -v b="${sum_rps[1]}" 'BEGIN{printf "\nThe plugin chain costs %.1f%% of the no-plugin route'"'"'s throughput.\n", 100*(1-a/b)}'
+awk -v a="${sum_rps[3]}" -v b="${sum_rps[1]}" 'BEGIN{printf "The wasm filter route serves %.2fx the no-plugin route'"'"'s throughput.\n", a/b}'
