@@ -20,6 +20,9 @@ type Resource[T any] struct {
 	Cascade func(tx *gorm.DB, id int64) error
 	// View shapes answers (nil: the row itself).
 	View func(v *T) any
+	// ReadView, when set, shapes the answers of GET (list and item) for
+	// the caller instead of View: e.g. secrets redacted for viewers.
+	ReadView func(c *Call, v *T) any
 	// Order is the list order (default "id").
 	Order string
 }
@@ -31,6 +34,13 @@ func (res Resource[T]) answer(v *T) any {
 	return v
 }
 
+func (res Resource[T]) readAnswer(c *Call, v *T) any {
+	if res.ReadView != nil {
+		return res.ReadView(c, v)
+	}
+	return res.answer(v)
+}
+
 func (res Resource[T]) List(c *Call) (any, error) {
 	out := make([]T, 0)
 	order := res.Order
@@ -40,12 +50,12 @@ func (res Resource[T]) List(c *Call) (any, error) {
 	if err := c.CP.store.DB.WithContext(c.Ctx()).Order(order).Find(&out).Error; err != nil {
 		return nil, fmt.Errorf("listing %ss: %w", res.Kind, err)
 	}
-	if res.View == nil {
+	if res.View == nil && res.ReadView == nil {
 		return out, nil
 	}
 	views := make([]any, len(out))
 	for i := range out {
-		views[i] = res.View(&out[i])
+		views[i] = res.readAnswer(c, &out[i])
 	}
 	return views, nil
 }
@@ -59,7 +69,7 @@ func (res Resource[T]) Get(c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return res.answer(v), nil
+	return res.readAnswer(c, v), nil
 }
 
 func (res Resource[T]) Load(db *gorm.DB, id int64) (*T, error) {

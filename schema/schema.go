@@ -266,6 +266,9 @@ func Check(v any) error {
 			return err
 		}
 	}
+	if names := RedactedFields(v); len(names) > 0 {
+		return Errorf(names[0], "holds the redaction mark %s (a redacted answer or export): send the real value", Redacted)
+	}
 	if val, ok := v.(Validator); ok {
 		return val.Validate()
 	}

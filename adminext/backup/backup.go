@@ -37,7 +37,7 @@ func init() { adminext.RegisterEndpoints(endpoints) }
 const exportDescription = "The whole routing configuration as one JSON document: format \"gateway-export\", version 1, exported_at, secrets_included, " +
 	"settings, services (each with its targets), routes, stream_routes, plugins, consumers (each with its credentials), certificates and wasm_modules, every list in id order. " +
 	"Without include_secrets (any role) no secret leaves the gateway: credentials carry no key-auth key, basic-auth password_hash or jwt secret, " +
-	"and name what was left out in redacted; certificates carry no private key; wasm_modules carry their metadata (name, size_bytes, sha256) but not the module; there is no acme section. " +
+	"and name what was left out in redacted; plugin configs carry \"<redacted>\" in place of their secret fields' values (http-log endpoint credentials and header values); certificates carry no private key; wasm_modules carry their metadata (name, size_bytes, sha256) but not the module; there is no acme section. " +
 	"include_secrets=true (admin only, 403 otherwise) adds them (wasm_modules[].wasm_base64) and an acme section with the Cloudflare token and the EAB credentials, so that the document restores a working gateway; treat it as a secret. " +
 	"Users, sessions, SSO settings and the admin token are never exported."
 
@@ -46,7 +46,7 @@ const importDescription = "Destructive full replacement of the routing configura
 	"format must be \"gateway-export\" and version 1 (400 otherwise). New ids are assigned; references inside the document (route service_id and splits, plugin service_id and route_id, " +
 	"stream route service_id, targets under their service, credentials under their consumer) follow the items they name. " +
 	"Every item is validated as the resource's own endpoint validates it; an invalid item is 400 naming it (e.g. routes[2].paths[0]) and nothing changes. " +
-	"Items that cannot be restored are skipped and listed with a reason: a credential whose secret was redacted, a manual certificate without its key, " +
+	"Items that cannot be restored are skipped and listed with a reason: a credential whose secret was redacted, a plugin whose config holds a redacted secret, a manual certificate without its key, " +
 	"a WASM module without its bytes (wasm_base64; modules are validated as the upload endpoint validates them), a plugin of a type this gateway does not know, a wasm plugin whose module is not restored. " +
 	"wasm plugins reference modules by name, so nothing is remapped for them. settings apply like PUT /api/v1/settings (listeners rebind at once); when the document has no settings they stay as they are. " +
 	"An acme section replaces the stored Cloudflare token and EAB credentials; without one they stay as they are. " +

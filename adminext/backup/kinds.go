@@ -434,8 +434,19 @@ var pluginsKind = Kind{
 	Name:   "plugins",
 	Counts: []string{"plugins"},
 	Schema: func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(storage.Plugin{}, mode, nil)) },
-	Export: func(tx *gorm.DB, _ bool) (any, error) { return list[storage.Plugin](tx) },
-	Clear:  deleteAll(&storage.Plugin{}),
+	Export: func(tx *gorm.DB, secrets bool) (any, error) {
+		rows, err := list[storage.Plugin](tx)
+		if err != nil || secrets {
+			return rows, err
+		}
+		// Secret config fields (http-log credentials and headers) are
+		// redacted, as for viewers; such a plugin is skipped on import.
+		for i := range rows {
+			rows[i].Config, _ = plugins.RedactConfig(rows[i].Type, rows[i].Config)
+		}
+		return rows, nil
+	},
+	Clear: deleteAll(&storage.Plugin{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
 		return r.each("plugins", raw, "", func(it item) error {
 			var head struct {
@@ -454,6 +465,11 @@ var pluginsKind = Kind{
 				}
 				if _, known := plugins.Lookup(typ); !known {
 					r.Skip("plugin", it.path, fmt.Sprintf("unknown plugin type %q", typ))
+					return nil
+				}
+				raw, _ := json.Marshal(head.Config)
+				if names := plugins.RedactedInConfig(typ, raw); len(names) > 0 {
+					r.Skip("plugin", it.path, fmt.Sprintf("%s plugin: its secret %s was redacted (an export without secrets)", typ, names[0]))
 					return nil
 				}
 			}

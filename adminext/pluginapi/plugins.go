@@ -33,9 +33,23 @@ func init() {
 }
 
 var pluginResource = adminext.Resource[storage.Plugin]{
-	Kind:  "plugin",
-	Check: checkPlugin,
-	Order: "ordering, id",
+	Kind:     "plugin",
+	Check:    checkPlugin,
+	Order:    "ordering, id",
+	ReadView: pluginView,
+}
+
+// pluginView is a plugin as a reader sees it: viewers get the config's
+// secret fields (the type's `schema:"secret"` fields, e.g. http-log
+// endpoint credentials and headers) redacted; editors, who may change
+// them, see them.
+func pluginView(c *adminext.Call, p *storage.Plugin) any {
+	if !isViewer(c) {
+		return p
+	}
+	out := *p
+	out.Config, _ = plugins.RedactConfig(p.Type, p.Config)
+	return &out
 }
 
 // ConfigCheck validates a normalized plugin config against other stored

@@ -333,3 +333,88 @@ func atoiT(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// TestTrustPluginSecretsRedacted: http-log endpoint credentials and header
+// values are secrets: viewers and the default export see <redacted>, the
+// redacted value is never accepted back (400), and importing a redacted
+// export skips the plugin with a reason.
+func TestTrustPluginSecretsRedacted(t *testing.T) {
+	g := testgw.Start(t, nil)
+	cfg := map[string]any{"endpoint": "http://logger:pa55word@127.0.0.1:9/in", "headers": map[string]string{"Authorization": "Bearer s3cr3t-token"}}
+	pid := testgw.ID(g.Must("POST", "/api/v1/plugins", map[string]any{"type": "http-log", "scope": "global", "config": cfg}))
+	secrets := []string{"pa55word", "s3cr3t-token", "logger"}
+	leaks := func(what string, body []byte) {
+		t.Helper()
+		for _, s := range secrets {
+			if strings.Contains(string(body), s) {
+				t.Errorf("%s shows %q: %s", what, s, body)
+			}
+		}
+	}
+	// Editors and admins see the values they may change.
+	if got := g.Must("GET", "/api/v1/plugins/"+itoa(pid), nil); !strings.Contains(fmt.Sprint(got["config"]), "pa55word") {
+		t.Fatalf("admin view: %v", got)
+	}
+
+	tok := g.Must("POST", "/api/v1/admin/token", nil)["token"].(string)
+	g.Header.Set("Authorization", "Bearer "+tok)
+	_, export := g.Do("GET", "/api/v1/export", nil)
+	leaks("the default export", export)
+	if !strings.Contains(string(export), `http://\u003credacted\u003e@127.0.0.1:9/in`) && !strings.Contains(string(export), `http://<redacted>@127.0.0.1:9/in`) {
+		t.Errorf("export: endpoint not redacted as expected: %s", export)
+	}
+	_, full := g.Do("GET", "/api/v1/export?include_secrets=true", nil)
+	if !strings.Contains(string(full), "pa55word") || !strings.Contains(string(full), "s3cr3t-token") {
+		t.Errorf("secret export lacks the plugin secrets: %s", full)
+	}
+
+	// Sent back, the redacted value is refused.
+	var one map[string]any
+	var doc map[string]any
+	_ = json.Unmarshal(export, &doc)
+	for _, p := range doc["plugins"].([]any) {
+		one = p.(map[string]any)
+	}
+	g.WantError(400, "PUT", "/api/v1/plugins/"+itoa(pid), map[string]any{"type": "http-log", "scope": "global", "config": one["config"]}, "config.endpoint", "redact")
+	g.WantError(400, "POST", "/api/v1/plugins", map[string]any{"type": "http-log", "scope": "global",
+		"config": map[string]any{"endpoint": "http://127.0.0.1:9/in", "headers": map[string]string{"Authorization": "<redacted>"}}}, "config.headers.Authorization")
+
+	// Importing the redacted export skips the plugin, with a reason.
+	var report struct {
+		Skipped []struct{ Kind, Ref, Reason string } `json:"skipped"`
+	}
+	if st := g.JSON("POST", "/api/v1/import", json.RawMessage(export), &report); st != 200 {
+		t.Fatalf("import: %d", st)
+	}
+	if len(report.Skipped) != 1 || report.Skipped[0].Kind != "plugin" || !strings.Contains(report.Skipped[0].Reason, "redacted") {
+		t.Fatalf("import report: %+v", report)
+	}
+
+	// Viewers see the plugins redacted.
+	if st := g.JSON("POST", "/api/v1/import", json.RawMessage(full), nil); st != 200 {
+		t.Fatalf("import with secrets: %d", st)
+	}
+	g.Must("POST", "/api/v1/users", map[string]any{"email": "viewer@example.com", "role": "viewer", "password": "viewer-pass"})
+	b, _ := json.Marshal(map[string]string{"email": "viewer@example.com", "password": "viewer-pass"})
+	lr, err := http.Post(g.AdminURL+"/api/v1/auth/login", "application/json", strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr.Body.Close()
+	g.Header.Del("Authorization")
+	for _, ck := range lr.Cookies() {
+		g.Header.Set("Cookie", ck.Name+"="+ck.Value)
+	}
+	st, list := g.Do("GET", "/api/v1/plugins", nil)
+	if st != 200 || !strings.Contains(string(list), "redacted") {
+		t.Fatalf("viewer list: %d %s", st, list)
+	}
+	leaks("the viewer's plugin list", list)
+	var plugins []map[string]any
+	_ = json.Unmarshal(list, &plugins)
+	st, item := g.Do("GET", "/api/v1/plugins/"+strconvItoa(plugins[0]["id"]), nil)
+	if st != 200 {
+		t.Fatalf("viewer get: %d", st)
+	}
+	leaks("the viewer's plugin", item)
+}

@@ -194,3 +194,57 @@ func jsonFieldNames(v any) map[string]bool {
 	}
 	return out
 }
+
+// RedactConfig returns a plugin config of type typeName with the values of
+// its secret fields (`schema:"secret"`) replaced by schema.Redacted, and the
+// names of those fields ("config.headers.Authorization"): what viewers and
+// exports without secrets see. A config without secrets is returned as is.
+func RedactConfig(typeName string, config json.RawMessage) (json.RawMessage, []string) {
+	cfg, ok := decodeLoose(typeName, config)
+	if !ok {
+		return config, nil
+	}
+	names := schema.Redact(cfg)
+	if len(names) == 0 {
+		return config, nil
+	}
+	out, err := json.Marshal(cfg)
+	if err != nil {
+		return json.RawMessage(`{}`), names
+	}
+	return out, prefixAll("config.", names)
+}
+
+// RedactedInConfig names the secret fields of a plugin config that hold a
+// redacted value (a config from a redacted answer or export).
+func RedactedInConfig(typeName string, config json.RawMessage) []string {
+	cfg, ok := decodeLoose(typeName, config)
+	if !ok {
+		return nil
+	}
+	return prefixAll("config.", schema.RedactedFields(cfg))
+}
+
+// decodeLoose decodes a stored or imported config over the type's defaults,
+// without validating it.
+func decodeLoose(typeName string, config json.RawMessage) (Handler, bool) {
+	t, ok := Lookup(typeName)
+	if !ok {
+		return nil, false
+	}
+	cfg := t.New()
+	if d, ok := cfg.(schema.Defaulter); ok {
+		d.SetDefaults()
+	}
+	if len(config) > 0 && json.Unmarshal(config, cfg) != nil {
+		return nil, false
+	}
+	return cfg, true
+}
+
+func prefixAll(p string, names []string) []string {
+	for i := range names {
+		names[i] = p + names[i]
+	}
+	return names
+}

@@ -39,9 +39,9 @@ func init() {
 
 // HTTPLog is the http-log plugin.
 type HTTPLog struct {
-	Endpoint        string            `json:"endpoint" schema:"required,format=uri" doc:"Collector URL (http or https) the batches are sent to."`
+	Endpoint        string            `json:"endpoint" schema:"required,format=uri,secret" doc:"Collector URL (http or https) the batches are sent to. Its credentials (user:password@) are a secret: viewers and exports without secrets see <redacted> in their place. Never the gateway admin API or Caddy's admin endpoint (400; refused again when the name is resolved)."`
 	Method          string            `json:"method" schema:"enum=POST|PUT|PATCH" doc:"HTTP method of the batch requests."`
-	Headers         map[string]string `json:"headers" doc:"Extra request headers of the batch requests (e.g. Authorization)."`
+	Headers         map[string]string `json:"headers" schema:"secret" doc:"Extra request headers of the batch requests (e.g. Authorization). The values are secrets: viewers and exports without secrets see <redacted>. Sent literally (no placeholders)."`
 	BatchMaxSize    int               `json:"batch_max_size" schema:"min=1,max=10000" doc:"Most records per batch; a full batch is sent at once."`
 	FlushIntervalMS int64             `json:"flush_interval_ms" schema:"min=1,max=3600000" doc:"Queued records are sent at least this often."`
 	TimeoutMS       int64             `json:"timeout_ms" schema:"min=1,max=600000" doc:"Timeout of one batch request."`

@@ -1,0 +1,94 @@
+package schema
+
+import (
+	"net/url"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// Redacted is what Redact puts in place of a secret value: the whole value
+// of a secret string or map entry, or the user information of a secret URL
+// (format=uri): https://<redacted>@collector.example/in. It is not a valid
+// value of any field, and Check refuses it in a secret field, so a
+// redacted answer or export sent back is never stored as the real value.
+const Redacted = "<redacted>"
+
+// Redact replaces the values of v's secret fields (`schema:"secret"`; v is a
+// pointer to a declared struct) with Redacted and returns the names of the
+// fields it changed ("endpoint", "headers.Authorization"). Every answer or
+// export that must not carry secrets uses it.
+func Redact(v any) []string {
+	return walkSecrets(v, func(f *field, s string) (string, bool) {
+		if s == "" {
+			return s, false
+		}
+		if f.format == "uri" {
+			u, err := url.Parse(s)
+			if err != nil || u.User == nil {
+				return s, false
+			}
+			u.User = nil
+			return strings.Replace(u.String(), "://", "://"+Redacted+"@", 1), true
+		}
+		return Redacted, true
+	})
+}
+
+// RedactedFields names v's secret fields that hold a redacted value (an
+// answer or export sent back as input).
+func RedactedFields(v any) []string {
+	return walkSecrets(v, func(_ *field, s string) (string, bool) {
+		return s, strings.Contains(s, Redacted)
+	})
+}
+
+// walkSecrets calls fn on every string of v's secret fields; fn returns the
+// new value and whether to report the field.
+func walkSecrets(v any, fn func(f *field, s string) (string, bool)) []string {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return nil
+		}
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct {
+		return nil
+	}
+	var names []string
+	for _, f := range structInfo(rv.Type()).fields {
+		if !f.secret {
+			continue
+		}
+		fv := rv.Field(f.index)
+		if fv.Kind() == reflect.Pointer {
+			if fv.IsNil() {
+				continue
+			}
+			fv = fv.Elem()
+		}
+		switch fv.Kind() {
+		case reflect.String:
+			if s, hit := fn(f, fv.String()); hit {
+				if fv.CanSet() {
+					fv.SetString(s)
+				}
+				names = append(names, f.name)
+			}
+		case reflect.Map:
+			if fv.Type().Elem().Kind() != reflect.String {
+				continue
+			}
+			keys := fv.MapKeys()
+			sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+			for _, k := range keys {
+				if s, hit := fn(f, fv.MapIndex(k).String()); hit {
+					fv.SetMapIndex(k, reflect.ValueOf(s).Convert(fv.Type().Elem()))
+					names = append(names, f.name+"."+k.String())
+				}
+			}
+		}
+	}
+	return names
+}
