@@ -5,7 +5,7 @@ GO        ?= go
 BIN       := bin/caddy
 export CGO_ENABLED := 1
 
-.PHONY: all build run test test-deps test-short vet docs bench bench-router bench-mutation bench-memory bench-proxy clean wasm-fixtures
+.PHONY: all build run test test-deps test-short fuzz-short vet docs bench bench-router bench-mutation bench-memory bench-proxy clean wasm-fixtures
 
 all: build
 
@@ -21,8 +21,21 @@ vet:
 
 # Go tests of every package (unit, integration against real upstreams on
 # 127.0.0.1, the in-process gateway, the built binary, a PostgreSQL store).
-test: test-deps vet build
+test: test-deps vet build fuzz-short
 	$(GO) test -count=1 -timeout 20m ./...
+
+# A short bounded run of every fuzz target beyond its committed seeds (the
+# seeds also run in every plain `go test`). FUZZTIME per target.
+FUZZTIME ?= 5s
+FUZZ_TARGETS := \
+	./modules/router:FuzzMatch \
+	./modules/placeholders:FuzzCheck
+fuzz-short:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 # What the tests need beyond Go, from Debian's packages: PostgreSQL's server
 # binaries (the test starts its own throw-away cluster on 127.0.0.1),
