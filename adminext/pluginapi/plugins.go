@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -133,8 +134,12 @@ const pluginDescription = "A plugin is scoped globally, to a service (service_id
 func pluginEndpoints() []*adminext.Endpoint {
 	eps := pluginResource.CRUD("/api/v1/plugins", "plugins", adminext.RoleViewer, adminext.RoleEditor, storage.Plugin{})
 	one, list := pluginOutputSchema()
+	in := pluginInputSchema()
 	for _, ep := range eps {
 		ep.Description = pluginDescription
+		if ep.Method == "POST" || ep.Method == "PUT" {
+			ep.BodySchema = in
+		}
 		switch {
 		case ep.Method == "GET" && ep.Path == "/api/v1/plugins":
 			ep.Summary = "List plugins (ordered by ordering, then id)"
@@ -153,11 +158,42 @@ func pluginEndpoints() []*adminext.Endpoint {
 	return eps
 }
 
+// pluginInputSchema is the request body of POST and PUT: the declaration's
+// input schema whose config is the PluginConfig of its type (the OpenAPI
+// document's PluginConfig_<type> components, one per registered type, built
+// from the same declarations), so that /docs shows every type's fields
+// instead of "any".
+func pluginInputSchema() map[string]any {
+	in := schema.JSONSchema(storage.Plugin{}, schema.Input)
+	if props, ok := in["properties"].(map[string]any); ok {
+		props["config"] = map[string]any{"$ref": "#/components/schemas/PluginConfig"}
+	}
+	types := plugins.Types()
+	sort.SliceStable(types, func(i, j int) bool { return types[i].Name < types[j].Name })
+	var cases []any
+	for _, t := range types {
+		ref := "#/components/schemas/PluginConfig_" + strings.ReplaceAll(t.Name, "-", "_")
+		cases = append(cases, map[string]any{
+			"if":   map[string]any{"properties": map[string]any{"type": map[string]any{"const": t.Name}}},
+			"then": map[string]any{"properties": map[string]any{"config": map[string]any{"$ref": ref}}},
+		})
+	}
+	if len(cases) > 0 {
+		in["allOf"] = cases
+	}
+	return in
+}
+
 // pluginOutputSchema is the answer schema of a plugin (and of the list):
 // the declaration's output schema, with config described per registered
 // type (if type is X then config is X's declaration).
 func pluginOutputSchema() (one, list map[string]any) {
 	one = schema.JSONSchema(storage.Plugin{}, schema.Output)
+	if props, ok := one["properties"].(map[string]any); ok {
+		if c, ok := props["config"].(map[string]any); ok {
+			c["type"] = "object" // always an object, every field of its type (below)
+		}
+	}
 	types := plugins.Types()
 	sort.SliceStable(types, func(i, j int) bool { return types[i].Name < types[j].Name })
 	var cases []any
