@@ -322,6 +322,7 @@ func bounds(p map[string]any) string {
 			{"minimum", "min"}, {"maximum", "max"},
 			{"minLength", "min length"}, {"maxLength", "max length"},
 			{"minItems", "min items"}, {"maxItems", "max items"},
+			{"minProperties", "min entries"}, {"maxProperties", "max entries"},
 		} {
 			if v, ok := s[k.key]; ok {
 				out = append(out, fmt.Sprintf("%s%s %s", of, k.label, num(v)))
@@ -338,10 +339,16 @@ func bounds(p map[string]any) string {
 		if f, ok := s["format"].(string); ok && f != "int32" && f != "int64" {
 			out = append(out, of+"format "+f)
 		}
+		if pat, ok := s["pattern"].(string); ok {
+			out = append(out, of+"pattern `"+pat+"`")
+		}
 	}
 	add(p, "")
 	if items, ok := p["items"].(map[string]any); ok && items["properties"] == nil {
 		add(items, "each: ")
+	}
+	if ap, ok := p["additionalProperties"].(map[string]any); ok && p["properties"] == nil {
+		add(ap, "each value: ")
 	}
 	if p["writeOnly"] == true {
 		out = append(out, "write-only")
