@@ -39,6 +39,7 @@ const exportDescription = "The whole routing configuration as one JSON document:
 	"Without include_secrets (any role) no secret leaves the gateway: credentials carry no key-auth key, basic-auth password_hash or jwt secret, " +
 	"and name what was left out in redacted; plugin configs carry \"<redacted>\" in place of their secret fields' values (http-log endpoint credentials and header values); certificates carry no private key; wasm_modules carry their metadata (name, size_bytes, sha256) but not the module; there is no acme section. " +
 	"include_secrets=true (admin only, 403 otherwise) adds them (wasm_modules[].wasm_base64) and an acme section with the Cloudflare token and the EAB credentials, so that the document restores a working gateway; treat it as a secret. " +
+	"Module bytes count against the import's 20 MiB body limit (base64 adds a third): modules totalling more than about 15 MiB cannot be restored in one import. " +
 	"Users, sessions, SSO settings and the admin token are never exported."
 
 const importDescription = "Destructive full replacement of the routing configuration (settings, services, targets, routes, stream routes, plugins, consumers, credentials) " +
