@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -249,7 +250,9 @@ func (s *stream) requestPhase(w http.ResponseWriter) bool {
 	if s.answered(w) {
 		return false
 	}
-	if hasBody && s.in.WantsRequestBody() {
+	// Trailers follow the body: a module with a trailers callback has the
+	// body read (buffered) to reach them.
+	if hasBody && (s.in.WantsRequestBody() || s.in.WantsRequestTrailers()) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
 		if err != nil {
 			gwctx.WriteError(w, http.StatusBadRequest, "reading the request body failed")
@@ -260,12 +263,23 @@ func (s *stream) requestPhase(w http.ResponseWriter) bool {
 			return false
 		}
 		s.ex.RequestBody = body
-		if _, err := s.in.OnRequestBody(true); err != nil {
+		if _, err := s.in.OnRequestBody(len(r.Trailer) == 0); err != nil {
 			s.fail(w, err)
 			return false
 		}
 		if s.answered(w) {
 			return false
+		}
+		if len(r.Trailer) > 0 && s.in.WantsRequestTrailers() {
+			s.ex.RequestTrailer = r.Trailer
+			if _, err := s.in.OnRequestTrailers(); err != nil {
+				s.fail(w, err)
+				return false
+			}
+			if s.answered(w) {
+				return false
+			}
+			r.Trailer = s.ex.RequestTrailer
 		}
 		r.Body = io.NopCloser(bytes.NewReader(s.ex.RequestBody))
 		r.ContentLength = int64(len(s.ex.RequestBody))
@@ -406,11 +420,54 @@ func (w *responseHook) FlushError() error {
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
-// finish runs the response body callback on a buffered body and writes it.
+// finish runs the response body callback on a buffered body and writes
+// it, then the response trailers callback.
 func (w *responseHook) finish() {
-	if w.status == 0 {
+	if w.status != 0 {
+		w.finishBody()
+	}
+	if w.started && !w.swallow && !w.s.failed && w.s.in.WantsResponseTrailers() {
+		w.trailers()
+	}
+}
+
+// trailers hands the response trailers set so far (declared in Trailer
+// or with net/http's TrailerPrefix) to the module, and sets what it leaves
+// as the trailers net/http sends after the body.
+func (w *responseHook) trailers() {
+	h := w.Header()
+	ex := w.s.ex
+	ex.ResponseTrailer = http.Header{}
+	for k, vs := range h {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+			ex.ResponseTrailer[http.CanonicalHeaderKey(name)] = vs
+			delete(h, k)
+		}
+	}
+	for _, declared := range h.Values("Trailer") {
+		for _, name := range strings.Split(declared, ",") {
+			name = http.CanonicalHeaderKey(strings.TrimSpace(name))
+			if vs, ok := h[name]; ok && name != "" {
+				ex.ResponseTrailer[name] = vs
+				delete(h, name)
+			}
+		}
+	}
+	if _, err := w.s.in.OnResponseTrailers(); err != nil {
+		// The status and body are gone already: log it and send no
+		// trailers; the instance is discarded.
+		w.s.failed = true
+		w.s.h.logger.Error("wasm plugin failed in proxy_on_response_trailers", zap.String("module", w.s.h.Module), zap.Error(err))
 		return
 	}
+	for k, vs := range ex.ResponseTrailer {
+		h[http.TrailerPrefix+k] = vs
+	}
+}
+
+// finishBody runs the response body callback on the buffered body and
+// writes it.
+func (w *responseHook) finishBody() {
 	if w.tooBig {
 		w.Header().Del("Content-Length")
 		gwctx.WriteError(w.ResponseWriter, http.StatusBadGateway, "response body too large for the wasm plugin")

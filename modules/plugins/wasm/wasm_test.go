@@ -361,3 +361,65 @@ func TestCaddyfileModuleFile(t *testing.T) {
 		t.Fatalf("headers %v", res.Header)
 	}
 }
+
+// TestTrailers: the request trailers callback sees the client's trailers
+// (the body is read to reach them) and can answer locally; the response
+// trailers callback sees the upstream's trailers and adds one.
+func TestTrailers(t *testing.T) {
+	up := plugintest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Trailer", "X-Upstream-Trailer")
+		w.WriteHeader(200)
+		_, _ = io.WriteString(w, "body")
+		w.Header().Set("X-Upstream-Trailer", "from-upstream")
+	})
+	g := start(t, filter(`
+  (data (i32.const 1024) "x-t")
+  (data (i32.const 1040) "x-wasm-trailer")
+  (data (i32.const 1056) "seen")
+  (data (i32.const 1072) "x-upstream-trailer")
+  (func (export "proxy_on_request_trailers") (param $ctx i32) (param $n i32) (result i32)
+    ;; a request trailer x-t: answer 299 with its value as the body
+    (if (i32.eqz (call $get_hdr (i32.const 1) (i32.const 1024) (i32.const 3) (i32.const 512) (i32.const 516)))
+      (then
+        (drop (call $send_local (i32.const 299) (i32.const 0) (i32.const 0) (i32.load (i32.const 512)) (i32.load (i32.const 516)) (i32.const 0) (i32.const 0) (i32.const 0)))
+        (return (i32.const 1))))
+    (i32.const 0))
+  (func (export "proxy_on_response_trailers") (param $ctx i32) (param $n i32) (result i32)
+    ;; echo the upstream's trailer back in x-wasm-trailer
+    (if (i32.eqz (call $get_hdr (i32.const 3) (i32.const 1072) (i32.const 18) (i32.const 512) (i32.const 516)))
+      (then (call $add_ret (i32.const 3) (i32.const 1040) (i32.const 14)))
+      (else (drop (call $add_hdr (i32.const 3) (i32.const 1040) (i32.const 14) (i32.const 1056) (i32.const 4)))))
+    (i32.const 0))
+`), nil, plugintest.WithUpstream(up))
+
+	// Response trailers.
+	res, err := http.Get(g.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(b) != "body" {
+		t.Fatalf("response: %d %q", res.StatusCode, b)
+	}
+	if got := res.Trailer.Get("X-Wasm-Trailer"); got != "from-upstream" {
+		t.Fatalf("trailers %v", res.Trailer)
+	}
+
+	// Request trailers: a chunked body with a trailer.
+	req, _ := http.NewRequest("POST", g.URL+"/", io.MultiReader(strings.NewReader("chunked body")))
+	req.ContentLength = -1
+	req.Trailer = http.Header{"X-T": {"trailer-value"}}
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 299 || string(b) != "trailer-value" {
+		t.Fatalf("request trailers: %d %q", res.StatusCode, b)
+	}
+	// Without the trailer the request goes upstream.
+	plugintest.WantStatus(t, g.Do("POST", "/", strings.NewReader("no trailer")), 200)
+}

@@ -92,8 +92,11 @@
 //
 // # Not implemented
 //
-// Request and response trailers callbacks are not called (the maps are
-// readable and writable when the handler fills them); Pause never suspends a
+// Trailers callbacks run once the whole body is through (the gateway_wasm
+// handler reads a request body to reach its trailers when the module has
+// proxy_on_request_trailers; request trailers go upstream only as far as
+// the buffered body allows, a module answers or changes them there).
+// Pause never suspends a
 // stream (callbacks run to completion, so a module that pauses and would
 // resume later is continued at once); proxy_on_done returning false does
 // not delay the end of the stream; TCP stream callbacks, HTTP and gRPC

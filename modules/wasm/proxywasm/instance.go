@@ -352,6 +352,15 @@ func (in *Instance) OnRequestBody(endOfStream bool) (Action, error) {
 	return in.streamCall(in.fn.requestBody, "proxy_on_request_body", phaseRequest, uint64(in.streamID), uint64(len(in.ex.RequestBody)), boolArg(endOfStream))
 }
 
+// OnRequestTrailers runs proxy_on_request_trailers on
+// Exchange.RequestTrailer (the module may change it).
+func (in *Instance) OnRequestTrailers() (Action, error) {
+	if in.ex.RequestTrailer == nil {
+		in.ex.RequestTrailer = http.Header{}
+	}
+	return in.streamCall(in.fn.requestTrailers, "proxy_on_request_trailers", phaseRequest, uint64(in.streamID), uint64(countHeader(in.ex.RequestTrailer)))
+}
+
 // OnResponseHeaders runs proxy_on_response_headers.
 func (in *Instance) OnResponseHeaders(endOfStream bool) (Action, error) {
 	n := 1 + countHeader(in.ex.ResponseHeader)
@@ -362,6 +371,23 @@ func (in *Instance) OnResponseHeaders(endOfStream bool) (Action, error) {
 func (in *Instance) OnResponseBody(endOfStream bool) (Action, error) {
 	return in.streamCall(in.fn.responseBody, "proxy_on_response_body", phaseResponse, uint64(in.streamID), uint64(len(in.ex.ResponseBody)), boolArg(endOfStream))
 }
+
+// OnResponseTrailers runs proxy_on_response_trailers on
+// Exchange.ResponseTrailer (the module may change it).
+func (in *Instance) OnResponseTrailers() (Action, error) {
+	if in.ex.ResponseTrailer == nil {
+		in.ex.ResponseTrailer = http.Header{}
+	}
+	return in.streamCall(in.fn.responseTrailers, "proxy_on_response_trailers", phaseResponse, uint64(in.streamID), uint64(countHeader(in.ex.ResponseTrailer)))
+}
+
+// WantsRequestTrailers says whether the module has a request trailers
+// callback (the handler then reads the whole request body to reach them).
+func (in *Instance) WantsRequestTrailers() bool { return in.fn.requestTrailers != nil }
+
+// WantsResponseTrailers says whether the module has a response trailers
+// callback.
+func (in *Instance) WantsResponseTrailers() bool { return in.fn.responseTrailers != nil }
 
 // WantsRequestBody says whether the module has a request body callback
 // (the handler buffers the body only then).
