@@ -40,6 +40,11 @@ import (
 // decoding or WAT assembly).
 const MaxModuleBytes = 16 << 20
 
+// MaxWATBytes is the size limit of WAT text: assembling takes memory in
+// proportion to the text (tens of bytes per byte in the worst case), so the
+// text format is for small modules; binaries go up to MaxModuleBytes.
+const MaxWATBytes = 4 << 20
+
 // PluginType is the plugin type that references modules.
 const PluginType = "wasm"
 
@@ -61,7 +66,7 @@ const description = "A module is a proxy-wasm plugin module (ABI 0.2.0/0.2.1) th
 type ModuleInput struct {
 	Name       string  `json:"name" schema:"required,minLength=1,maxLength=64" doc:"Unique; 1..64 characters of a-z, 0-9, - and _."`
 	WasmBase64 *string `json:"wasm_base64" schema:"writeonly" doc:"The binary module, base64 (standard alphabet); takes precedence over wat."`
-	WAT        *string `json:"wat" schema:"writeonly" doc:"The module in WebAssembly text format; used when wasm_base64 is absent or empty."`
+	WAT        *string `json:"wat" schema:"writeonly" doc:"The module in WebAssembly text format (at most 4 MiB of text); used when wasm_base64 is absent or empty."`
 }
 
 var nameRe = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
@@ -176,6 +181,9 @@ func Binary(in *ModuleInput) (bin []byte, field string, err error) {
 		}
 	} else {
 		field = "wat"
+		if len(*in.WAT) > MaxWATBytes {
+			return nil, field, schema.Errorf(field, "is larger than %d MiB of text; upload a large module as wasm_base64", MaxWATBytes>>20)
+		}
 		bin, err = wat.Compile([]byte(*in.WAT))
 		if err != nil {
 			return nil, field, schema.Errorf(field, "%s", err.Error())
