@@ -336,7 +336,7 @@ func compileProxy(svc *storage.Service, targets []storage.Target) map[string]any
 		ups = append(ups, map[string]any{"dial": a})
 	}
 	transport := map[string]any{
-		"protocol":                "http",
+		"protocol":                "gateway_http", // Caddy's http transport, its peers guarded (router.Transport)
 		"dial_timeout":            ms(svc.ConnectTimeoutMS),
 		"response_header_timeout": ms(svc.ReadTimeoutMS),
 		"read_timeout":            ms(svc.ReadTimeoutMS),

@@ -306,6 +306,13 @@ func TestTrustOutboundNeverReachesAdmin(t *testing.T) {
 			if p := send(t, g, "GET", "/r2", nil); p.Status != 200 {
 				t.Fatalf("proxied: %d", p.Status)
 			}
+			// A target named by that hostname: the proxy's dial is refused
+			// (502), Caddy's admin never gets the POST /stop.
+			adm := g.Service("adm", net.JoinHostPort(hn, caddyPort))
+			g.Route("stop", adm, map[string]any{"paths": []string{"/stop"}})
+			if p := send(t, g, "POST", "/stop", nil); p.Status != 502 {
+				t.Fatalf("proxied to Caddy's admin through a name: %d %s", p.Status, p.Body)
+			}
 		}
 	}
 	if p := send(t, g, "GET", "/r", nil); p.Status != 200 {
