@@ -95,7 +95,7 @@ func render() []byte {
 	types := plugins.Types()
 	b.WriteString("\n## Types by default ordering\n\n| type | default ordering | what it does |\n|---|---:|---|\n")
 	for _, t := range types {
-		fmt.Fprintf(&b, "| [`%s`](#%s) | %d | %s |\n", t.Name, t.Name, t.Ordering, cell(firstSentence(t.Doc)))
+		fmt.Fprintf(&b, "| [`%s`](#%s) | %d | %s |\n", t.Name, t.Name, t.Ordering, cell(prose(firstSentence(t.Doc))))
 	}
 	for _, t := range types {
 		renderType(&b, t)
@@ -107,7 +107,7 @@ func renderType(b *bytes.Buffer, t plugins.Type) {
 	cfg := t.New()
 	fmt.Fprintf(b, "\n## %s\n\n", t.Name)
 	if t.Doc != "" {
-		fmt.Fprintf(b, "%s\n\n", t.Doc)
+		fmt.Fprintf(b, "%s\n\n", prose(t.Doc))
 	}
 	fmt.Fprintf(b, "- Default ordering: %d\n", t.Ordering)
 	fmt.Fprintf(b, "- Caddy module: `http.handlers.%s`", t.ModuleName())
@@ -161,7 +161,7 @@ func fieldRows(prefix string, s map[string]any, t reflect.Type) []string {
 			reqCell = "yes"
 		}
 		rows = append(rows, fmt.Sprintf("| `%s` | %s | %s | %s | %s | %s |\n",
-			full, typeName(p), reqCell, cell(def), cell(bounds(p)), cell(str(p["description"]))))
+			full, typeName(p), reqCell, cell(def), cell(bounds(p)), cell(prose(str(p["description"])))))
 		ft := fieldType(t, name)
 		switch {
 		case p["type"] == "object" && p["properties"] != nil:
@@ -387,6 +387,12 @@ func str(v any) string {
 func cell(s string) string {
 	s = strings.ReplaceAll(s, "|", `\|`)
 	return strings.ReplaceAll(s, "\n", " ")
+}
+
+// prose makes declaration text safe as Markdown text: a <word> would be
+// taken for an HTML tag and vanish.
+func prose(s string) string {
+	return strings.NewReplacer("<", "&lt;", ">", "&gt;").Replace(s)
 }
 
 func firstSentence(s string) string {
