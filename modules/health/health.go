@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/caddy-gateway/gateway/modules/guard"
 )
 
 // Checking parameters (addendum §3): every 10 s; two failures mark a target
@@ -300,8 +302,9 @@ func (c *checker) checkHTTP(ctx context.Context, addr string) error {
 	}
 	tr := c.client.Transport.(*http.Transport)
 	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
+		// Never an HTTP request to an admin endpoint (package guard), even
+		// when the target's name resolves to one.
+		return guard.Dialer(&net.Dialer{}).DialContext(ctx, network, addr)
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
