@@ -54,7 +54,7 @@ func structSchema(t reflect.Type, mode Mode) map[string]any {
 		if f.nullable {
 			s = nullable(s)
 		}
-		applyTags(s, f)
+		applyTags(s, f, mode)
 		if f.doc != "" {
 			s["description"] = f.doc
 		}
@@ -126,10 +126,40 @@ func nullable(s map[string]any) map[string]any {
 	return s
 }
 
-func applyTags(s map[string]any, f *field) {
+func applyTags(s map[string]any, f *field, mode Mode) {
+	// Rules about the field's values go where those values are: on the
+	// field's schema, on an array's items, or on a map's values.
+	t := f.typ
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	target, onItems := s, false
-	if items, ok := s["items"].(map[string]any); ok && (len(f.enum) > 0 || f.min != nil || f.max != nil) {
-		target, onItems = items, true // item rules for arrays
+	elem := t
+	switch {
+	case t == rawMessageType:
+	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && t.Elem().Kind() != reflect.Uint8:
+		if items, ok := s["items"].(map[string]any); ok {
+			target, onItems, elem = items, true, t.Elem()
+		}
+		if f.minItems != nil {
+			s["minItems"] = *f.minItems
+		}
+		if f.maxItems != nil || mode == Input {
+			s["maxItems"] = maxItems(f)
+		}
+	case t.Kind() == reflect.Map:
+		if vals, ok := s["additionalProperties"].(map[string]any); ok {
+			target, onItems, elem = vals, true, t.Elem()
+		}
+		if f.minItems != nil {
+			s["minProperties"] = *f.minItems
+		}
+		if f.maxItems != nil || mode == Input {
+			s["maxProperties"] = maxItems(f)
+		}
+	}
+	for elem.Kind() == reflect.Pointer {
+		elem = elem.Elem()
 	}
 	if f.min != nil {
 		target["minimum"] = *f.min
@@ -137,17 +167,28 @@ func applyTags(s map[string]any, f *field) {
 	if f.max != nil {
 		target["maximum"] = *f.max
 	}
-	if f.minLength != nil {
-		s["minLength"] = *f.minLength
+	switch elem.Kind() {
+	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Uint8, reflect.Uint16, reflect.Uint32:
+		// the Go type's range is part of the contract (int32 fields)
+		if lo, hi := intRange(elem); mode == Input {
+			if f.min == nil {
+				target["minimum"], _ = strconv.ParseInt(lo, 10, 64)
+			}
+			if f.max == nil {
+				target["maximum"], _ = strconv.ParseInt(hi, 10, 64)
+			}
+		}
 	}
-	if f.maxLength != nil {
-		s["maxLength"] = *f.maxLength
-	}
-	if f.minItems != nil {
-		s["minItems"] = *f.minItems
-	}
-	if f.maxItems != nil {
-		s["maxItems"] = *f.maxItems
+	if elem.Kind() == reflect.String && elem != rawMessageType && len(f.enum) == 0 {
+		if f.str.minLength != nil {
+			target["minLength"] = *f.str.minLength
+		}
+		if f.str.maxLength != nil || mode == Input {
+			target["maxLength"] = f.str.max()
+		}
+		if mode == Input {
+			target["pattern"] = f.str.kind.pattern()
+		}
 	}
 	if len(f.enum) > 0 {
 		vals := make([]any, 0, len(f.enum))
@@ -169,6 +210,13 @@ func applyTags(s map[string]any, f *field) {
 		target["enum"] = vals
 	}
 	if f.format != "" {
-		s["format"] = f.format
+		target["format"] = f.format
 	}
+}
+
+func maxItems(f *field) int {
+	if f.maxItems != nil {
+		return *f.maxItems
+	}
+	return DefaultMaxItems
 }

@@ -18,12 +18,29 @@
 //	minLength=N maxLength=N minItems=N maxItems=N
 //	enum=a|b|c        allowed values (strings or integers); for slices: per item
 //	format=F          informative (date-time, email, uri …)
-//	placeholders      the value (a string, or each value of a string map or
-//	                  slice) reaches a Caddy replacer: only the placeholders
-//	                  package's allowed placeholders may appear in it
-//	secret            the value (a string, or each value of a string map) is
-//	                  a secret: Redact replaces it for callers that may not
-//	                  see secrets
+//	KIND              what a string holds (for slices: each item; for maps:
+//	                  each value), one of the kinds below
+//	keys=KIND         the kind of a map's keys
+//
+// Every string anywhere in an input (fields, items, map keys and values) is
+// held to its kind's rules, so a field cannot forget them: valid UTF-8, no
+// control characters and a length cap. Kinds:
+//
+//	(none)            one line: no control character (U+0000..U+001F,
+//	                  U+007F), at most 4096 characters
+//	name              a line that is not blank (whitespace only), at most 255
+//	host              a host name, IP address or host pattern: ASCII letters,
+//	                  digits and . - _ * : % [ ] only, at most 253
+//	path              a URL path or path pattern, at most 4096
+//	header_name       an HTTP header name (an RFC 9110 token), at most 256
+//	header_value      an HTTP header value (a line), at most 8192
+//	text              multi-line text (tab, CR and LF allowed, other control
+//	                  characters not), at most 65536 (PEM, bodies …)
+//
+// maxLength overrides the kind's cap. Slices and maps hold at most 1000
+// items unless maxItems says otherwise. Integers outside their Go type's
+// range are refused naming the field; declarations give every integer an
+// explicit max (a test in each declaring package walks them).
 //
 // A `doc:"…"` tag becomes the field's description.
 package schema
@@ -41,8 +58,6 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
-
-	"github.com/caddy-gateway/gateway/modules/placeholders"
 )
 
 // Defaulter is implemented by declarations whose zero value is not their
@@ -174,11 +189,15 @@ func checkObject(path string, obj map[string]json.RawMessage, t reflect.Type) er
 	return nil
 }
 
-// checkRaw checks one input value against its Go type (see checkObject).
+// checkRaw checks one input value against its Go type (see checkObject):
+// its JSON kind, and for integers their syntax and the Go type's range, so
+// that a wrong type is named by its full path ("groups[0]: must be a
+// string"), which encoding/json cannot do inside arrays and maps.
 func checkRaw(path string, raw json.RawMessage, t reflect.Type) error {
 	if t == rawMessageType {
 		return nil // decoded later by its own declaration (plugin config …)
 	}
+	raw = bytes.TrimSpace(raw)
 	null := isJSONNull(raw)
 	if t.Kind() == reflect.Pointer {
 		if null {
@@ -192,17 +211,46 @@ func checkRaw(path string, raw json.RawMessage, t reflect.Type) error {
 		}
 		return Errorf(path, "must not be null")
 	}
+	if len(raw) == 0 {
+		return nil // the decoder reports malformed JSON
+	}
+	c := raw[0]
 	switch t.Kind() {
+	case reflect.Bool:
+		if c != 't' && c != 'f' {
+			return Errorf(path, "must be a boolean")
+		}
+	case reflect.String:
+		if c != '"' {
+			return Errorf(path, "must be a string")
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return checkRawInt(path, raw, t)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return checkRawInt(path, raw, t)
+	case reflect.Float32, reflect.Float64:
+		if c != '-' && (c < '0' || c > '9') {
+			return Errorf(path, "must be a number")
+		}
 	case reflect.Struct:
-		var obj map[string]json.RawMessage
-		if t == timeType || json.Unmarshal(raw, &obj) != nil {
+		if t == timeType {
+			if c != '"' {
+				return Errorf(path, "must be a date-time string")
+			}
 			return nil
+		}
+		var obj map[string]json.RawMessage
+		if c != '{' || json.Unmarshal(raw, &obj) != nil {
+			return Errorf(path, "must be an object")
 		}
 		return checkObject(path, obj, t)
 	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return nil // []byte: base64 text, the decoder checks it
+		}
 		var items []json.RawMessage
-		if t.Elem().Kind() == reflect.Uint8 || json.Unmarshal(raw, &items) != nil {
-			return nil
+		if c != '[' || json.Unmarshal(raw, &items) != nil {
+			return Errorf(path, "must be an array")
 		}
 		for i, it := range items {
 			if err := checkRaw(fmt.Sprintf("%s[%d]", path, i), it, t.Elem()); err != nil {
@@ -211,8 +259,8 @@ func checkRaw(path string, raw json.RawMessage, t reflect.Type) error {
 		}
 	case reflect.Map:
 		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return nil
+		if c != '{' || json.Unmarshal(raw, &obj) != nil {
+			return Errorf(path, "must be an object")
 		}
 		for _, k := range sortedKeys(obj) {
 			if err := checkRaw(joinPath(path, k), obj[k], t.Elem()); err != nil {
@@ -221,6 +269,37 @@ func checkRaw(path string, raw json.RawMessage, t reflect.Type) error {
 		}
 	}
 	return nil
+}
+
+// checkRawInt checks an integer literal: digits only (no fraction, no
+// exponent, no quotes) within the range of the Go type.
+func checkRawInt(path string, raw json.RawMessage, t reflect.Type) error {
+	s := string(raw)
+	bits := t.Bits()
+	var err error
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
+		_, err = strconv.ParseUint(s, 10, bits)
+	} else {
+		_, err = strconv.ParseInt(s, 10, bits)
+	}
+	if err == nil {
+		return nil
+	}
+	var ne *strconv.NumError
+	if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
+		lo, hi := intRange(t)
+		return Errorf(path, "must be an integer between %s and %s", lo, hi)
+	}
+	return Errorf(path, "must be an integer")
+}
+
+// intRange is the range of an integer type, as decimal strings.
+func intRange(t reflect.Type) (string, string) {
+	bits := t.Bits()
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
+		return "0", strconv.FormatUint(1<<bits-1, 10)
+	}
+	return strconv.FormatInt(-1<<(bits-1), 10), strconv.FormatInt(1<<(bits-1)-1, 10)
 }
 
 func isJSONNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
@@ -252,6 +331,8 @@ func DecodeValue(raw json.RawMessage, dst any) error {
 }
 
 // Check runs the tag rules and the Validator of v (a pointer to a struct).
+// Internal fields are the gateway's own (compiled in, never input) and are
+// not checked here.
 func Check(v any) error {
 	rv := reflect.ValueOf(v)
 	for rv.Kind() == reflect.Pointer {
@@ -259,10 +340,10 @@ func Check(v any) error {
 	}
 	info := structInfo(rv.Type())
 	for _, f := range info.fields {
-		if f.readonly {
+		if f.readonly || f.internal {
 			continue
 		}
-		if err := checkField(f, rv.Field(f.index)); err != nil {
+		if err := checkValue(f, f.name, rv.Field(f.index), 0); err != nil {
 			return err
 		}
 	}
@@ -275,7 +356,12 @@ func Check(v any) error {
 	return nil
 }
 
-func checkField(f *field, v reflect.Value) error {
+// DefaultMaxItems caps slices and maps without a maxItems tag.
+const DefaultMaxItems = 1000
+
+// checkValue checks v, the value of field f (depth 0) or one of its items
+// or map values (depth > 0), named name.
+func checkValue(f *field, name string, v reflect.Value, depth int) error {
 	if v.Kind() == reflect.Pointer {
 		if v.IsNil() {
 			return nil
@@ -284,98 +370,108 @@ func checkField(f *field, v reflect.Value) error {
 	}
 	switch v.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n := float64(v.Int())
-		if f.min != nil && n < *f.min {
-			return Errorf(f.name, "must be at least %s", fmtNum(*f.min))
-		}
-		if f.max != nil && n > *f.max {
-			return Errorf(f.name, "must be at most %s", fmtNum(*f.max))
-		}
-		if len(f.enum) > 0 && !inEnum(f.enum, strconv.FormatInt(v.Int(), 10)) {
-			return Errorf(f.name, "must be one of %s", strings.Join(f.enum, ", "))
-		}
+		return checkNumber(f, name, float64(v.Int()), strconv.FormatInt(v.Int(), 10))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return checkNumber(f, name, float64(v.Uint()), strconv.FormatUint(v.Uint(), 10))
 	case reflect.Float32, reflect.Float64:
-		n := v.Float()
-		if f.min != nil && n < *f.min {
-			return Errorf(f.name, "must be at least %s", fmtNum(*f.min))
-		}
-		if f.max != nil && n > *f.max {
-			return Errorf(f.name, "must be at most %s", fmtNum(*f.max))
-		}
+		return checkNumber(f, name, v.Float(), "")
 	case reflect.String:
-		s := v.String()
-		n := utf8.RuneCountInString(s)
-		if f.minLength != nil && n < *f.minLength {
-			if *f.minLength == 1 {
-				return Errorf(f.name, "must not be empty")
-			}
-			return Errorf(f.name, "must be at least %d characters", *f.minLength)
+		return checkString(f.str, f.enum, name, v.String())
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return nil // bytes (json.RawMessage …): not text
 		}
-		if f.maxLength != nil && n > *f.maxLength {
-			return Errorf(f.name, "must be at most %d characters", *f.maxLength)
+		if err := checkCount(f, name, v.Len(), depth); err != nil {
+			return err
 		}
-		if len(f.enum) > 0 && !inEnum(f.enum, s) {
-			return Errorf(f.name, "must be one of %s", strings.Join(f.enum, ", "))
-		}
-		if f.placeholders {
-			if err := placeholders.Check(s); err != nil {
-				return Errorf(f.name, "%v", err)
+		for i := 0; i < v.Len(); i++ {
+			if err := checkValue(f, fmt.Sprintf("%s[%d]", name, i), v.Index(i), depth+1); err != nil {
+				return err
 			}
 		}
 	case reflect.Map:
-		if f.placeholders && v.Type().Key().Kind() == reflect.String && v.Type().Elem().Kind() == reflect.String {
-			keys := make([]string, 0, v.Len())
-			for _, k := range v.MapKeys() {
+		if err := checkCount(f, name, v.Len(), depth); err != nil {
+			return err
+		}
+		keys := make([]string, 0, v.Len())
+		for _, k := range v.MapKeys() {
+			if k.Kind() == reflect.String {
 				keys = append(keys, k.String())
 			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				if err := placeholders.Check(v.MapIndex(reflect.ValueOf(k).Convert(v.Type().Key())).String()); err != nil {
-					return Errorf(f.name+"."+k, "%v", err)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if err := checkString(f.keys, nil, name, k); err != nil {
+				var fe *FieldError
+				if errors.As(err, &fe) {
+					return Errorf(name, "key %q %s", k, fe.Msg)
 				}
+				return err
 			}
-		}
-	case reflect.Slice:
-		if f.minItems != nil && v.Len() < *f.minItems {
-			return Errorf(f.name, "must have at least %d items", *f.minItems)
-		}
-		if f.maxItems != nil && v.Len() > *f.maxItems {
-			return Errorf(f.name, "must have at most %d items", *f.maxItems)
-		}
-		if len(f.enum) > 0 {
-			for i := 0; i < v.Len(); i++ {
-				item := fmt.Sprint(v.Index(i).Interface())
-				if !inEnum(f.enum, item) {
-					return Errorf(fmt.Sprintf("%s[%d]", f.name, i), "must be one of %s", strings.Join(f.enum, ", "))
-				}
-			}
-		}
-		if f.placeholders && v.Type().Elem().Kind() == reflect.String {
-			for i := 0; i < v.Len(); i++ {
-				if err := placeholders.Check(v.Index(i).String()); err != nil {
-					return Errorf(fmt.Sprintf("%s[%d]", f.name, i), "%v", err)
-				}
-			}
-		}
-		if f.min != nil || f.max != nil {
-			for i := 0; i < v.Len(); i++ {
-				sub := *f
-				sub.name = fmt.Sprintf("%s[%d]", f.name, i)
-				sub.enum = nil
-				if err := checkField(&sub, v.Index(i)); err != nil {
-					return err
-				}
-			}
-		}
-		for i := 0; i < v.Len(); i++ {
-			if err := checkNested(fmt.Sprintf("%s[%d]", f.name, i), v.Index(i)); err != nil {
+			if err := checkValue(f, joinPath(name, k), v.MapIndex(reflect.ValueOf(k).Convert(v.Type().Key())), depth+1); err != nil {
 				return err
 			}
 		}
 	case reflect.Struct:
-		if err := checkNested(f.name, v); err != nil {
-			return err
+		return checkNested(name, v)
+	}
+	return nil
+}
+
+func checkNumber(f *field, name string, n float64, asText string) error {
+	if f.min != nil && n < *f.min {
+		return Errorf(name, "must be at least %s", fmtNum(*f.min))
+	}
+	if f.max != nil && n > *f.max {
+		return Errorf(name, "must be at most %s", fmtNum(*f.max))
+	}
+	if len(f.enum) > 0 && asText != "" && !inEnum(f.enum, asText) {
+		return Errorf(name, "must be one of %s", strings.Join(f.enum, ", "))
+	}
+	return nil
+}
+
+func checkCount(f *field, name string, n, depth int) error {
+	max := DefaultMaxItems
+	if depth == 0 {
+		if f.minItems != nil && n < *f.minItems {
+			return Errorf(name, "must have at least %d items", *f.minItems)
 		}
+		if f.maxItems != nil {
+			max = *f.maxItems
+		}
+	}
+	if n > max {
+		return Errorf(name, "must have at most %d items", max)
+	}
+	return nil
+}
+
+// checkString applies a string rule (and an enum) to s.
+func checkString(r strRule, enum []string, name, s string) error {
+	if !utf8.ValidString(s) {
+		return Errorf(name, "must be valid UTF-8")
+	}
+	if len(enum) > 0 {
+		if !inEnum(enum, s) {
+			return Errorf(name, "must be one of %s", strings.Join(enum, ", "))
+		}
+		return nil
+	}
+	if r.minLength != nil || len(s) > r.max() {
+		n := utf8.RuneCountInString(s)
+		if r.minLength != nil && n < *r.minLength {
+			if *r.minLength == 1 {
+				return Errorf(name, "must not be empty")
+			}
+			return Errorf(name, "must be at least %d characters", *r.minLength)
+		}
+		if n > r.max() {
+			return Errorf(name, "must be at most %d characters", r.max())
+		}
+	}
+	if msg := r.kind.check(s); msg != "" {
+		return Errorf(name, "%s", msg)
 	}
 	return nil
 }
@@ -458,18 +554,18 @@ func jsonKind(t reflect.Type) string {
 var timeType = reflect.TypeOf(time.Time{})
 
 type field struct {
-	index                int
-	name                 string
-	typ                  reflect.Type
-	required, readonly   bool
-	internal             bool
-	nullable             bool
-	placeholders, secret bool
-	min, max             *float64
-	minLength, maxLength *int
-	minItems, maxItems   *int
-	enum                 []string
-	format, doc          string
+	index              int
+	name               string
+	typ                reflect.Type
+	required, readonly bool
+	internal           bool
+	nullable           bool
+	min, max           *float64
+	str                strRule // the field's strings (itself, items, map values)
+	keys               strRule // a map's keys
+	minItems, maxItems *int
+	enum               []string
+	format, doc        string
 }
 
 type info struct{ fields []*field }
@@ -504,6 +600,7 @@ func structInfo(t reflect.Type) *info {
 				f.readonly = true
 			case "internal":
 				f.internal = true
+			case "writeonly":
 			case "nullable":
 				f.nullable = true
 			case "notnull":
@@ -513,9 +610,11 @@ func structInfo(t reflect.Type) *info {
 			case "max":
 				f.max = parseF(v)
 			case "minLength":
-				f.minLength = parseI(v)
+				f.str.minLength = parseI(v)
 			case "maxLength":
-				f.maxLength = parseI(v)
+				f.str.maxLength = parseI(v)
+			case "keys":
+				f.keys.kind = parseKind(v)
 			case "minItems":
 				f.minItems = parseI(v)
 			case "maxItems":
@@ -524,10 +623,9 @@ func structInfo(t reflect.Type) *info {
 				f.enum = strings.Split(v, "|")
 			case "format":
 				f.format = v
-			case "placeholders":
-				f.placeholders = true
-			case "secret":
-				f.secret = true
+			case "":
+			default:
+				f.str.kind = parseKind(k)
 			}
 		}
 		in.fields = append(in.fields, f)
@@ -550,4 +648,102 @@ func parseI(s string) *int {
 		panic("schema: bad integer in tag: " + s)
 	}
 	return &n
+}
+
+// ---- string kinds ----
+
+// strKind is what a string holds (see the package documentation).
+type strKind string
+
+const (
+	kindLine        strKind = ""
+	kindName        strKind = "name"
+	kindHost        strKind = "host"
+	kindPath        strKind = "path"
+	kindHeaderName  strKind = "header_name"
+	kindHeaderValue strKind = "header_value"
+	kindText        strKind = "text"
+)
+
+var kindMax = map[strKind]int{
+	kindLine: 4096, kindName: 255, kindHost: 253, kindPath: 4096,
+	kindHeaderName: 256, kindHeaderValue: 8192, kindText: 65536,
+}
+
+func parseKind(s string) strKind {
+	k := strKind(s)
+	if _, ok := kindMax[k]; !ok || s == "" {
+		panic("schema: unknown tag option or string kind: " + s)
+	}
+	return k
+}
+
+// strRule is the rule of a string: its kind and length bounds.
+type strRule struct {
+	kind                 strKind
+	minLength, maxLength *int
+}
+
+func (r strRule) max() int {
+	if r.maxLength != nil {
+		return *r.maxLength
+	}
+	return kindMax[r.kind]
+}
+
+// check returns what is wrong with s for its kind ("" when nothing is).
+func (k strKind) check(s string) string {
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f {
+			if k == kindText && (c == '\t' || c == '\n' || c == '\r') {
+				continue
+			}
+			return fmt.Sprintf("must not contain control characters (found %U)", c)
+		}
+	}
+	switch k {
+	case kindName:
+		if s != "" && strings.TrimSpace(s) == "" {
+			return "must not be blank"
+		}
+	case kindHost:
+		for _, c := range s {
+			if !isHostChar(c) {
+				if c == ' ' {
+					return "must not contain spaces"
+				}
+				return fmt.Sprintf("must be a host name or IP address (%q is not allowed)", c)
+			}
+		}
+	case kindHeaderName:
+		for _, c := range s {
+			if c >= utf8.RuneSelf || !isTokenChar(byte(c)) {
+				return fmt.Sprintf("must be a valid header name (%q is not allowed)", c)
+			}
+		}
+	}
+	return ""
+}
+
+func isHostChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune(".-_*:%[]", c)
+}
+
+// isTokenChar is RFC 9110's tchar.
+func isTokenChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// pattern is the kind's rule as an ECMA-262 (and RE2) regular expression,
+// for the JSON Schema.
+func (k strKind) pattern() string {
+	switch k {
+	case kindHost:
+		return `^[A-Za-z0-9._*:%\[\]-]*$`
+	case kindHeaderName:
+		return "^[!#$%&'*+.^_`|~0-9A-Za-z-]*$"
+	case kindText:
+		return `^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F]*$`
+	}
+	return `^[^\x00-\x1F\x7F]*$`
 }

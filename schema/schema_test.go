@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -38,7 +39,7 @@ func TestDecodeDefaultsAndRules(t *testing.T) {
 		`{"name":"x","port":"1"}`:                    "port: must be an integer",
 		`{"name":"x","port":1,"x":1}`:                "x: unknown field",
 		`{"name":"x","port":1,"on":null}`:            "on: must not be null",
-		`{"name":"x","port":1,"tags":[1]}`:           "tags: must be a string",
+		`{"name":"x","port":1,"tags":[1]}`:           "tags[0]: must be a string",
 		`{"name":"x","port":1,"tags":["a","b","c"]}`: "tags: must have at most 2 items",
 		`{"name":"x"`:                                "malformed JSON",
 		`[]`:                                         "JSON object",
@@ -113,5 +114,113 @@ func TestDecodeNestedPaths(t *testing.T) {
 	}
 	if len(d.Splits) != 1 || d.Headers["a"] != "*" || d.Ptrs[0] != nil || *d.Ptrs[1] != "x" {
 		t.Fatalf("decoded %+v", d)
+	}
+}
+
+type kinds struct {
+	Name    string            `json:"name" schema:"name"`
+	Host    string            `json:"host" schema:"host"`
+	Path    string            `json:"path" schema:"path"`
+	Line    string            `json:"line"`
+	Text    *string           `json:"text" schema:"text,maxLength=20"`
+	Hosts   []string          `json:"hosts" schema:"host,maxItems=2"`
+	Headers map[string]string `json:"headers" schema:"keys=header_name,header_value"`
+	Groups  []string          `json:"groups"`
+	Small   int32             `json:"small"`
+	Big     int64             `json:"big" schema:"min=0,max=3600000"`
+	Counts  []int             `json:"counts" schema:"min=1,max=9"`
+	Ints    map[string]int64  `json:"ints" schema:"max=5"`
+	Raw     json.RawMessage   `json:"raw"`
+}
+
+// Every string of an input is held to its kind: no control characters
+// (text allows tab, CR, LF), a length cap, hosts without spaces, header
+// names as tokens, no blank names; slices and maps are capped; integers are
+// checked against their type and bounds, each error naming its path.
+func TestStringKindsAndBounds(t *testing.T) {
+	long := strings.Repeat("a", 4097)
+	cases := map[string]string{
+		`{"name":"a\r\nb"}`: "name: must not contain control characters (found U+000D)",
+		`{"name":"   "}`:    "name: must not be blank",
+		`{"name":"` + strings.Repeat("n", 256) + `"}`: "name: must be at most 255 characters",
+		`{"line":"a\u0000"}`:                          "line: must not contain control characters (found U+0000)",
+		`{"line":"a\tb"}`:                             "line: must not contain control characters (found U+0009)",
+		`{"line":"a\u007fb"}`:                         "line: must not contain control characters (found U+007F)",
+		`{"line":"` + long + `"}`:                     "line: must be at most 4096 characters",
+		`{"host":"a b"}`:                              "host: must not contain spaces",
+		`{"host":"a/b"}`:                              `host: must be a host name or IP address ('/' is not allowed)`,
+		`{"host":"` + strings.Repeat("h", 254) + `"}`: "host: must be at most 253 characters",
+		`{"hosts":["a","b c"]}`:                       "hosts[1]: must not contain spaces",
+		`{"hosts":["a","b","c"]}`:                     "hosts: must have at most 2 items",
+		`{"path":"/a\nb"}`:                            "path: must not contain control characters (found U+000A)",
+		`{"text":"a\u0001"}`:                          "text: must not contain control characters (found U+0001)",
+		`{"text":"` + strings.Repeat("t", 21) + `"}`:  "text: must be at most 20 characters",
+		`{"headers":{"X-A":"v\r\nX-B: 1"}}`:           "headers.X-A: must not contain control characters (found U+000D)",
+		`{"headers":{"X A":"v"}}`:                     `headers: key "X A" must be a valid header name (' ' is not allowed)`,
+		`{"groups":[1]}`:                              "groups[0]: must be a string",
+		`{"groups":["ok","a\rb"]}`:                    "groups[1]: must not contain control characters (found U+000D)",
+		`{"small":2147483648}`:                        "small: must be an integer between -2147483648 and 2147483647",
+		`{"small":1.0}`:                               "small: must be an integer",
+		`{"small":"1"}`:                               "small: must be an integer",
+		`{"big":9223372036854775807}`:                 "big: must be at most 3600000",
+		`{"big":9223372036854775808}`:                 "big: must be an integer between -9223372036854775808 and 9223372036854775807",
+		`{"big":1e3}`:                                 "big: must be an integer",
+		`{"counts":[1,10]}`:                           "counts[1]: must be at most 9",
+		`{"counts":[1,"2"]}`:                          "counts[1]: must be an integer",
+		`{"ints":{"a":6}}`:                            "ints.a: must be at most 5",
+		`{"name":true}`:                               "name: must be a string",
+		`{"hosts":"a"}`:                               "hosts: must be an array",
+		`{"headers":[]}`:                              "headers: must be an object",
+	}
+	for in, want := range cases {
+		var k kinds
+		err := Decode([]byte(in), &k)
+		if err == nil || err.Error() != want {
+			t.Errorf("%.80s: got %v, want %q", in, err, want)
+		}
+	}
+	many := make([]string, DefaultMaxItems+1)
+	for i := range many {
+		many[i] = `"g"`
+	}
+	var k kinds
+	if err := Decode([]byte(`{"groups":[`+strings.Join(many, ",")+`]}`), &k); err == nil || err.Error() != "groups: must have at most 1000 items" {
+		t.Errorf("default item cap: %v", err)
+	}
+	ok := `{"name":" a ","host":"*.example.com","path":"/a b","line":"ünïcode","text":"a\r\n\tb","hosts":["[::1]","fe80::1%eth0"],` +
+		`"headers":{"X-A":"a b é"},"groups":["g"],"small":-2147483648,"big":3600000,"counts":[9],"ints":{"a":5},"raw":{"x":"\u0000"}}`
+	if err := Decode([]byte(ok), &k); err != nil {
+		t.Fatalf("valid input refused: %v", err)
+	}
+	// Check (Provision of plugin modules) applies the same rules to values
+	// that did not come through Decode, including invalid UTF-8.
+	bad := kinds{Line: "a\xffb"}
+	if err := Check(&bad); err == nil || err.Error() != "line: must be valid UTF-8" {
+		t.Errorf("invalid UTF-8: %v", err)
+	}
+	bad = kinds{Headers: map[string]string{"X": "a\nb"}}
+	if err := Check(&bad); err == nil || err.Error() != "headers.X: must not contain control characters (found U+000A)" {
+		t.Errorf("Check header value: %v", err)
+	}
+}
+
+func TestJSONSchemaKinds(t *testing.T) {
+	b, _ := json.Marshal(JSONSchema(kinds{}, Input))
+	s := string(b)
+	for _, want := range []string{
+		`"name":{"maxLength":255,"pattern":"^[^\\x00-\\x1F\\x7F]*$","type":"string"}`,
+		`"hosts":{"items":{"maxLength":253,"pattern":"^[A-Za-z0-9._*:%\\[\\]-]*$","type":"string"},"maxItems":2,"type":"array"}`,
+		`"small":{"format":"int32","maximum":2147483647,"minimum":-2147483648,"type":"integer"}`,
+		`"maxProperties":1000`,
+		`"text":{"maxLength":20,"pattern":"^[^\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]*$","type":["string","null"]}`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("input schema lacks %s:\n%s", want, s)
+		}
+	}
+	for _, k := range []strKind{kindLine, kindHost, kindHeaderName, kindText} {
+		if _, err := regexp.Compile(k.pattern()); err != nil {
+			t.Errorf("pattern of %q: %v", k, err)
+		}
 	}
 }
