@@ -404,7 +404,7 @@ func checkValue(f *field, name string, v reflect.Value, depth int) error {
 			if err := checkString(f.keys, nil, name, k); err != nil {
 				var fe *FieldError
 				if errors.As(err, &fe) {
-					return Errorf(name, "key %q %s", k, fe.Msg)
+					return Errorf(joinPath(name, k), "%s", fe.Msg)
 				}
 				return err
 			}

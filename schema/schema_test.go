@@ -156,7 +156,7 @@ func TestStringKindsAndBounds(t *testing.T) {
 		`{"text":"a\u0001"}`:                          "text: must not contain control characters (found U+0001)",
 		`{"text":"` + strings.Repeat("t", 21) + `"}`:  "text: must be at most 20 characters",
 		`{"headers":{"X-A":"v\r\nX-B: 1"}}`:           "headers.X-A: must not contain control characters (found U+000D)",
-		`{"headers":{"X A":"v"}}`:                     `headers: key "X A" must be a valid header name (' ' is not allowed)`,
+		`{"headers":{"X A":"v"}}`:                     `headers.X A: must be a valid header name (' ' is not allowed)`,
 		`{"groups":[1]}`:                              "groups[0]: must be a string",
 		`{"groups":["ok","a\rb"]}`:                    "groups[1]: must not contain control characters (found U+000D)",
 		`{"small":2147483648}`:                        "small: must be an integer between -2147483648 and 2147483647",

@@ -21,15 +21,15 @@ import (
 // Service is an upstream service: where and how to proxy.
 type Service struct {
 	ID               int64     `json:"id" gorm:"primaryKey" schema:"readonly"`
-	Name             string    `json:"name" schema:"required,minLength=1"`
+	Name             string    `json:"name" schema:"required,name,minLength=1"`
 	Protocol         string    `json:"protocol" schema:"enum=http|https" doc:"Upstream protocol; default http."`
-	ConnectTimeoutMS int64     `json:"connect_timeout_ms" schema:"min=0" doc:"Dial timeout in milliseconds."`
-	ReadTimeoutMS    int64     `json:"read_timeout_ms" schema:"min=0" doc:"Response header and read timeout in milliseconds."`
-	WriteTimeoutMS   int64     `json:"write_timeout_ms" schema:"min=0" doc:"Write timeout in milliseconds."`
-	Retries          int32     `json:"retries" schema:"min=0" doc:"How many other targets are tried after a connection failure."`
+	ConnectTimeoutMS int64     `json:"connect_timeout_ms" schema:"min=0,max=3600000" doc:"Dial timeout in milliseconds (at most one hour)."`
+	ReadTimeoutMS    int64     `json:"read_timeout_ms" schema:"min=0,max=3600000" doc:"Response header and read timeout in milliseconds (at most one hour)."`
+	WriteTimeoutMS   int64     `json:"write_timeout_ms" schema:"min=0,max=3600000" doc:"Write timeout in milliseconds (at most one hour)."`
+	Retries          int32     `json:"retries" schema:"min=0,max=100" doc:"How many other targets are tried after a connection failure."`
 	LBAlgorithm      string    `json:"lb_algorithm" schema:"enum=round_robin|random|consistent|weighted" doc:"round_robin and random ignore weights; weighted is smooth weighted round-robin; consistent hashes the client IP. Default round_robin."`
-	TLSSNI           *string   `json:"tls_sni" doc:"Server name for upstream TLS (https services)."`
-	HealthPath       *string   `json:"health_path" doc:"HTTP GET health-check path; blank (stored as null) selects TCP connect checks."`
+	TLSSNI           *string   `json:"tls_sni" schema:"host" doc:"Server name for upstream TLS (https services)."`
+	HealthPath       *string   `json:"health_path" schema:"path" doc:"HTTP GET health-check path; blank (stored as null) selects TCP connect checks."`
 	CreatedAt        time.Time `json:"created_at" schema:"readonly"`
 	UpdatedAt        time.Time `json:"updated_at" schema:"readonly"`
 }
@@ -52,6 +52,9 @@ func (s *Service) Validate() error {
 	if s.HealthPath != nil && !strings.HasPrefix(*s.HealthPath, "/") {
 		return schema.Errorf("health_path", "must start with /")
 	}
+	if s.HealthPath != nil && strings.Contains(*s.HealthPath, " ") {
+		return schema.Errorf("health_path", "must not contain spaces (percent-encode them)")
+	}
 	return nil
 }
 
@@ -60,9 +63,9 @@ type Target struct {
 	ID        int64     `json:"id" gorm:"primaryKey" schema:"readonly"`
 	ServiceID int64     `json:"service_id" gorm:"index;not null" schema:"readonly"`
 	Service   *Service  `json:"-" gorm:"constraint:OnDelete:CASCADE"`
-	Host      string    `json:"host" schema:"required,minLength=1"`
+	Host      string    `json:"host" schema:"required,host,minLength=1" doc:"Host name or IP address."`
 	Port      int       `json:"port" schema:"required,min=0,max=65535"`
-	Weight    int32     `json:"weight" schema:"min=0" doc:"Relative weight for the weighted algorithm; 0 takes the target out."`
+	Weight    int32     `json:"weight" schema:"min=0,max=65535" doc:"Relative weight for the weighted algorithm; 0 takes the target out."`
 	Enabled   bool      `json:"enabled"`
 	CreatedAt time.Time `json:"created_at" schema:"readonly"`
 	UpdatedAt time.Time `json:"updated_at" schema:"readonly"`
@@ -93,21 +96,21 @@ func (t *Target) Addr() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.
 // RouteSplit sends a weighted share of a route's traffic to a service.
 type RouteSplit struct {
 	ServiceID int64 `json:"service_id" schema:"required,min=1"`
-	Weight    int32 `json:"weight" schema:"required,min=1"`
+	Weight    int32 `json:"weight" schema:"required,min=1,max=65535"`
 }
 
 // Route is an HTTP route (addendum §3 gives its matching semantics).
 type Route struct {
 	ID           int64             `json:"id" gorm:"primaryKey" schema:"readonly"`
-	Name         string            `json:"name" schema:"required,minLength=1"`
+	Name         string            `json:"name" schema:"required,name,minLength=1"`
 	ServiceID    int64             `json:"service_id" gorm:"index;not null" schema:"required,min=1"`
 	Service      *Service          `json:"-" gorm:"constraint:OnDelete:CASCADE"`
 	Priority     int32             `json:"priority" doc:"Higher wins before any other tie-break."`
-	Hosts        []string          `json:"hosts" gorm:"serializer:json" doc:"Exact hosts or wildcard patterns with a leading *. (port ignored, case-insensitive)."`
-	Paths        []string          `json:"paths" gorm:"serializer:json" doc:"Literal prefixes starting with / (longest match wins) or ~regex (RE2, anchored at the start of the path)."`
-	Methods      []string          `json:"methods" gorm:"serializer:json"`
-	Headers      map[string]string `json:"headers" gorm:"serializer:json" doc:"Every listed header must match; names case-insensitive; value * means present."`
-	Splits       []RouteSplit      `json:"splits" gorm:"serializer:json" doc:"When non-empty, a service is picked per request by weighted random choice, overriding service_id."`
+	Hosts        []string          `json:"hosts" gorm:"serializer:json" schema:"host,maxItems=100" doc:"Exact hosts or wildcard patterns with a leading *. (port ignored, case-insensitive)."`
+	Paths        []string          `json:"paths" gorm:"serializer:json" schema:"path,maxItems=100" doc:"Literal prefixes starting with / (longest match wins) or ~regex (RE2, anchored at the start of the path)."`
+	Methods      []string          `json:"methods" gorm:"serializer:json" schema:"maxItems=32,maxLength=32"`
+	Headers      map[string]string `json:"headers" gorm:"serializer:json" schema:"keys=header_name,header_value,maxItems=100" doc:"Every listed header must match; names case-insensitive; value * means present."`
+	Splits       []RouteSplit      `json:"splits" gorm:"serializer:json" schema:"maxItems=100" doc:"When non-empty, a service is picked per request by weighted random choice, overriding service_id."`
 	StripPath    bool              `json:"strip_path" doc:"Remove exactly the matched portion of the path."`
 	PreserveHost bool              `json:"preserve_host" doc:"false sends the target's host:port as Host."`
 	Enabled      bool              `json:"enabled"`
@@ -207,8 +210,8 @@ func (e errString) Error() string { return string(e) }
 // StreamRoute is a raw TCP route: connections on listen_addr go to a service.
 type StreamRoute struct {
 	ID         int64     `json:"id" gorm:"primaryKey" schema:"readonly"`
-	Name       string    `json:"name" schema:"required,minLength=1"`
-	ListenAddr string    `json:"listen_addr" gorm:"uniqueIndex" schema:"required" doc:"host:port; binds at process start."`
+	Name       string    `json:"name" schema:"required,name,minLength=1"`
+	ListenAddr string    `json:"listen_addr" gorm:"uniqueIndex" schema:"required,host" doc:"IP:port or :port (all interfaces), port 1..65535; a literal IP address, not a host name (use 127.0.0.1, not localhost). Must not collide with the admin listener, the proxy listeners, Caddy's admin endpoint or another stream route. Binds at process start."`
 	ServiceID  int64     `json:"service_id" gorm:"index;not null" schema:"required,min=1"`
 	Service    *Service  `json:"-" gorm:"constraint:OnDelete:CASCADE"`
 	Enabled    bool      `json:"enabled"`
@@ -219,14 +222,77 @@ type StreamRoute struct {
 // SetDefaults implements schema.Defaulter.
 func (s *StreamRoute) SetDefaults() { s.Enabled = true }
 
-// Validate implements schema.Validator.
+// Validate implements schema.Validator: listen_addr is a literal address
+// (collisions with the gateway's other listeners are checked by the API,
+// which knows them).
 func (s *StreamRoute) Validate() error {
-	if _, port, err := net.SplitHostPort(s.ListenAddr); err != nil || port == "" {
-		return schema.Errorf("listen_addr", "must be host:port")
-	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return schema.Errorf("listen_addr", "port must be 1..65535")
+	if _, _, err := ParseListenAddr(s.ListenAddr); err != nil {
+		return schema.Errorf("listen_addr", "%s", err.Error())
 	}
 	return nil
+}
+
+// ParseListenAddr parses a stream listener address: "IP:port", "[IPv6]:port"
+// or ":port" (all interfaces), port 1..65535. Host names (localhost too)
+// are refused: they bind at most one of their addresses, and which one
+// depends on the resolver. ip is nil for all interfaces.
+func ParseListenAddr(addr string) (ip net.IP, port int, err error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, 0, errString("must be IP:port or :port")
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < 1 || port > 65535 || strconv.Itoa(port) != p {
+		return nil, 0, errString("port must be a number 1..65535")
+	}
+	if host == "" {
+		return nil, port, nil
+	}
+	ip = net.ParseIP(host)
+	if ip == nil || strings.Contains(host, "%") {
+		return nil, 0, errString("host must be a literal IP address or empty (all interfaces), not a host name")
+	}
+	if ip.IsUnspecified() {
+		ip = nil
+	}
+	return ip, port, nil
+}
+
+// ListenersCollide tells whether two TCP listener addresses (host:port, a
+// host may be empty, an IP or a name) would compete for the same port:
+// same port, and the same host, or either binds all interfaces. "localhost"
+// counts as every loopback address; an unparsable address or port 0 (a
+// random port) never collides.
+func ListenersCollide(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	na, errA := strconv.Atoi(pa)
+	nb, errB := strconv.Atoi(pb)
+	if errA != nil || errB != nil || na == 0 || na != nb {
+		return false
+	}
+	wild := func(h string) bool {
+		ip := net.ParseIP(h)
+		return h == "" || h == "*" || (ip != nil && ip.IsUnspecified())
+	}
+	if wild(ha) || wild(hb) {
+		return true
+	}
+	loop := func(h string) bool {
+		ip := net.ParseIP(h)
+		return strings.EqualFold(h, "localhost") || (ip != nil && ip.IsLoopback())
+	}
+	if strings.EqualFold(ha, "localhost") || strings.EqualFold(hb, "localhost") {
+		return loop(ha) && loop(hb)
+	}
+	ia, ib := net.ParseIP(ha), net.ParseIP(hb)
+	if ia != nil && ib != nil {
+		return ia.Equal(ib)
+	}
+	return strings.EqualFold(ha, hb)
 }
 
 // Plugin is a configured instance of a plugin type, scoped globally, to a
@@ -282,9 +348,9 @@ func (p *Plugin) Validate() error {
 // Consumer is an authenticated identity that can belong to ACL groups.
 type Consumer struct {
 	ID        int64     `json:"id" gorm:"primaryKey" schema:"readonly"`
-	Username  string    `json:"username" gorm:"uniqueIndex" schema:"required,minLength=1,maxLength=128"`
-	CustomID  *string   `json:"custom_id" gorm:"uniqueIndex"`
-	Groups    []string  `json:"groups" gorm:"serializer:json"`
+	Username  string    `json:"username" gorm:"uniqueIndex" schema:"required,name,minLength=1,maxLength=128" doc:"Sent upstream as X-Consumer-Username."`
+	CustomID  *string   `json:"custom_id" gorm:"uniqueIndex" schema:"name,maxLength=255" doc:"Sent upstream as X-Consumer-Custom-ID."`
+	Groups    []string  `json:"groups" gorm:"serializer:json" schema:"name,maxItems=100" doc:"ACL groups (no commas: upstream gets them comma-separated in X-Consumer-Groups)."`
 	CreatedAt time.Time `json:"created_at" schema:"readonly"`
 	UpdatedAt time.Time `json:"updated_at" schema:"readonly"`
 }
@@ -300,6 +366,9 @@ func (c *Consumer) Validate() error {
 	for i, g := range c.Groups {
 		if g == "" {
 			return schema.Errorf("groups["+strconv.Itoa(i)+"]", "must not be empty")
+		}
+		if strings.Contains(g, ",") {
+			return schema.Errorf("groups["+strconv.Itoa(i)+"]", "must not contain commas")
 		}
 	}
 	return nil
@@ -324,13 +393,13 @@ type Credential struct {
 // Settings is the single row of global settings (id 1).
 type Settings struct {
 	ID               int64     `json:"-" gorm:"primaryKey"`
-	HTTPListen       string    `json:"http_listen" doc:"Proxy HTTP listener host:port, or empty to disable; default from the Caddyfile, else :8080."`
-	HTTPSListen      string    `json:"https_listen" doc:"Proxy HTTPS listener host:port; default from the Caddyfile, else :8443."`
+	HTTPListen       string    `json:"http_listen" schema:"host" doc:"Proxy HTTP listener host:port, or empty to disable; default from the Caddyfile, else :8080."`
+	HTTPSListen      string    `json:"https_listen" schema:"host" doc:"Proxy HTTPS listener host:port; default from the Caddyfile, else :8443."`
 	HTTPSEnabled     bool      `json:"https_enabled" doc:"Default false; https_listen binds only while true."`
 	PublicURL        string    `json:"public_url" doc:"External URL of the admin UI, or empty (the default); https makes the session cookie Secure; SSO redirect_uri is built from it."`
-	ACMEEmail        string    `json:"acme_email"`
+	ACMEEmail        string    `json:"acme_email" schema:"format=email,maxLength=254" doc:"Contact e-mail of the ACME account, or empty."`
 	ACMEDirectoryURL string    `json:"acme_directory_url" doc:"ACME directory URL or alias: letsencrypt, letsencrypt-staging, zerossl, google, google-staging. Default (also when empty) letsencrypt."`
-	TrustedProxies   []string  `json:"trusted_proxies" gorm:"serializer:json" doc:"CIDRs or IPs of peers whose X-Forwarded-For decides the client IP. Default []."`
+	TrustedProxies   []string  `json:"trusted_proxies" gorm:"serializer:json" schema:"maxLength=64" doc:"CIDRs or IPs of peers whose X-Forwarded-For decides the client IP. Default []."`
 	UpdatedAt        time.Time `json:"updated_at" schema:"readonly"`
 }
 
@@ -354,6 +423,12 @@ func (s *Settings) Validate() error {
 		u, err := url.Parse(s.PublicURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return schema.Errorf("public_url", "must be an http or https URL")
+		}
+	}
+	if s.ACMEEmail != "" {
+		local, domain, ok := strings.Cut(s.ACMEEmail, "@")
+		if !ok || local == "" || domain == "" || strings.ContainsAny(s.ACMEEmail, " ,;<>\"") || strings.Contains(domain, "@") {
+			return schema.Errorf("acme_email", "must be an e-mail address")
 		}
 	}
 	if s.ACMEDirectoryURL == "" {

@@ -79,7 +79,7 @@ func (s *service) db(ctx context.Context) *gorm.DB {
 type User struct {
 	ID          int64      `json:"id" schema:"readonly"`
 	Email       string     `json:"email" schema:"required,format=email,maxLength=254" doc:"Unique (case-insensitive); the key of password and SSO sign-in."`
-	Name        string     `json:"name"`
+	Name        string     `json:"name" schema:"name"`
 	Role        string     `json:"role" schema:"required,enum=viewer|editor|admin"`
 	Password    *string    `json:"password,omitempty" schema:"writeonly,minLength=8,maxLength=1024" doc:"At least 8 characters; stored as an argon2id hash. On update, omit (or null) to keep the current one; supplying one ends the user's sessions."`
 	HasPassword bool       `json:"has_password" schema:"readonly" doc:"false for SSO-only accounts."`

@@ -42,9 +42,9 @@ type SsoConfig struct {
 	ClientID          string   `json:"client_id" schema:"required,minLength=1"`
 	ClientSecret      *string  `json:"client_secret,omitempty" schema:"writeonly" doc:"Never answered. Omitted or null keeps the stored one; an empty string removes it (public client, PKCE only)."`
 	ClientSecretSet   bool     `json:"client_secret_set" schema:"readonly"`
-	Label             string   `json:"label" doc:"The sign-in button label."`
+	Label             string   `json:"label" schema:"name,maxLength=100" doc:"The sign-in button label."`
 	AutoProvisionRole *string  `json:"auto_provision_role" schema:"enum=viewer|editor|admin" doc:"viewer, editor, admin or null: the role of users created at their first SSO sign-in; null: only pre-created users (matched by email) may sign in."`
-	AllowedDomains    []string `json:"allowed_domains" doc:"E-mail domains eligible for auto-provisioning (case-insensitive, exact); empty: any."`
+	AllowedDomains    []string `json:"allowed_domains" schema:"host,maxItems=100" doc:"E-mail domains eligible for auto-provisioning (case-insensitive, exact); empty: any."`
 }
 
 // SetDefaults implements schema.Defaulter.

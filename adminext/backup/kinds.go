@@ -27,8 +27,8 @@ type Certificate struct {
 	ACME              bool       `json:"acme"`
 	Domains           []string   `json:"domains" doc:"ACME: the managed names; manual: the leaf's SANs (ignored on import)."`
 	Challenge         *string    `json:"challenge,omitempty" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"ACME only."`
-	Cert              *string    `json:"cert,omitempty" schema:"minLength=1" doc:"Manual only: the PEM chain."`
-	Key               *string    `json:"key,omitempty" schema:"minLength=1" doc:"Manual only: the PEM private key (only with include_secrets; without it the certificate is skipped on import)."`
+	Cert              *string    `json:"cert,omitempty" schema:"text,minLength=1,maxLength=1048576" doc:"Manual only: the PEM chain."`
+	Key               *string    `json:"key,omitempty" schema:"text,minLength=1" doc:"Manual only: the PEM private key (only with include_secrets; without it the certificate is skipped on import)."`
 	Status            string     `json:"status" schema:"readonly"`
 	Issuer            *string    `json:"issuer" schema:"readonly"`
 	NotBefore         *time.Time `json:"not_before" schema:"readonly"`
@@ -518,12 +518,12 @@ type Credential struct {
 	ID           int64     `json:"id" schema:"readonly"`
 	ConsumerID   int64     `json:"consumer_id" schema:"readonly" doc:"The consumer it belongs to (on import: the consumer it is listed under)."`
 	Type         string    `json:"type" schema:"required,enum=key-auth|basic-auth|jwt"`
-	Key          *string   `json:"key,omitempty" schema:"minLength=1" doc:"key-auth: the API key (a secret: only with include_secrets); jwt: the key claim value."`
-	Username     *string   `json:"username,omitempty" schema:"minLength=1" doc:"basic-auth."`
-	PasswordHash *string   `json:"password_hash,omitempty" schema:"minLength=1" doc:"basic-auth: the bcrypt hash of the password (only with include_secrets)."`
+	Key          *string   `json:"key,omitempty" schema:"minLength=1,maxLength=1024" doc:"key-auth: the API key (a secret: only with include_secrets); jwt: the key claim value."`
+	Username     *string   `json:"username,omitempty" schema:"name,minLength=1,maxLength=255" doc:"basic-auth."`
+	PasswordHash *string   `json:"password_hash,omitempty" schema:"minLength=1,maxLength=128" doc:"basic-auth: the bcrypt hash of the password (only with include_secrets)."`
 	Algorithm    *string   `json:"algorithm,omitempty" schema:"enum=HS256|HS384|HS512|RS256|ES256" doc:"jwt."`
-	Secret       *string   `json:"secret,omitempty" schema:"minLength=1" doc:"jwt HS256/HS384/HS512: the HMAC secret (only with include_secrets)."`
-	PublicKey    *string   `json:"public_key,omitempty" schema:"minLength=1" doc:"jwt RS256/ES256: the PEM public key."`
+	Secret       *string   `json:"secret,omitempty" schema:"minLength=1,maxLength=1024" doc:"jwt HS256/HS384/HS512: the HMAC secret (only with include_secrets)."`
+	PublicKey    *string   `json:"public_key,omitempty" schema:"text,minLength=1,maxLength=16384" doc:"jwt RS256/ES256: the PEM public key."`
 	Redacted     []string  `json:"redacted,omitempty" doc:"The secret fields left out of an export without secrets; such a credential is skipped on import."`
 	CreatedAt    time.Time `json:"created_at" schema:"readonly"`
 }

@@ -47,9 +47,9 @@ const description = "Manual: cert (PEM chain, leaf first) and key (PEM private k
 // CertificateInput is the body of POST /api/v1/certificates.
 type CertificateInput struct {
 	ACME      bool     `json:"acme" doc:"true for an ACME-managed certificate; default false (manual upload)."`
-	Cert      *string  `json:"cert" schema:"minLength=1" doc:"Manual only, required: the PEM certificate chain, leaf first."`
-	Key       *string  `json:"key" schema:"minLength=1,writeonly" doc:"Manual only, required: the PEM private key of the leaf; never returned."`
-	Domains   []string `json:"domains" schema:"maxItems=100" doc:"ACME only, required: 1..100 public DNS names; wildcards (*.example.com) only with challenge dns-01. IP addresses and local names (localhost, *.local, *.internal, *.home.arpa) are 400: no public CA issues for them."`
+	Cert      *string  `json:"cert" schema:"text,minLength=1,maxLength=1048576" doc:"Manual only, required: the PEM certificate chain, leaf first."`
+	Key       *string  `json:"key" schema:"text,minLength=1,writeonly" doc:"Manual only, required: the PEM private key of the leaf; never returned."`
+	Domains   []string `json:"domains" schema:"host,maxItems=100" doc:"ACME only, required: 1..100 public DNS names; wildcards (*.example.com) only with challenge dns-01. IP addresses and local names (localhost, *.local, *.internal, *.home.arpa) are 400: no public CA issues for them."`
 	Challenge *string  `json:"challenge" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"ACME only; default http-01."`
 }
 
@@ -212,6 +212,10 @@ func Row(in *CertificateInput) (*storage.Certificate, error) {
 	}, nil
 }
 
+// maxChain is the most certificates a chain may hold (a leaf and its
+// intermediates; real chains have 2 to 4).
+const maxChain = 10
+
 // parsePair parses the chain and the key and checks that the key belongs to
 // the leaf (400 naming the field otherwise).
 func parsePair(certPEM, keyPEM string) (*x509.Certificate, error) {
@@ -225,6 +229,9 @@ func parsePair(certPEM, keyPEM string) (*x509.Certificate, error) {
 		}
 		if b.Type != "CERTIFICATE" {
 			continue
+		}
+		if len(chain) == maxChain {
+			return nil, schema.Errorf("cert", "must hold at most %d certificates", maxChain)
 		}
 		c, err := x509.ParseCertificate(b.Bytes)
 		if err != nil {

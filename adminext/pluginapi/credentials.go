@@ -30,12 +30,12 @@ const credentialDescription = "The fields that apply depend on type; the others 
 // KeyAuthCredential, BasicAuthCredential or JWTCredential.
 type Credential struct {
 	Type      string  `json:"type" schema:"required,enum=key-auth|basic-auth|jwt"`
-	Key       *string `json:"key" schema:"minLength=1" doc:"key-auth: the API key; jwt: the value matched against the token's key claim (iss). Optional: 32 random bytes, hex, when absent. Unique per type."`
-	Username  *string `json:"username" schema:"minLength=1" doc:"basic-auth only, required; unique among basic-auth credentials."`
-	Password  *string `json:"password" schema:"minLength=1,writeonly" doc:"basic-auth only, required; stored as a bcrypt hash, never returned."`
+	Key       *string `json:"key" schema:"minLength=1,maxLength=1024" doc:"key-auth: the API key; jwt: the value matched against the token's key claim (iss). Optional: 32 random bytes, hex, when absent. Unique per type."`
+	Username  *string `json:"username" schema:"name,minLength=1,maxLength=255" doc:"basic-auth only, required; unique among basic-auth credentials."`
+	Password  *string `json:"password" schema:"minLength=1,maxLength=72,writeonly" doc:"basic-auth only, required; stored as a bcrypt hash, never returned."`
 	Algorithm *string `json:"algorithm" schema:"enum=HS256|HS384|HS512|RS256|ES256" doc:"jwt only; default HS256."`
-	Secret    *string `json:"secret" schema:"minLength=1,writeonly" doc:"jwt with HS256, HS384 or HS512 only, required: the HMAC secret; never returned."`
-	PublicKey *string `json:"public_key" schema:"minLength=1" doc:"jwt with RS256 or ES256 only, required: the PEM public key (RSA for RS256, ECDSA P-256 for ES256)."`
+	Secret    *string `json:"secret" schema:"minLength=1,maxLength=1024,writeonly" doc:"jwt with HS256, HS384 or HS512 only, required: the HMAC secret; never returned."`
+	PublicKey *string `json:"public_key" schema:"text,minLength=1,maxLength=16384" doc:"jwt with RS256 or ES256 only, required: the PEM public key (RSA for RS256, ECDSA P-256 for ES256)."`
 }
 
 // Validate implements schema.Validator: the rules of the credential's type.

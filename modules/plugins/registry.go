@@ -8,6 +8,7 @@
 package plugins
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -166,7 +167,10 @@ func HandlerJSON(typeName string, config json.RawMessage, internal map[string]an
 	}
 	m := map[string]any{}
 	if len(config) > 0 {
-		if err := json.Unmarshal(config, &m); err != nil {
+		// numbers stay as written (float64 would round large integers)
+		dec := json.NewDecoder(bytes.NewReader(config))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil {
 			return nil, fmt.Errorf("plugin config of type %s: %w", typeName, err)
 		}
 	}

@@ -23,8 +23,8 @@ func init() {
 // (allow: member of at least one listed group; deny: member of none). It
 // runs after an auth plugin; without an authenticated consumer it answers 403.
 type ACL struct {
-	Allow            []string `json:"allow" doc:"Groups admitted (exactly one of allow and deny is non-empty)."`
-	Deny             []string `json:"deny" doc:"Groups refused (exactly one of allow and deny is non-empty)."`
+	Allow            []string `json:"allow" schema:"name" doc:"Groups admitted (exactly one of allow and deny is non-empty)."`
+	Deny             []string `json:"deny" schema:"name" doc:"Groups refused (exactly one of allow and deny is non-empty)."`
 	HideGroupsHeader bool     `json:"hide_groups_header" doc:"Remove X-Consumer-Groups from the upstream request."`
 }
 
@@ -37,7 +37,7 @@ func (*ACL) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision implements caddy.Provisioner.
-func (a *ACL) Provision(caddy.Context) error { return nil }
+func (a *ACL) Provision(caddy.Context) error { return schema.Check(a) }
 
 // Validate implements caddy.Validator and schema.Validator.
 func (a *ACL) Validate() error {

@@ -52,6 +52,9 @@ func (b *BasicAuth) Provision(caddy.Context) error {
 	if b.Realm == "" {
 		b.Realm = "gateway"
 	}
+	if err := schema.Check(b); err != nil {
+		return err
+	}
 	if err := checkConsumers(b.Consumers); err != nil {
 		return err
 	}
@@ -68,6 +71,9 @@ func (b *BasicAuth) Validate() error {
 	for _, c := range b.Realm {
 		if c < 0x20 || c == 0x7f {
 			return schema.Errorf("realm", "must not contain control characters")
+		}
+		if c == '"' || c == '\\' {
+			return schema.Errorf("realm", "must not contain quotes or backslashes (it is sent quoted in WWW-Authenticate)")
 		}
 	}
 	return nil

@@ -32,12 +32,12 @@ func init() {
 // credential's (HS256, HS384, HS512 with its secret; RS256, ES256 with its
 // PEM public key).
 type JWT struct {
-	HeaderNames        []string `json:"header_names" doc:"Request headers carrying the token as 'Bearer <token>'."`
-	QueryNames         []string `json:"query_names" doc:"Query parameters carrying the token."`
-	CookieNames        []string `json:"cookie_names" doc:"Cookies carrying the token."`
-	KeyClaimName       string   `json:"key_claim_name" schema:"minLength=1" doc:"Claim whose value selects the consumer's jwt credential (its key)."`
+	HeaderNames        []string `json:"header_names" schema:"header_name,maxItems=32" doc:"Request headers carrying the token as 'Bearer <token>'."`
+	QueryNames         []string `json:"query_names" schema:"maxItems=32,maxLength=256" doc:"Query parameters carrying the token."`
+	CookieNames        []string `json:"cookie_names" schema:"header_name,maxItems=32" doc:"Cookies carrying the token."`
+	KeyClaimName       string   `json:"key_claim_name" schema:"minLength=1,maxLength=256" doc:"Claim whose value selects the consumer's jwt credential (its key)."`
 	ClaimsToVerify     []string `json:"claims_to_verify" schema:"enum=exp|nbf" doc:"Registered claims every token must carry and pass: exp (not expired), nbf (already valid). A listed claim that is missing is 401, as in Kong."`
-	MaximumExpirationS int64    `json:"maximum_expiration_s" schema:"min=0" doc:"When above 0, the token must carry exp and exp - now must not exceed this many seconds."`
+	MaximumExpirationS int64    `json:"maximum_expiration_s" schema:"min=0,max=315360000" doc:"When above 0, the token must carry exp and exp - now must not exceed this many seconds."`
 
 	// Consumers is an inline consumer table for standalone use (Caddyfile);
 	// in the gateway the router provides the table.
@@ -60,6 +60,9 @@ func (*JWT) CaddyModule() caddy.ModuleInfo {
 func (j *JWT) Provision(caddy.Context) error {
 	if j.KeyClaimName == "" {
 		j.KeyClaimName = "iss"
+	}
+	if err := schema.Check(j); err != nil {
+		return err
 	}
 	if err := checkConsumers(j.Consumers); err != nil {
 		return err

@@ -22,7 +22,7 @@ func init() {
 // KeyAuth is the key-auth plugin: the request must carry a consumer's API key
 // in one of the key_names headers or query parameters.
 type KeyAuth struct {
-	KeyNames        []string `json:"key_names" schema:"minItems=1" doc:"Names looked up as request headers, then as query parameters, for the API key."`
+	KeyNames        []string `json:"key_names" schema:"header_name,minItems=1,maxItems=32" doc:"Names looked up as request headers, then as query parameters, for the API key."`
 	HideCredentials bool     `json:"hide_credentials" doc:"Remove the key (header or query parameter) before proxying."`
 
 	// Consumers is an inline consumer table for standalone use (Caddyfile);
@@ -44,6 +44,9 @@ func (*KeyAuth) CaddyModule() caddy.ModuleInfo {
 func (k *KeyAuth) Provision(caddy.Context) error {
 	if k.KeyNames == nil {
 		k.KeyNames = []string{"apikey"}
+	}
+	if err := schema.Check(k); err != nil {
+		return err
 	}
 	if err := checkConsumers(k.Consumers); err != nil {
 		return err

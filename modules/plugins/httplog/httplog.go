@@ -41,7 +41,7 @@ func init() {
 type HTTPLog struct {
 	Endpoint        string            `json:"endpoint" schema:"required,format=uri,secret" doc:"Collector URL (http or https) the batches are sent to. Its credentials (user:password@) are a secret: viewers and exports without secrets see <redacted> in their place. Never the gateway admin API or Caddy's admin endpoint (400; refused again when the name is resolved)."`
 	Method          string            `json:"method" schema:"enum=POST|PUT|PATCH" doc:"HTTP method of the batch requests."`
-	Headers         map[string]string `json:"headers" schema:"secret" doc:"Extra request headers of the batch requests (e.g. Authorization). The values are secrets: viewers and exports without secrets see <redacted>. Sent literally (no placeholders)."`
+	Headers         map[string]string `json:"headers" schema:"secret,keys=header_name,header_value,maxItems=100" doc:"Extra request headers of the batch requests (e.g. Authorization). The values are secrets: viewers and exports without secrets see <redacted>. Sent literally (no placeholders)."`
 	BatchMaxSize    int               `json:"batch_max_size" schema:"min=1,max=10000" doc:"Most records per batch; a full batch is sent at once."`
 	FlushIntervalMS int64             `json:"flush_interval_ms" schema:"min=1,max=3600000" doc:"Queued records are sent at least this often."`
 	TimeoutMS       int64             `json:"timeout_ms" schema:"min=1,max=600000" doc:"Timeout of one batch request."`
@@ -67,7 +67,7 @@ func (*HTTPLog) CaddyModule() caddy.ModuleInfo {
 // Provision implements caddy.Provisioner: it acquires the instance's
 // process-wide sender.
 func (h *HTTPLog) Provision(caddy.Context) error {
-	if err := h.Validate(); err != nil {
+	if err := schema.Check(h); err != nil {
 		return err
 	}
 	h.sender = process.HTTPLog.Acquire(plugins.InstanceKey(h.InstanceID, h), logsender.Config{

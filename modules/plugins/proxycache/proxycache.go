@@ -44,12 +44,12 @@ const Header = "X-Cache-Status"
 
 // ProxyCache is the proxy-cache plugin.
 type ProxyCache struct {
-	TTLS              int64    `json:"ttl_s" schema:"min=1" doc:"Seconds a response is kept, unless its Cache-Control says otherwise (honor_cache_control)."`
-	Methods           []string `json:"methods" schema:"minItems=1" doc:"Request methods whose responses are cached."`
+	TTLS              int64    `json:"ttl_s" schema:"min=1,max=31536000" doc:"Seconds a response is kept, unless its Cache-Control says otherwise (honor_cache_control)."`
+	Methods           []string `json:"methods" schema:"minItems=1,maxItems=32,maxLength=32" doc:"Request methods whose responses are cached."`
 	StatusCodes       []int    `json:"status_codes" schema:"minItems=1,min=100,max=599" doc:"Response statuses that are cached."`
-	ContentTypes      []string `json:"content_types" doc:"Media types cached (type/subtype or type/*); empty: any."`
-	MaxBodyBytes      int64    `json:"max_body_bytes" schema:"min=0" doc:"Larger responses are not cached."`
-	VaryHeaders       []string `json:"vary_headers" doc:"Request headers whose values are part of the cache key."`
+	ContentTypes      []string `json:"content_types" schema:"maxItems=100,maxLength=255" doc:"Media types cached (type/subtype or type/*); empty: any."`
+	MaxBodyBytes      int64    `json:"max_body_bytes" schema:"min=0,max=1073741824" doc:"Larger responses are not cached."`
+	VaryHeaders       []string `json:"vary_headers" schema:"header_name,maxItems=32" doc:"Request headers whose values are part of the cache key."`
 	HonorCacheControl bool     `json:"honor_cache_control" doc:"Obey Cache-Control: a request's no-cache/no-store bypasses the cache; a response's no-store, private, no-cache are not stored, its s-maxage/max-age set the TTL."`
 
 	// InstanceID is the plugin's id, set by the gateway's config compiler:
@@ -81,6 +81,9 @@ func (p *ProxyCache) Provision(caddy.Context) error {
 	}
 	if p.StatusCodes == nil {
 		p.StatusCodes = []int{200, 301, 404}
+	}
+	if err := schema.Check(p); err != nil {
+		return err
 	}
 	p.store = process.ProxyCache
 	p.ctypes = p.ctypes[:0]

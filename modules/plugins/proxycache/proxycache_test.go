@@ -32,7 +32,7 @@ func TestNormalize(t *testing.T) {
 		`{"methods":[]}`:                   "config.methods",
 		`{"methods":["get"]}`:              "config.methods[0]",
 		`{"status_codes":[99]}`:            "config.status_codes[0]",
-		`{"status_codes":["200"]}`:         "config.status_codes: must be an integer",
+		`{"status_codes":["200"]}`:         "config.status_codes[0]: must be an integer",
 		`{"content_types":["json"]}`:       "config.content_types[0]",
 		`{"max_body_bytes":-1}`:            "config.max_body_bytes: must be at least 0",
 		`{"vary_headers":["a b"]}`:         "config.vary_headers[0]",

@@ -36,10 +36,10 @@ func init() {
 
 // RateLimit is the rate-limit plugin.
 type RateLimit struct {
-	Limit      int64  `json:"limit" schema:"required,min=1" doc:"Requests allowed per window and key."`
+	Limit      int64  `json:"limit" schema:"required,min=1,max=1000000000" doc:"Requests allowed per window and key."`
 	WindowS    int64  `json:"window_s" schema:"min=1,max=31536000" doc:"Window length in seconds (sliding window)."`
 	Key        string `json:"key" schema:"enum=ip|consumer|route|service|global|header" doc:"What is counted separately: client ip, authenticated consumer (falls back to ip), route, service, one global counter, or the value of header_name (falls back to ip when absent)."`
-	HeaderName string `json:"header_name" doc:"Request header whose value is the key (key header)."`
+	HeaderName string `json:"header_name" schema:"header_name" doc:"Request header whose value is the key (key header)."`
 
 	// InstanceID is the plugin's id, set by the gateway's config compiler:
 	// counters are kept per instance in a process-wide store and survive
@@ -66,6 +66,9 @@ func (rl *RateLimit) Provision(caddy.Context) error {
 	}
 	if rl.Key == "" {
 		rl.Key = "ip"
+	}
+	if err := schema.Check(rl); err != nil {
+		return err
 	}
 	rl.store = process.RateLimits
 	rl.window = time.Duration(rl.WindowS) * time.Second

@@ -25,12 +25,12 @@ func init() {
 // proxied) and adds the CORS response headers to requests from allowed
 // origins. The gateway's CORS headers replace any the upstream sends.
 type CORS struct {
-	AllowOrigins     []string `json:"allow_origins" doc:"Allowed origins: exact (https://app.example.com), * (any) or a wildcard host (*.example.com, optionally with scheme and port: https://*.example.com:8443). Default [\"*\"]."`
-	AllowMethods     []string `json:"allow_methods" doc:"Access-Control-Allow-Methods of preflights. Default GET, HEAD, PUT, PATCH, POST, DELETE."`
-	AllowHeaders     []string `json:"allow_headers" doc:"Access-Control-Allow-Headers of preflights; empty reflects the preflight's Access-Control-Request-Headers."`
-	ExposeHeaders    []string `json:"expose_headers" doc:"Access-Control-Expose-Headers of actual responses."`
+	AllowOrigins     []string `json:"allow_origins" schema:"maxItems=100,maxLength=2048" doc:"Allowed origins: exact (https://app.example.com), * (any) or a wildcard host (*.example.com, optionally with scheme and port: https://*.example.com:8443). Default [\"*\"]."`
+	AllowMethods     []string `json:"allow_methods" schema:"maxItems=32,maxLength=32" doc:"Access-Control-Allow-Methods of preflights. Default GET, HEAD, PUT, PATCH, POST, DELETE."`
+	AllowHeaders     []string `json:"allow_headers" schema:"header_name,maxItems=100" doc:"Access-Control-Allow-Headers of preflights; empty reflects the preflight's Access-Control-Request-Headers."`
+	ExposeHeaders    []string `json:"expose_headers" schema:"header_name,maxItems=100" doc:"Access-Control-Expose-Headers of actual responses."`
 	AllowCredentials bool     `json:"allow_credentials" doc:"Send Access-Control-Allow-Credentials: true (the matching origin is then echoed, never *). Not allowed together with the origin * (it would let any site, even the null origin, make credentialed requests): list the origins (wildcard hosts are fine)."`
-	MaxAgeS          int      `json:"max_age_s" schema:"min=0" doc:"Access-Control-Max-Age of preflights in seconds (0: header not sent). Default 600."`
+	MaxAgeS          int      `json:"max_age_s" schema:"min=0,max=86400" doc:"Access-Control-Max-Age of preflights in seconds (0: header not sent). Default 600."`
 
 	origins                []originPattern
 	anyOrigin              bool

@@ -21,7 +21,7 @@ func init() {
 // requests (never on plain HTTP, where browsers ignore it). It replaces an
 // upstream's own header.
 type HSTS struct {
-	MaxAgeS           int64 `json:"max_age_s" schema:"min=0" doc:"max-age in seconds (0 tells browsers to forget the host). Default 31536000."`
+	MaxAgeS           int64 `json:"max_age_s" schema:"min=0,max=315360000" doc:"max-age in seconds (0 tells browsers to forget the host). Default 31536000."`
 	IncludeSubdomains bool  `json:"include_subdomains" doc:"Add includeSubDomains."`
 	Preload           bool  `json:"preload" doc:"Add preload (submission to browsers' preload lists also wants include_subdomains and a max-age of at least a year)."`
 

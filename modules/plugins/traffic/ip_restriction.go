@@ -22,10 +22,10 @@ func init() {
 // The client address is the gateway's (trusted_proxies honoured), see
 // gwctx.ClientIP.
 type IPRestriction struct {
-	Allow   []string `json:"allow" doc:"IPs or CIDRs allowed; when non-empty, every other client is refused."`
-	Deny    []string `json:"deny" doc:"IPs or CIDRs refused; deny wins over allow."`
+	Allow   []string `json:"allow" schema:"maxItems=10000,maxLength=64" doc:"IPs or CIDRs allowed; when non-empty, every other client is refused."`
+	Deny    []string `json:"deny" schema:"maxItems=10000,maxLength=64" doc:"IPs or CIDRs refused; deny wins over allow."`
 	Status  int      `json:"status" schema:"min=400,max=599" doc:"Status of the refusal. Default 403."`
-	Message string   `json:"message" doc:"Error message of the refusal ({error: message}). Default \"forbidden\"."`
+	Message string   `json:"message" schema:"maxLength=1024" doc:"Error message of the refusal ({error: message}). Default \"forbidden\"."`
 
 	allow, deny []netip.Prefix
 }

@@ -25,7 +25,7 @@ func init() {
 // or every request to another place (location).
 type Redirect struct {
 	ToHTTPS  bool   `json:"to_https" doc:"Redirect plain-HTTP requests to https://<host>:<HTTPS listener port> (HTTPS requests pass). Exactly one of to_https and location."`
-	Location string `json:"location" doc:"Absolute http(s) URL prefix to redirect every request to. Exactly one of to_https and location."`
+	Location string `json:"location" schema:"header_value" doc:"Absolute http(s) URL prefix to redirect every request to. Exactly one of to_https and location."`
 	Status   int    `json:"status" schema:"enum=301|302|303|307|308" doc:"Redirect status. Default 308."`
 	KeepPath bool   `json:"keep_path" doc:"Append the request's path and query (as the client sent them) to the target. Default true."`
 

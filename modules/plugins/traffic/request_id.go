@@ -24,7 +24,7 @@ func init() {
 // also the request record's request_id and the placeholder
 // {http.vars.request_id}.
 type RequestID struct {
-	HeaderName     string `json:"header_name" schema:"minLength=1" doc:"Header carrying the id, upstream and downstream. Default X-Request-ID."`
+	HeaderName     string `json:"header_name" schema:"header_name,minLength=1" doc:"Header carrying the id, upstream and downstream. Default X-Request-ID."`
 	TrustIncoming  bool   `json:"trust_incoming" doc:"Keep an id the client sent (1 to 200 visible ASCII characters) instead of generating one. Default true."`
 	EchoDownstream bool   `json:"echo_downstream" doc:"Send the id back to the client in the response header. Default true."`
 

@@ -26,7 +26,7 @@ func init() {
 // the upstream reads it, the upstream sees a failed body, and the client gets
 // 413 unless a response had already begun).
 type RequestSizeLimit struct {
-	MaxBytes int64 `json:"max_bytes" schema:"min=0" doc:"Largest request body in bytes (0: no body allowed). Default 1048576."`
+	MaxBytes int64 `json:"max_bytes" schema:"min=0,max=1099511627776" doc:"Largest request body in bytes (0: no body allowed). Default 1048576."`
 }
 
 // SetDefaults implements schema.Defaulter.

@@ -24,9 +24,9 @@ func init() {
 // body (Caddy's static_response, placeholders allowed) with content_type.
 type RequestTermination struct {
 	Status      int     `json:"status" schema:"min=200,max=599" doc:"Response status. Default 503."`
-	Message     string  `json:"message" doc:"Error message of the JSON answer {error: message} (when body is null). Default \"service unavailable\"."`
-	Body        *string `json:"body" schema:"placeholders" doc:"Raw response body instead of {error: message}. Default null. The request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}) are replaced; any other ({env.*}, {file.*} …) is 400; other braces (a JSON body) are literal."`
-	ContentType string  `json:"content_type" doc:"Content-Type of a raw body (literal: no placeholders). Default application/json."`
+	Message     string  `json:"message" schema:"maxLength=1024" doc:"Error message of the JSON answer {error: message} (when body is null). Default \"service unavailable\"."`
+	Body        *string `json:"body" schema:"placeholders,text,maxLength=1048576" doc:"Raw response body instead of {error: message}. Default null. The request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}) are replaced; any other ({env.*}, {file.*} …) is 400; other braces (a JSON body) are literal."`
+	ContentType string  `json:"content_type" schema:"header_value,maxLength=255" doc:"Content-Type of a raw body (literal: no placeholders). Default application/json."`
 
 	static *caddyhttp.StaticResponse
 }

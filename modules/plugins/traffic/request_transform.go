@@ -24,12 +24,12 @@ func init() {
 // {http.request.remote.host}; other placeholders (files, environment) are
 // refused (package placeholders).
 type RequestTransform struct {
-	RemoveHeaders []string          `json:"remove_headers" doc:"Header names to remove; a leading or trailing * is a wildcard (X-Internal-*)."`
-	RenameHeaders map[string]string `json:"rename_headers" doc:"Old name → new name; the values move (replacing the new name's), absent headers are left alone."`
-	SetHeaders    map[string]string `json:"set_headers" schema:"placeholders" doc:"Name → value, replacing existing values (a Host entry changes the upstream Host). Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
-	AddHeaders    map[string]string `json:"add_headers" schema:"placeholders" doc:"Name → value, added to existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
-	RemoveQuery   []string          `json:"remove_query" doc:"Query parameter names to remove."`
-	SetQuery      map[string]string `json:"set_query" schema:"placeholders" doc:"Query parameter name → value, replacing existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
+	RemoveHeaders []string          `json:"remove_headers" schema:"header_name,maxItems=100" doc:"Header names to remove; a leading or trailing * is a wildcard (X-Internal-*)."`
+	RenameHeaders map[string]string `json:"rename_headers" schema:"keys=header_name,header_name,maxItems=100" doc:"Old name → new name; the values move (replacing the new name's), absent headers are left alone."`
+	SetHeaders    map[string]string `json:"set_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, replacing existing values (a Host entry changes the upstream Host). Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
+	AddHeaders    map[string]string `json:"add_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, added to existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
+	RemoveQuery   []string          `json:"remove_query" schema:"maxItems=100" doc:"Query parameter names to remove."`
+	SetQuery      map[string]string `json:"set_query" schema:"placeholders,maxItems=100" doc:"Query parameter name → value, replacing existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
 
 	headers *headerOps
 }

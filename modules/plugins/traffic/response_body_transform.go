@@ -36,11 +36,11 @@ func init() {
 // turn out larger than max_body_bytes while being read, stream through
 // unchanged.
 type ResponseBodyTransform struct {
-	Replace      []BodyReplacement          `json:"replace" doc:"Regular expression replacements on the body text, in order."`
-	JSONRemove   []string                   `json:"json_remove" doc:"Dotted paths removed from JSON bodies (a.b.c; numeric segments index arrays: items.0.secret)."`
-	JSONSet      map[string]json.RawMessage `json:"json_set" doc:"Dotted path → JSON value set in JSON bodies (missing objects on the way are created)."`
-	ContentTypes []string                   `json:"content_types" doc:"Media types transformed (type/subtype or type/*). Default application/json, text/html, text/plain."`
-	MaxBodyBytes int64                      `json:"max_body_bytes" schema:"min=1" doc:"Largest body transformed, in bytes (as sent by the upstream, and again after decompression). Default 1048576."`
+	Replace      []BodyReplacement          `json:"replace" schema:"maxItems=100" doc:"Regular expression replacements on the body text, in order."`
+	JSONRemove   []string                   `json:"json_remove" schema:"maxItems=100,maxLength=1024" doc:"Dotted paths removed from JSON bodies (a.b.c; numeric segments index arrays: items.0.secret)."`
+	JSONSet      map[string]json.RawMessage `json:"json_set" schema:"keys=path,maxItems=100" doc:"Dotted path → JSON value set in JSON bodies (missing objects on the way are created)."`
+	ContentTypes []string                   `json:"content_types" schema:"maxItems=100,maxLength=255" doc:"Media types transformed (type/subtype or type/*). Default application/json, text/html, text/plain."`
+	MaxBodyBytes int64                      `json:"max_body_bytes" schema:"min=1,max=67108864" doc:"Largest body transformed, in bytes (as sent by the upstream, and again after decompression). Default 1048576."`
 
 	res     []*regexp.Regexp
 	setVals map[string]any
@@ -50,7 +50,7 @@ type ResponseBodyTransform struct {
 // BodyReplacement is one replace rule of response-body-transform.
 type BodyReplacement struct {
 	Pattern string `json:"pattern" schema:"required,minLength=1" doc:"RE2 regular expression."`
-	With    string `json:"with" doc:"Replacement; $1 or ${name} insert submatches."`
+	With    string `json:"with" schema:"text" doc:"Replacement; $1 or ${name} insert submatches."`
 }
 
 // SetDefaults implements schema.Defaulter.

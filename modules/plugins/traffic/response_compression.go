@@ -29,8 +29,8 @@ func init() {
 // first of encodings wins a tie.
 type ResponseCompression struct {
 	Encodings    []string `json:"encodings" schema:"minItems=1,enum=zstd|gzip" doc:"Encodings offered, in order of preference. Default [\"zstd\",\"gzip\"]."`
-	MinLength    int      `json:"min_length" schema:"min=0" doc:"Smallest response (bytes) worth compressing. Default 512."`
-	ContentTypes []string `json:"content_types" doc:"Media types to compress (type/subtype or type/*); empty: Caddy encode's defaults (text/*, JSON, XML, JavaScript, SVG, fonts …)."`
+	MinLength    int      `json:"min_length" schema:"min=0,max=1073741824" doc:"Smallest response (bytes) worth compressing. Default 512."`
+	ContentTypes []string `json:"content_types" schema:"maxItems=100,maxLength=255" doc:"Media types to compress (type/subtype or type/*); empty: Caddy encode's defaults (text/*, JSON, XML, JavaScript, SVG, fonts …)."`
 
 	enc *encode.Encode
 }

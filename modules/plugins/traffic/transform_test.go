@@ -18,7 +18,7 @@ func TestRequestTransformConfig(t *testing.T) {
 		`{"rename_headers":{"A":"b c"}}`:                 "config.rename_headers.A",
 		`{"set_headers":{"a b":"x"}}`:                    "config.set_headers.a b",
 		`{"add_headers":{"X":"line\nbreak"}}`:            "config.add_headers.X",
-		`{"set_headers":{"X":1}}`:                        "config.set_headers",
+		`{"set_headers":{"X":1}}`:                        "config.set_headers.X",
 		`{"remove_query":[""]}`:                          "config.remove_query[0]",
 		`{"set_query":{"":"v"}}`:                         "config.set_query",
 		`{"set_path":"/"}`:                               "config.set_path",
