@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,6 +142,7 @@ type API struct {
 	cp        *ControlPlane
 	mux       *http.ServeMux
 	endpoints []*Endpoint
+	byPattern map[string]*Endpoint // "METHOD /path" → endpoint
 	auth      Authenticator
 	logger    *zap.Logger
 }
@@ -158,13 +160,13 @@ func newAPI(cp *ControlPlane) (*API, error) {
 		a.endpoints = append(a.endpoints, set()...)
 	}
 	sort.SliceStable(a.endpoints, func(i, j int) bool { return a.endpoints[i].Path < a.endpoints[j].Path })
+	a.byPattern = map[string]*Endpoint{}
 	for _, ep := range a.endpoints {
 		ep := ep
+		a.byPattern[ep.Method+" "+ep.Path] = ep
 		a.mux.HandleFunc(ep.Method+" "+ep.Path, func(w http.ResponseWriter, r *http.Request) { a.serve(ep, w, r) })
 	}
-	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		WriteJSON(w, http.StatusNotFound, errorBody{"no such endpoint: " + r.Method + " " + r.URL.Path})
-	})
+	a.mux.HandleFunc("/", a.unmatched)
 	return a, nil
 }
 
@@ -177,8 +179,106 @@ func (a *API) SetAuthenticator(auth Authenticator) { a.auth = auth }
 // Endpoints lists the declared endpoints.
 func (a *API) Endpoints() []*Endpoint { return a.endpoints }
 
-// ServeHTTP implements http.Handler.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler: cross-origin browser requests are
+// refused first, then requests go to their endpoint; what matches none (or
+// only the dashboard's GET catch-all) is unmatched.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := a.crossOrigin(r); err != nil {
+		WriteJSON(w, http.StatusForbidden, errorBody{err.Error()})
+		return
+	}
+	if _, pattern := a.mux.Handler(r); isCatchAll(pattern) && r.URL.Path != "/" {
+		a.unmatched(w, r)
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// isCatchAll tells the patterns that match any path: the API's own and
+// the dashboard's GET /.
+func isCatchAll(pattern string) bool { return pattern == "/" || pattern == "GET /" }
+
+// crossOrigin refuses cross-origin browser requests with an unsafe method
+// (CSRF): net/http.CrossOriginProtection decides by Sec-Fetch-Site, else by
+// Origin against the request's Host. Same-origin browser requests and
+// clients that are not browsers (no such headers) pass whatever their
+// Content-Type. The settings' public_url origin is trusted as well (the
+// dashboard behind a proxy that changes Host); it is read only for a
+// request the plain check refuses.
+func (a *API) crossOrigin(r *http.Request) error {
+	err := sameOrigin.Check(r)
+	if err == nil {
+		return nil
+	}
+	if origin := a.publicOrigin(r); origin != "" {
+		p := http.NewCrossOriginProtection()
+		if p.AddTrustedOrigin(origin) == nil && p.Check(r) == nil {
+			return nil
+		}
+	}
+	return errors.New("cross-origin request refused: a browser on another origin may not change the admin API (CSRF protection)")
+}
+
+var sameOrigin = http.NewCrossOriginProtection()
+
+// publicOrigin is the origin (scheme://host[:port]) of settings.public_url,
+// or "".
+func (a *API) publicOrigin(r *http.Request) string {
+	if a.cp == nil || a.cp.store == nil {
+		return ""
+	}
+	var s storage.Settings
+	if err := a.cp.store.DB.WithContext(r.Context()).Select("public_url").Where("id = ?", 1).Limit(1).Find(&s).Error; err != nil || s.PublicURL == "" {
+		return ""
+	}
+	u, err := url.Parse(s.PublicURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// unmatched answers a request no endpoint serves. Under /api/ a caller
+// must authenticate first (401 before 404 or 405, so the API cannot be
+// mapped anonymously) unless the path is a public endpoint's. A path served
+// for other methods is 405 with Allow; anything else 404.
+func (a *API) unmatched(w http.ResponseWriter, r *http.Request) {
+	allowed, public := a.methodsFor(r)
+	if strings.HasPrefix(r.URL.Path, "/api/") && !public {
+		if _, err := a.auth.Authenticate(r, &Endpoint{Path: r.URL.Path, Role: RoleViewer}); err != nil {
+			if errors.Is(err, ErrUnauthenticated) {
+				WriteJSON(w, http.StatusUnauthorized, errorBody{err.Error()})
+				return
+			}
+			a.fail(w, r, err)
+			return
+		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		WriteJSON(w, http.StatusMethodNotAllowed, errorBody{"method " + r.Method + " is not allowed here; allowed: " + strings.Join(allowed, ", ")})
+		return
+	}
+	WriteJSON(w, http.StatusNotFound, errorBody{"no such endpoint: " + r.Method + " " + r.URL.Path})
+}
+
+// methodsFor lists the methods the request's path is served for (by
+// asking the mux as if the request had each method), and whether one of
+// those endpoints is public.
+func (a *API) methodsFor(r *http.Request) (allowed []string, public bool) {
+	for _, m := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"} {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		_, pattern := a.mux.Handler(probe)
+		if pattern == "" || isCatchAll(pattern) {
+			continue
+		}
+		allowed = append(allowed, m)
+		if ep := a.byPattern[pattern]; ep != nil && ep.Role == RolePublic {
+			public = true
+		}
+	}
+	return allowed, public
+}
 
 // maxBody is the admin API's request body limit (addendum §6).
 const maxBody = 20 << 20
@@ -234,15 +334,31 @@ type Call struct {
 // Ctx is the request context.
 func (c *Call) Ctx() context.Context { return c.R.Context() }
 
-// ID reads an id path parameter (404 when it is not a valid id: no such
-// resource can exist).
+// ID reads an id path parameter: 400 unless it is an Id written the one
+// canonical way (see ParseID).
 func (c *Call) ID(name string) (int64, error) {
 	s := c.R.PathValue(name)
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 1 {
-		return 0, NotFound("no resource with " + name + " " + strconv.Quote(s))
+	n, ok := ParseID(s)
+	if !ok {
+		return 0, BadRequest(name + ": " + strconv.Quote(s) + " is not an id (a positive integer in decimal without sign or leading zeros)")
 	}
 	return n, nil
+}
+
+// ParseID parses an Id in its one canonical form: decimal digits, no sign,
+// no leading zero, no space, 1..9223372036854775807. "01", "+1", "1.0",
+// " 1" and overflowing numbers are not ids, so one resource has one URL.
+func ParseID(s string) (int64, bool) {
+	if s == "" || len(s) > 19 || s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }
 
 // Decode reads the body into a declared struct (defaults, strict fields,

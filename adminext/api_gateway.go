@@ -108,7 +108,7 @@ func listTargets(c *Call) (any, error) {
 	out := make([]storage.Target, 0)
 	id, err := c.ID("service_id")
 	if err != nil {
-		return out, nil // no such service: an empty list, as for any missing parent
+		return nil, err // not an id (a valid id of no service lists nothing)
 	}
 	if err := c.CP.store.DB.WithContext(c.Ctx()).Where("service_id = ?", id).Order("id").Find(&out).Error; err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func listTargets(c *Call) (any, error) {
 func createTarget(c *Call) (any, error) {
 	sid, err := c.ID("service_id")
 	if err != nil {
-		return nil, BadRequest("service_id: no such service")
+		return nil, err
 	}
 	targets := targets
 	targets.Check = func(tx *gorm.DB, t *storage.Target) error {

@@ -30,7 +30,7 @@ func systemEndpoints() []*Endpoint {
 			Response: storage.Settings{}, Handle: getSettings},
 		{Method: "PUT", Path: "/api/v1/settings", Role: RoleAdmin, Tag: "settings",
 			Summary:     "Replace the global settings",
-			Description: "Full replacement; an omitted http_listen or https_listen is reset to the Caddyfile's value (else :8080 / :8443). Listener changes apply at once: the new address is bound before the answer (400 when it cannot be), the old one is closed gracefully. https_listen binds only while https_enabled is true.",
+			Description: "Full replacement; an omitted http_listen or https_listen is reset to the Caddyfile's value (else :8080 / :8443). Listener changes apply at once: the new address is bound before the answer (400 when it cannot be), the old one is closed gracefully. https_listen binds only while https_enabled is true. The listeners must not collide with the admin API listener, Caddy's admin endpoint or a stream route (400).",
 			Body:        storage.Settings{}, Response: storage.Settings{}, Statuses: []int{400}, Handle: putSettings},
 		{Method: "GET", Path: "/api/v1/config", Role: RoleViewer, Tag: "observability", Summary: "Summary of the live compiled configuration",
 			Response: ConfigSummary{}, Handle: configSummary},
@@ -66,7 +66,12 @@ func putSettings(c *Call) (any, error) {
 		return nil, err
 	}
 	s.ID = 1
-	err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error { return tx.Save(s).Error })
+	err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+		if err := CheckSettings(tx, s); err != nil {
+			return err
+		}
+		return tx.Save(s).Error
+	})
 	if err != nil {
 		return nil, err
 	}

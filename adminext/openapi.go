@@ -29,9 +29,30 @@ the answer. PUT is a full replacement. Creates and deletes answer 200.
 Errors are {"error": message} naming the field.
 
 Decisions where the specification is silent:
-- A GET, PUT or DELETE addressing an id that does not exist (or a path id
-  that is not a positive integer) is 404; for PUT this is decided before
-  the body is validated.
+- A path id must be an Id written canonically: decimal digits, no sign, no
+  leading zero, no space, 1..9223372036854775807 ("01", "+1", "-1", "abc",
+  "1.0", " 1" or an overflowing number is 400). A GET, PUT or DELETE
+  addressing a valid id that does not exist is 404; for PUT this is decided
+  before the body is validated. Listing the targets or credentials of a
+  valid id that does not exist answers [].
+- Input rules of every string field, item, map key and value: valid UTF-8
+  without control characters (U+0000..U+001F, U+007F; multi-line fields
+  such as PEM and raw bodies allow tab, CR and LF), at most 4096
+  characters unless the field says otherwise (names 255, hosts 253, paths
+  4096, header names 256, header values 8192); names must not be blank;
+  hosts are ASCII without spaces; header names are RFC 9110 tokens. Arrays
+  and objects hold at most 1000 entries unless the field says otherwise.
+  Every integer has its bounds in its schema. Violations are 400 naming
+  the field by its full path (groups[0], set_headers.X-A).
+- Unknown paths: once authentication is enabled, a request under /api/ that
+  matches no endpoint needs credentials like any endpoint (401 before 404
+  or 405). A path served for other methods answers 405 with an Allow
+  header listing them (and {"error"}); any other path 404.
+- CSRF: a POST, PUT, PATCH or DELETE that a browser sends from another
+  origin (Sec-Fetch-Site cross-site or same-site, or an Origin that is
+  neither the request's host nor the origin of settings.public_url) is 403,
+  whatever its credentials; same-origin requests and non-browser clients
+  pass with any Content-Type.
 - Route literal paths must start with "/"; regex paths start with "~".
 - The tie-break "more method and header conditions" counts 1 for a
   non-empty methods list plus 1 per header condition. Two wildcard host
@@ -184,6 +205,12 @@ func (b *docBuilder) operation(ep *Endpoint) map[string]any {
 	statuses := append([]int{}, ep.Statuses...)
 	if ep.Role != RolePublic {
 		statuses = append(statuses, 401, 403, 500)
+	}
+	if ep.Method != "GET" && ep.Method != "HEAD" {
+		statuses = append(statuses, 403) // cross-origin browser request (CSRF)
+	}
+	if pathParam.MatchString(ep.Path) {
+		statuses = append(statuses, 400) // a path id that is not an Id
 	}
 	for _, st := range statuses {
 		key := strconv.Itoa(st)

@@ -134,35 +134,78 @@ func TestPasswordChange(t *testing.T) {
 	e.noSecret("bob-password", "new-bob-password", "$argon2id$")
 }
 
-// CSRF rule: session-authenticated mutating requests need
-// Content-Type: application/json; token-authenticated ones are exempt.
+// CSRF: cross-origin browser requests with unsafe methods are refused
+// (net/http.CrossOriginProtection: Sec-Fetch-Site, else Origin against the
+// Host), whatever their credentials; same-origin browser requests and
+// clients without those headers pass with any Content-Type, cookie or not.
 func TestCSRF(t *testing.T) {
 	e := start(t)
 	tok := e.anon().token()
 	adm := e.withToken(tok)
 	adm.user("carol@example.com", "admin", "carol-password")
-	vid := itoa(adm.want(200, "POST", "/api/v1/users", map[string]any{"email": "v@example.com", "role": "viewer", "password": "password-1"}).m(t)["id"])
+	newViewer := func() string {
+		return itoa(adm.want(200, "POST", "/api/v1/users", map[string]any{"email": "v@example.com", "role": "viewer", "password": "password-1"}).m(t)["id"])
+	}
+	vid := newViewer()
 	s := e.browser()
 	s.login("carol@example.com", "carol-password")
+	host := strings.TrimPrefix(e.g.AdminURL, "http://")
 
 	body := `{"name":"svc"}`
-	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"} {
-		a := s.want(403, "POST", "/api/v1/services", body, "Content-Type", ct)
-		if !strings.Contains(a.errText(t), "Content-Type") {
-			t.Fatalf("403 message: %s", a.Body)
+	// Refused: cross-origin browser requests, with the cookie (or a token).
+	for _, h := range [][]string{
+		{"Sec-Fetch-Site", "cross-site"},
+		{"Sec-Fetch-Site", "same-site"},
+		{"Origin", "http://evil.example"},
+		{"Origin", "null"},
+		{"Origin", "http://evil.example", "Sec-Fetch-Site", ""},
+		{"Sec-Fetch-Site", "cross-site", "Origin", "http://" + host},
+	} {
+		for _, req := range []struct{ method, path string }{
+			{"POST", "/api/v1/services"}, {"DELETE", "/api/v1/users/" + vid}, {"POST", "/api/v1/auth/logout"},
+			{"POST", "/api/v1/admin/token"}, {"PUT", "/api/v1/auth/me/password"},
+		} {
+			a := s.want(403, req.method, req.path, body, append([]string{"Content-Type", ""}, h...)...)
+			if !strings.Contains(a.errText(t), "cross-origin") {
+				t.Fatalf("403 message: %s", a.Body)
+			}
 		}
+		adm.want(403, "POST", "/api/v1/services", body, h...)
+		e.anon().want(403, "POST", "/api/v1/auth/login", `{"email":"carol@example.com","password":"carol-password"}`, h...)
+		s.want(200, "GET", "/api/v1/services", nil, h...) // safe methods pass
 	}
-	s.want(403, "DELETE", "/api/v1/users/"+vid, nil)
-	s.want(403, "PUT", "/api/v1/auth/me/password", `{"current_password":"carol-password","new_password":"whatever-123"}`, "Content-Type", "text/plain")
-	s.want(403, "POST", "/api/v1/auth/logout", nil)
-	s.want(200, "GET", "/api/v1/services", nil) // safe methods need nothing
-	s.want(200, "POST", "/api/v1/services", body, "Content-Type", "application/json; charset=utf-8")
-	s.want(200, "DELETE", "/api/v1/users/"+vid, nil, "Content-Type", "application/json")
-	// Token-authenticated requests are exempt.
-	adm.want(200, "POST", "/api/v1/services", body, "Content-Type", "text/plain")
-	vid = itoa(adm.want(200, "POST", "/api/v1/users", map[string]any{"email": "v@example.com", "role": "viewer", "password": "password-1"}).m(t)["id"])
-	adm.want(200, "DELETE", "/api/v1/users/"+vid, nil)
-	// Login CSRF: a form-encoded (or text/plain) login is refused.
+	// Allowed: same-origin browser requests and non-browser clients, with
+	// any Content-Type (or none).
+	for _, h := range [][]string{
+		{},
+		{"Sec-Fetch-Site", "same-origin"},
+		{"Sec-Fetch-Site", "none"},
+		{"Origin", "http://" + host},
+		{"Sec-Fetch-Site", "same-origin", "Origin", "http://" + host},
+	} {
+		for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "application/json"} {
+			hdr := append([]string{"Content-Type", ct}, h...)
+			s.want(200, "POST", "/api/v1/services", body, hdr...)
+		}
+		s.want(200, "DELETE", "/api/v1/users/"+vid, nil, append([]string{"Content-Type", ""}, h...)...)
+		vid = newViewer()
+	}
+	s.want(200, "POST", "/api/v1/admin/token", nil, "Content-Type", "")
+	// The settings' public_url origin is trusted (a proxy in front of the
+	// admin API changes Host).
+	settings := s.want(200, "GET", "/api/v1/settings", nil).m(t)
+	delete(settings, "updated_at")
+	settings["public_url"] = "https://admin.example.com/ui"
+	s.want(200, "PUT", "/api/v1/settings", settings)
+	s.want(200, "POST", "/api/v1/services", body, "Origin", "https://admin.example.com", "Sec-Fetch-Site", "cross-site")
+	s.want(403, "POST", "/api/v1/services", body, "Origin", "http://admin.example.com", "Sec-Fetch-Site", "cross-site")
+	s.want(403, "POST", "/api/v1/services", body, "Origin", "https://admin.example.com.evil", "Sec-Fetch-Site", "cross-site")
+	out := s.want(200, "POST", "/api/v1/auth/logout", nil, "Content-Type", "")
+	if out.m(t)["signed_out"] != true {
+		t.Fatalf("logout: %s", out.Body)
+	}
+	s.want(401, "GET", "/api/v1/auth/me", nil)
+	// Login CSRF: a text/plain login is still refused by the login itself.
 	e.anon().want(400, "POST", "/api/v1/auth/login", `{"email":"carol@example.com","password":"carol-password"}`, "Content-Type", "text/plain")
 	// The rule is in the OpenAPI document.
 	resp, err := http.Get(e.g.AdminURL + "/openapi.yaml")

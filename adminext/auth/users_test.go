@@ -79,7 +79,7 @@ func TestUsers(t *testing.T) {
 	// Unknown ids.
 	root.want(404, "PUT", "/api/v1/users/999", map[string]any{"email": "z@example.com", "role": "editor"})
 	root.want(404, "DELETE", "/api/v1/users/999", nil, "Content-Type", "application/json")
-	root.want(404, "DELETE", "/api/v1/users/abc", nil, "Content-Type", "application/json")
+	root.want(400, "DELETE", "/api/v1/users/abc", nil, "Content-Type", "application/json")
 
 	// The last admin can be neither demoted nor deleted.
 	rid := itoa(rootID)

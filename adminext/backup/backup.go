@@ -10,6 +10,7 @@
 package backup
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -173,9 +174,9 @@ func parseDocument(body []byte) (map[string]json.RawMessage, error) {
 	if raw, ok := doc["format"]; !ok || json.Unmarshal(raw, &format) != nil || format != Format {
 		return nil, schema.Errorf("format", "must be %q", Format)
 	}
-	var version json.Number
-	if raw, ok := doc["version"]; !ok || json.Unmarshal(raw, &version) != nil || version.String() != strconv.Itoa(Version) {
-		return nil, schema.Errorf("version", "unsupported export version (this gateway reads version %d)", Version)
+	// The integer 1 as a JSON number: json.Number would also take "1".
+	if raw, ok := doc["version"]; !ok || string(bytes.TrimSpace(raw)) != strconv.Itoa(Version) {
+		return nil, schema.Errorf("version", "must be the integer %d (the export versions this gateway reads)", Version)
 	}
 	known := map[string]bool{"format": true, "version": true, "exported_at": true, "secrets_included": true}
 	for _, k := range kinds {

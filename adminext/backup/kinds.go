@@ -293,6 +293,9 @@ var settingsKind = Kind{
 			return err
 		}
 		s.ID = 1
+		if err := prefix("settings", adminext.CheckSettings(r.Tx, s)); err != nil {
+			return err
+		}
 		return r.Tx.Save(s).Error
 	},
 }

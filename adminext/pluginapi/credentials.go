@@ -252,7 +252,7 @@ func listCredentials(c *adminext.Call) (any, error) {
 	out := make([]any, 0)
 	id, err := c.ID("consumer_id")
 	if err != nil {
-		return out, nil // no such consumer: an empty list, as for any missing parent
+		return nil, err // not an id (a valid id of no consumer lists nothing)
 	}
 	var rows []storage.Credential
 	if err := c.CP.Store().DB.WithContext(c.Ctx()).Where("consumer_id = ?", id).Order("id").Find(&rows).Error; err != nil {
@@ -268,7 +268,7 @@ func listCredentials(c *adminext.Call) (any, error) {
 func createCredential(c *adminext.Call) (any, error) {
 	cid, err := c.ID("consumer_id")
 	if err != nil {
-		return nil, adminext.BadRequest("consumer_id: no such consumer")
+		return nil, err
 	}
 	in := new(Credential)
 	if err := c.Decode(in); err != nil {

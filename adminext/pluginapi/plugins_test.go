@@ -120,7 +120,7 @@ func TestPluginCRUD(t *testing.T) {
 
 	// 404s.
 	g.WantError(404, "GET", "/api/v1/plugins/999", nil)
-	g.WantError(404, "GET", "/api/v1/plugins/abc", nil)
+	g.WantError(400, "GET", "/api/v1/plugins/abc", nil, "id")
 	g.WantError(404, "PUT", "/api/v1/plugins/999", map[string]any{"type": "cors", "scope": "global"})
 	g.WantError(404, "DELETE", "/api/v1/plugins/999", nil)
 
