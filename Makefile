@@ -23,6 +23,23 @@ vet:
 # 127.0.0.1, the in-process gateway, the built binary, a PostgreSQL store).
 test: test-deps vet build fuzz-short
 	$(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) fuzz-short
+
+# A short native fuzzing run of every fuzz target of the module (seeds are
+# under each package's testdata/fuzz and run as plain tests too): each
+# target for FUZZTIME, a number of inputs (a duration shorter than a
+# worker's setup, such as starting a gateway, fails with "context deadline
+# exceeded"). Longer: make fuzz-short FUZZTIME=10m.
+FUZZTIME ?= 500x
+fuzz-short:
+	@set -e; for f in $$(grep -rlE '^func Fuzz[A-Za-z0-9_]+\(' --include='*_test.go' . | sort); do \
+		for t in $$(grep -hoE '^func Fuzz[A-Za-z0-9_]+' $$f | cut -c6-); do \
+			echo "fuzz ./$$(dirname $$f) $$t"; \
+			out=$$($(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f) 2>&1) || \
+				{ echo "$$out" | grep -v '^{' | tail -40; exit 1; }; \
+			echo "$$out" | grep -v '^{' | tail -1; \
+		done; \
+	done
 
 # A short bounded run of every fuzz target beyond its committed seeds (the
 # seeds also run in every plain `go test`). FUZZTIME per target.
