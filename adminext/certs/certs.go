@@ -47,7 +47,7 @@ const description = "Manual: cert (PEM chain, leaf first) and key (PEM private k
 // CertificateInput is the body of POST /api/v1/certificates.
 type CertificateInput struct {
 	ACME      bool     `json:"acme" doc:"true for an ACME-managed certificate; default false (manual upload)."`
-	Cert      *string  `json:"cert" schema:"text,minLength=1,maxLength=1048576" doc:"Manual only, required: the PEM certificate chain, leaf first."`
+	Cert      *string  `json:"cert" schema:"text,minLength=1,maxLength=1048576" doc:"Manual only, required: the PEM certificate chain, leaf first (at most 1 MiB and 10 certificates)."`
 	Key       *string  `json:"key" schema:"text,minLength=1,writeonly" doc:"Manual only, required: the PEM private key of the leaf; never returned."`
 	Domains   []string `json:"domains" schema:"host,maxItems=100" doc:"ACME only, required: 1..100 public DNS names; wildcards (*.example.com) only with challenge dns-01. IP addresses and local names (localhost, *.local, *.internal, *.home.arpa) are 400: no public CA issues for them."`
 	Challenge *string  `json:"challenge" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"ACME only; default http-01."`

@@ -65,8 +65,8 @@ const description = "A module is a proxy-wasm plugin module (ABI 0.2.0/0.2.1) th
 // ModuleInput is the body of POST /api/v1/wasm-modules.
 type ModuleInput struct {
 	Name       string  `json:"name" schema:"required,minLength=1,maxLength=64" doc:"Unique; 1..64 characters of a-z, 0-9, - and _."`
-	WasmBase64 *string `json:"wasm_base64" schema:"writeonly" doc:"The binary module, base64 (standard alphabet); takes precedence over wat."`
-	WAT        *string `json:"wat" schema:"writeonly" doc:"The module in WebAssembly text format (at most 4 MiB of text); used when wasm_base64 is absent or empty."`
+	WasmBase64 *string `json:"wasm_base64" schema:"writeonly,text,maxLength=20971520" doc:"The binary module, base64 (standard alphabet); takes precedence over wat."`
+	WAT        *string `json:"wat" schema:"writeonly,text,maxLength=20971520" doc:"The module in WebAssembly text format (at most 4 MiB of text); used when wasm_base64 is absent or empty."`
 }
 
 var nameRe = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
