@@ -225,7 +225,7 @@ func TestCredentials(t *testing.T) {
 		t.Fatalf("delete: %v", got)
 	}
 	g.WantError(404, "DELETE", p("/api/v1/credentials/%d", id(k2)), nil)
-	g.WantError(404, "DELETE", "/api/v1/credentials/abc", nil)
+	g.WantError(400, "DELETE", "/api/v1/credentials/abc", nil, "id: ")
 	// The key is free again.
 	create(map[string]any{"type": "key-auth", "key": "alice-key"})
 }
