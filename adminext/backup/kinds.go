@@ -110,7 +110,7 @@ type WasmModule struct {
 	Name       string    `json:"name" schema:"required,minLength=1,maxLength=64"`
 	SizeBytes  int64     `json:"size_bytes" schema:"readonly"`
 	SHA256     string    `json:"sha256" schema:"readonly"`
-	WasmBase64 *string   `json:"wasm_base64,omitempty" schema:"maxLength=20971520" doc:"The binary module, base64 (only with include_secrets; without it the module, and the wasm plugins that use it, are skipped on import)."`
+	WasmBase64 *string   `json:"wasm_base64,omitempty" schema:"text,maxLength=20971520" doc:"The binary module, base64 (only with include_secrets; without it the module, and the wasm plugins that use it, are skipped on import)."`
 	CreatedAt  time.Time `json:"created_at" schema:"readonly"`
 }
 
