@@ -18,6 +18,12 @@
 //	minLength=N maxLength=N minItems=N maxItems=N
 //	enum=a|b|c        allowed values (strings or integers); for slices: per item
 //	format=F          informative (date-time, email, uri …)
+//	placeholders      the value (a string, or each value of a string map or
+//	                  slice) reaches a Caddy replacer: only the placeholders
+//	                  package's allowed placeholders may appear in it
+//	secret            the value (a string, or each value of a string map) is
+//	                  a secret: Redact replaces it for callers that may not
+//	                  see secrets
 //	KIND              what a string holds (for slices: each item; for maps:
 //	                  each value), one of the kinds below
 //	keys=KIND         the kind of a map's keys
@@ -58,6 +64,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/caddy-gateway/gateway/modules/placeholders"
 )
 
 // Defaulter is implemented by declarations whose zero value is not their
@@ -473,6 +481,11 @@ func checkString(r strRule, enum []string, name, s string) error {
 	if msg := r.kind.check(s); msg != "" {
 		return Errorf(name, "%s", msg)
 	}
+	if r.placeholders {
+		if err := placeholders.Check(s); err != nil {
+			return Errorf(name, "%v", err)
+		}
+	}
 	return nil
 }
 
@@ -560,6 +573,7 @@ type field struct {
 	required, readonly bool
 	internal           bool
 	nullable           bool
+	secret             bool
 	min, max           *float64
 	str                strRule // the field's strings (itself, items, map values)
 	keys               strRule // a map's keys
@@ -623,6 +637,10 @@ func structInfo(t reflect.Type) *info {
 				f.enum = strings.Split(v, "|")
 			case "format":
 				f.format = v
+			case "placeholders":
+				f.str.placeholders = true
+			case "secret":
+				f.secret = true
 			case "":
 			default:
 				f.str.kind = parseKind(k)
@@ -682,6 +700,7 @@ func parseKind(s string) strKind {
 type strRule struct {
 	kind                 strKind
 	minLength, maxLength *int
+	placeholders         bool // only allowed placeholders (see the tag)
 }
 
 func (r strRule) max() int {
