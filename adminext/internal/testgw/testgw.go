@@ -68,6 +68,18 @@ func FreeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// proxyBound waits until the gateway has loaded its stored config and
+// tells whether its HTTP proxy listener is bound.
+func proxyBound() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := adminext.WaitReady(ctx); err != nil {
+		return false
+	}
+	cp := adminext.Current()
+	return cp != nil && cp.ProxyAddr(false) != ""
+}
+
 // Start loads a gateway and waits until it serves its stored config.
 // It is stopped when the test ends.
 func Start(t testing.TB, opts *Options) *Gateway {
@@ -119,6 +131,12 @@ func Start(t testing.TB, opts *Options) *Gateway {
 		}
 		raw, _ := json.Marshal(cfg)
 		err := caddy.Load(raw, true)
+		if err == nil && opts.DSN == "" && attempt < 3 && !proxyBound() {
+			// The free proxy port was taken before the stored config
+			// bound it (another test process): try new ports.
+			_ = caddy.Stop()
+			continue
+		}
 		if err == nil {
 			break
 		}
