@@ -280,7 +280,7 @@ func (a *API) methodsFor(r *http.Request) (allowed []string, public bool) {
 	return allowed, public
 }
 
-// maxBody is the admin API's request body limit (addendum §6).
+// maxBody is the admin API's request body limit (docs/operations.md).
 const maxBody = 20 << 20
 
 type principalKey struct{}

@@ -15,7 +15,7 @@ import (
 func init() { RegisterEndpoints(observeEndpoints) }
 
 // keepAliveInterval is how often the event stream sends a comment line so
-// that proxies and browsers keep an idle stream open (addendum §4: 15 s).
+// that proxies and browsers keep an idle stream open (15 s, docs/operations.md).
 var keepAliveInterval = 15 * time.Second
 
 func observeEndpoints() []*Endpoint {

@@ -13,7 +13,7 @@ import (
 func init() { RegisterEndpoints(streamEndpoints) }
 
 // listenerNote is what stream-route answers say about listen_addr changes
-// (admin-api.md rule 7: they bind at the next process start).
+// (they bind at the next process start; docs/routing.md, stream routes).
 const listenerNote = "listener changes take effect on restart"
 
 var streamRoutes = Resource[storage.StreamRoute]{

@@ -13,7 +13,7 @@ import (
 )
 
 // LatencyWindow is how many recent requests the latency percentiles cover
-// (addendum §4).
+// (docs/operations.md).
 const LatencyWindow = 1024
 
 // Metrics counts proxied traffic for GET /api/v1/metrics (JSON) and

@@ -11,7 +11,7 @@ import (
 	"github.com/caddy-gateway/gateway/modules/records"
 )
 
-// RingSize is how many recent request records are kept (spec: 500).
+// RingSize is how many recent request records are kept (500, docs/operations.md).
 const RingSize = 500
 
 // Recorder turns completed requests into records: the recent-requests ring,

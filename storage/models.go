@@ -99,7 +99,7 @@ type RouteSplit struct {
 	Weight    int32 `json:"weight" schema:"required,min=1,max=65535"`
 }
 
-// Route is an HTTP route (addendum §3 gives its matching semantics).
+// Route is an HTTP route (docs/routing.md gives its matching semantics).
 type Route struct {
 	ID           int64             `json:"id" gorm:"primaryKey" schema:"readonly"`
 	Name         string            `json:"name" schema:"required,name,minLength=1"`

@@ -57,7 +57,7 @@ func endpoints() []*adminext.Endpoint {
 }
 
 // issuedCertificateMatching reports whether an issued certificate matches
-// domain (addendum §7: a certificate is issued when it is active, and it
+// domain (docs/tls.md: a certificate is issued when it is active, and it
 // matches when one of its names equals the domain exactly or by wildcard).
 var issuedCertificateMatching = certs.Matching
 
@@ -213,7 +213,7 @@ func write(tx *gorm.DB, spec *ApplicationSpec) (*created, error) {
 
 // applicationURL is https://<domain> when https is true, else
 // http://<domain>, with :<port> when the matching listener's port is not
-// 443 / 80 (addendum §7). The port is the configured listener's, or the
+// 443 / 80 (docs/tls.md). The port is the configured listener's, or the
 // bound one when the configured port is 0.
 func applicationURL(cp *adminext.ControlPlane, s *storage.Settings, spec *ApplicationSpec) string {
 	scheme, listen, std := "http", s.HTTPListen, 80

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Failed-login limiting (addendum §6): after loginMaxFailures failures from
+// Failed-login limiting (docs/auth.md): after loginMaxFailures failures from
 // one client within loginWindow, every login attempt from it is answered 429
 // with Retry-After until the oldest of those failures leaves the window (a
 // sliding window over the last loginMaxFailures failures). A successful

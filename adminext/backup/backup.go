@@ -1,5 +1,5 @@
 // Package backup is the configuration export and import of the admin API
-// (admin-api.md "Configuration backup", addendum §5):
+// (docs/backup.md):
 //
 //	GET  /api/v1/export?include_secrets=false|true
 //	POST /api/v1/import

@@ -396,7 +396,7 @@ func renew(c *adminext.Call) (any, error) {
 }
 
 // Matching reports whether an issued certificate in tx matches domain
-// (addendum §7): active (manual within its validity period, ACME issued)
+// (docs/tls.md): active (manual within its validity period, ACME issued)
 // and one of its names equals domain or is a wildcard covering it.
 func Matching(tx *gorm.DB, domain string) (bool, error) {
 	var rows []storage.Certificate

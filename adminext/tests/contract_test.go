@@ -22,8 +22,8 @@ func checkAnswer(t *testing.T, g *testgw.Gateway, method, path string, status in
 	return !ft.failed
 }
 
-// Principal.user is a User or null (admin-api.md "Users, principal, SSO,
-// token"), and the document says so.
+// Principal.user is a User or null (the Principal of docs/auth.md: role,
+// method, user), and the document says so.
 func TestOpenAPIPrincipalUserIsUserOrNull(t *testing.T) {
 	g := testgw.Start(t, nil)
 	user := `{"id":1,"email":"a@example.com","name":"","role":"admin","has_password":true,"created_at":"2026-01-01T00:00:00Z","last_login_at":null}`
@@ -49,7 +49,7 @@ func TestOpenAPIPrincipalUserIsUserOrNull(t *testing.T) {
 }
 
 // A PUT addressing a resource that does not exist is 404, even with a body
-// that would not validate (admin-api.md Errors: 404 for single-resource
+// that would not validate (the OpenAPI document: 404 for single-resource
 // GET, PUT, DELETE), the same on every resource.
 func TestPutMissingResourceIs404BeforeValidation(t *testing.T) {
 	g := testgw.Start(t, nil)
@@ -66,7 +66,7 @@ func TestPutMissingResourceIs404BeforeValidation(t *testing.T) {
 	wantError(t, st, b, 400, "name")
 }
 
-// Wrong types and unknown fields are 400 naming the field (addendum §6),
+// Wrong types and unknown fields are 400 naming the field (docs/operations.md),
 // nested ones included: a null header value is not a string, and an unknown
 // key inside a split is named with its path.
 func TestNestedInputErrorsNameTheField(t *testing.T) {
@@ -122,7 +122,7 @@ func TestOpenAPIDocumentsContractShapes(t *testing.T) {
 }
 
 // Settings: a fresh store and a PUT leaving fields out both give the
-// addendum's defaults (acme_directory_url letsencrypt, trusted_proxies [],
+// documented defaults (acme_directory_url letsencrypt, trusted_proxies [],
 // https_enabled false, empty public_url and acme_email), and the document
 // states them.
 func TestSettingsDefaults(t *testing.T) {
@@ -150,7 +150,7 @@ func TestSettingsDefaults(t *testing.T) {
 	}
 }
 
-// Admin request bodies are limited to 20 MiB (addendum §6): one byte more
+// Admin request bodies are limited to 20 MiB (docs/operations.md): one byte more
 // is a 400 {error}; a body just under the limit is read and validated.
 func TestBodyLimit20MiB(t *testing.T) {
 	g := testgw.Start(t, nil)

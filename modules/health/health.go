@@ -20,7 +20,7 @@ import (
 	"github.com/caddy-gateway/gateway/modules/guard"
 )
 
-// Checking parameters (addendum §3): every 10 s; two failures mark a target
+// Checking parameters (docs/operations.md): every 10 s; two failures mark a target
 // unhealthy, one success healthy.
 const (
 	DefaultInterval = 10 * time.Second

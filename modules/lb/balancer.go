@@ -1,5 +1,5 @@
 // Package lb is the gateway's load balancing: the four algorithms of
-// addendum §3 over a service's target addresses, steered by the health
+// docs/routing.md over a service's target addresses, steered by the health
 // registry. The HTTP proxy uses it through the gateway_router package's
 // reverse_proxy selection policy, TCP stream routes directly.
 package lb
@@ -19,7 +19,7 @@ type HealthSource interface {
 
 // Balancer is the gateway's load-balancing decision over the targets of one
 // service, shared by the HTTP proxy (Selection) and TCP stream routes: the
-// four algorithms of addendum §3, weights, and the health registry.
+// four algorithms of docs/routing.md, weights, and the health registry.
 type Balancer struct {
 	// Algorithm: round_robin, random, consistent (client IP hash), weighted
 	// (smooth weighted round-robin).

@@ -4,7 +4,8 @@ package records
 
 import "time"
 
-// Record is one completed request (addendum §4).
+// Record is one completed request (GET /api/v1/requests, the event stream
+// and http-log batches; the OpenAPI document gives its shape).
 type Record struct {
 	ID         int64     `json:"id"`
 	Time       time.Time `json:"time"`

@@ -2,7 +2,7 @@ package router
 
 // Route is one compiled HTTP route, as the config compiler writes it into the
 // router's JSON. Only enabled routes are compiled. Matching semantics:
-// addendum §3, implemented in table.go.
+// docs/routing.md, implemented in table.go.
 type Route struct {
 	ID           int64             `json:"id"`
 	Name         string            `json:"name,omitempty"`

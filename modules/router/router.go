@@ -1,7 +1,7 @@
 // Package router is the gateway's HTTP router: the gateway_router handler
 // carries the compiled routing table (routes, one reverse proxy per service,
 // plugin instances and the consumer table), matches each request by the
-// rules of addendum §3 (table.go) and runs the route's plugin chain in front
+// rules of docs/routing.md (table.go) and runs the route's plugin chain in front
 // of the service's proxy. The admin API's /api/v1/router/test runs the same
 // Table.
 package router

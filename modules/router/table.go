@@ -11,7 +11,7 @@ import (
 )
 
 // Table is the route matching index of the gateway_router handler
-// (addendum §3 "Routing semantics"). Build it once per config load with
+// (docs/routing.md). Build it once per config load with
 // NewTable; it is read-only afterwards and safe for concurrent use.
 //
 // Routes are grouped into host buckets: one per exact host, one per wildcard
@@ -183,7 +183,7 @@ type rank struct {
 	id        int64
 }
 
-// beats reports whether a wins over b, in the order of addendum §3 and
+// beats reports whether a wins over b, in the order of docs/routing.md and
 // nothing else: higher priority; exact host over wildcard host over no host;
 // longer matched path portion; more method and header conditions; lower id.
 // Two wildcard matches rank alike whatever their suffix lengths (suffixLen

@@ -428,7 +428,7 @@ func TestExplain(t *testing.T) {
 }
 
 // TestMatchAgainstScan checks the index against a plain scan of every route
-// that spells out addendum §3 directly, on random tables and requests drawn
+// that spells out docs/routing.md directly, on random tables and requests drawn
 // from a small vocabulary so that overlaps and ties are frequent.
 func TestMatchAgainstScan(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))

@@ -1,7 +1,7 @@
 // Package traffic holds the gateway's traffic-policy plugin types: request-id,
 // ip-restriction, cors, redirect, request-size-limit, request-termination,
 // request-transform, response-transform, response-body-transform,
-// response-compression and hsts (addendum §2 "Plugin").
+// response-compression and hsts (docs/plugins.md).
 //
 // Each type is one Caddy HTTP handler module (http.handlers.gateway_<type>)
 // whose struct is the whole declaration of its config (see package plugins),
