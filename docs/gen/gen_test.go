@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -79,4 +81,35 @@ func jsonFields(v any) map[string]bool {
 		out[name] = true
 	}
 	return out
+}
+
+// TestCodeCitesOnlyTheRepository fails when Go code cites the specification
+// files that live outside the repository (a contributor cannot follow
+// them): cite docs/ or the served OpenAPI document instead.
+func TestCodeCitesOnlyTheRepository(t *testing.T) {
+	banned := []string{"adden" + "dum §", "admin-api" + ".md"}
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, s := range banned {
+			if bytes.Contains(b, []byte(s)) {
+				t.Errorf("%s cites %q, which is not in the repository: cite docs/ or the OpenAPI document", path, s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
