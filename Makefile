@@ -23,6 +23,7 @@ vet:
 # 127.0.0.1, the in-process gateway, the built binary, a PostgreSQL store).
 test: test-deps vet build
 	$(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) fuzz-short
 
 # A short native fuzzing run of every fuzz target of the module, found by
 # name (router, placeholders, WAT assembler, admin API input …; seeds are
