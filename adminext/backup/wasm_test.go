@@ -5,21 +5,9 @@ import (
 	"os"
 	"strings"
 	"testing"
-)
 
-const minimalWAT = `(module
-  (memory (export "memory") 1)
-  (global $heap (mut i32) (i32.const 1024))
-  (func (export "proxy_abi_version_0_2_1"))
-  (func (export "proxy_on_memory_allocate") (param $size i32) (result i32)
-    (local $p i32)
-    (local.set $p (global.get $heap))
-    (global.set $heap (i32.add (global.get $heap) (local.get $size)))
-    (local.get $p))
-  (func (export "proxy_on_context_create") (param i32 i32))
-  (func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))
-  (func (export "proxy_on_configure") (param i32 i32) (result i32) (i32.const 1)))
-`
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
 
 // TestWasmModulesBackup: exports carry module metadata always and the
 // module only with secrets; a secret export restores modules and the wasm
@@ -36,7 +24,7 @@ func TestWasmModulesBackup(t *testing.T) {
 	g.Must("POST", p("/api/v1/services/%d/targets", svc), map[string]any{"host": "127.0.0.1", "port": 9})
 	route := id(g.Must("POST", "/api/v1/routes", map[string]any{"name": "r", "service_id": svc, "paths": []string{"/w"}}))
 	filter := g.Must("POST", "/api/v1/wasm-modules", map[string]any{"name": "filter", "wasm_base64": b64})
-	g.Must("POST", "/api/v1/wasm-modules", map[string]any{"name": "minimal", "wat": minimalWAT})
+	g.Must("POST", "/api/v1/wasm-modules", map[string]any{"name": "minimal", "wat": testgw.MinimalWAT})
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "wasm", "scope": "route", "route_id": route,
 		"config": map[string]any{"module": "filter", "config": map[string]any{"greeting": "hi"}}})
 

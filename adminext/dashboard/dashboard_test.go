@@ -588,7 +588,7 @@ func TestBrowserWasmModules(t *testing.T) {
 		chromedp.SetValue(`#wasm-form select[name=source]`, "wat", chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector('#wasm-form select[name=source]').dispatchEvent(new Event('change'))`, nil),
 		chromedp.WaitVisible(`#wasm-form textarea[name=wat]`, chromedp.ByQuery),
-		chromedp.SetValue(`#wasm-form textarea[name=wat]`, testWAT, chromedp.ByQuery),
+		chromedp.SetValue(`#wasm-form textarea[name=wat]`, testgw.MinimalWAT, chromedp.ByQuery),
 		chromedp.Click(`#wasm-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//table[@id="wasm-table"]//strong[text()="from-wat"]`, chromedp.BySearch),
 	)
@@ -654,18 +654,3 @@ func TestBrowserWasmModules(t *testing.T) {
 		t.Errorf("plugin types offered: %v, want the registered %v", offered, want)
 	}
 }
-
-// testWAT is a minimal proxy-wasm module in text format.
-const testWAT = `(module
-  (memory (export "memory") 1)
-  (global $heap (mut i32) (i32.const 1024))
-  (func (export "proxy_abi_version_0_2_1"))
-  (func (export "proxy_on_memory_allocate") (param $size i32) (result i32)
-    (local $p i32)
-    (local.set $p (global.get $heap))
-    (global.set $heap (i32.add (global.get $heap) (local.get $size)))
-    (local.get $p))
-  (func (export "proxy_on_context_create") (param i32 i32))
-  (func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))
-  (func (export "proxy_on_configure") (param i32 i32) (result i32) (i32.const 1)))
-`

@@ -14,24 +14,6 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
-// minimalWAT is the smallest module the plugin runtime accepts: the ABI
-// marker, memory, an allocator and the context callback; every phase
-// continues.
-const minimalWAT = `(module
-  (memory (export "memory") 1)
-  (global $heap (mut i32) (i32.const 1024))
-  (func (export "proxy_abi_version_0_2_1"))
-  (func (export "proxy_on_memory_allocate") (param $size i32) (result i32)
-    (local $p i32)
-    (local.set $p (global.get $heap))
-    (global.set $heap (i32.add (global.get $heap) (local.get $size)))
-    (local.get $p))
-  (func (export "proxy_on_context_create") (param i32 i32))
-  (func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))
-  (func (export "proxy_on_configure") (param i32 i32) (result i32) (i32.const 1))
-  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32) (i32.const 0)))
-`
-
 // asFilter is the AssemblyScript-built module (testdata/wasm/as-filter).
 func asFilter(t testing.TB) []byte {
 	t.Helper()
@@ -76,7 +58,7 @@ func TestWasmModuleAPI(t *testing.T) {
 	g := testgw.Start(t, nil)
 	bin := asFilter(t)
 
-	w := uploadModule(t, g, map[string]any{"name": "minimal", "wat": minimalWAT})
+	w := uploadModule(t, g, map[string]any{"name": "minimal", "wat": testgw.MinimalWAT})
 	if w.ID == 0 || w.Name != "minimal" || w.SizeBytes == 0 || len(w.SHA256) != 64 || w.CreatedAt == "" {
 		t.Fatalf("WAT upload answer: %+v", w)
 	}
@@ -121,12 +103,12 @@ func TestWasmModuleAPI(t *testing.T) {
 	}
 
 	// Validation, each naming its field.
-	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "minimal", "wat": minimalWAT}, "name", "exists")
-	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"wat": minimalWAT}, "name")
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "minimal", "wat": testgw.MinimalWAT}, "name", "exists")
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"wat": testgw.MinimalWAT}, "name")
 	for _, bad := range []string{"", "Upper", "a b", "dot.name", strings.Repeat("x", 65), "é"} {
-		g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": bad, "wat": minimalWAT}, "name")
+		g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": bad, "wat": testgw.MinimalWAT}, "name")
 	}
-	uploadModule(t, g, map[string]any{"name": strings.Repeat("x", 64), "wat": minimalWAT})
+	uploadModule(t, g, map[string]any{"name": strings.Repeat("x", 64), "wat": testgw.MinimalWAT})
 	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "none"}, "wasm_base64", "wat")
 	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "none", "wasm_base64": "", "wat": ""}, "wasm_base64")
 	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "b64", "wasm_base64": "!!not base64!!"}, "wasm_base64", "base64")
@@ -134,7 +116,7 @@ func TestWasmModuleAPI(t *testing.T) {
 	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "badwat", "wat": "(module\n  (func (export \"f\") (result i32)\n    (i32.const 1) (i32.bogus)))"}, "wat", "3:")
 	// A valid module that is not a proxy-wasm plugin.
 	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "plain", "wat": `(module (func (export "f")))`}, "wat")
-	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "x", "wat": minimalWAT, "bytes": "x"}, "bytes")
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "x", "wat": testgw.MinimalWAT, "bytes": "x"}, "bytes")
 	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "x", "wat": 5}, "wat")
 
 	// 16 MiB: base64 of a module over the limit exceeds the 20 MiB body
@@ -155,7 +137,7 @@ func TestWasmModuleAPI(t *testing.T) {
 		t.Fatalf("config counts wasm_modules %v after a delete, want 4", sum["wasm_modules"])
 	}
 	// The name is free again.
-	uploadModule(t, g, map[string]any{"name": "both", "wat": minimalWAT})
+	uploadModule(t, g, map[string]any{"name": "both", "wat": testgw.MinimalWAT})
 }
 
 // TestWasmModuleSizeLimit: WAT text over 4 MiB is refused naming wat
@@ -164,7 +146,7 @@ func TestWasmModuleAPI(t *testing.T) {
 func TestWasmModuleSizeLimit(t *testing.T) {
 	g := testgw.Start(t, nil)
 	data := strings.Repeat("a", (4<<20)+16)
-	big := strings.Replace(minimalWAT, `(memory (export "memory") 1)`, `(memory (export "memory") 65) (data (i32.const 0) "`+data+`")`, 1)
+	big := strings.Replace(testgw.MinimalWAT, `(memory (export "memory") 1)`, `(memory (export "memory") 65) (data (i32.const 0) "`+data+`")`, 1)
 	body, _ := json.Marshal(map[string]any{"name": "big", "wat": big})
 	st, raw := g.Do("POST", "/api/v1/wasm-modules", body)
 	if st != 400 || !strings.Contains(string(raw), "wat") || !strings.Contains(string(raw), "4 MiB") {
@@ -202,23 +184,23 @@ func TestWasmModuleRoles(t *testing.T) {
 	const pw = "correct-horse-battery"
 	g.Must("POST", "/api/v1/users", map[string]any{"email": "viewer@example.test", "role": "viewer", "password": pw})
 	g.Must("POST", "/api/v1/users", map[string]any{"email": "editor@example.test", "role": "editor", "password": pw})
-	m := uploadModule(t, g, map[string]any{"name": "by-admin", "wat": minimalWAT})
+	m := uploadModule(t, g, map[string]any{"name": "by-admin", "wat": testgw.MinimalWAT})
 
 	g.Header = http.Header{}
 	g.WantError(401, "GET", "/api/v1/wasm-modules", nil)
-	g.WantError(401, "POST", "/api/v1/wasm-modules", map[string]any{"name": "anon", "wat": minimalWAT})
+	g.WantError(401, "POST", "/api/v1/wasm-modules", map[string]any{"name": "anon", "wat": testgw.MinimalWAT})
 
 	g.Header = login(t, g, "viewer@example.test", pw)
 	if st, b := g.Do("GET", "/api/v1/wasm-modules", nil); st != 200 || !strings.Contains(string(b), "by-admin") {
 		t.Fatalf("viewer list: %d %s", st, b)
 	}
-	g.WantError(403, "POST", "/api/v1/wasm-modules", map[string]any{"name": "by-viewer", "wat": minimalWAT}, "editor")
+	g.WantError(403, "POST", "/api/v1/wasm-modules", map[string]any{"name": "by-viewer", "wat": testgw.MinimalWAT}, "editor")
 	// (Session calls carry Content-Type: application/json, as the
 	// dashboard's do: the CSRF rule.)
 	g.WantError(403, "DELETE", "/api/v1/wasm-modules/"+itoa(m.ID), "", "editor")
 
 	g.Header = login(t, g, "editor@example.test", pw)
-	e := uploadModule(t, g, map[string]any{"name": "by-editor", "wat": minimalWAT})
+	e := uploadModule(t, g, map[string]any{"name": "by-editor", "wat": testgw.MinimalWAT})
 	g.Must("DELETE", "/api/v1/wasm-modules/"+itoa(e.ID), "")
 	g.Must("DELETE", "/api/v1/wasm-modules/"+itoa(m.ID), "")
 }
@@ -235,7 +217,7 @@ func TestWasmModuleReferences(t *testing.T) {
 	r2 := g.Route("r2", svc, map[string]any{"paths": []string{"/two"}})
 	bin := asFilter(t)
 	m := uploadModule(t, g, map[string]any{"name": "filter", "wasm_base64": base64.StdEncoding.EncodeToString(bin)})
-	other := uploadModule(t, g, map[string]any{"name": "other", "wat": minimalWAT})
+	other := uploadModule(t, g, map[string]any{"name": "other", "wat": testgw.MinimalWAT})
 
 	g.WantError(400, "POST", "/api/v1/plugins", map[string]any{"type": "wasm", "scope": "route", "route_id": r1,
 		"config": map[string]any{"module": "nope"}}, "config.module", `"nope"`)
@@ -294,10 +276,10 @@ func TestWasmModuleHostileUploads(t *testing.T) {
   (func (export "proxy_abi_version_0_2_1"))
   (func (export "proxy_on_memory_allocate") (param i32) (result i32) (i32.const 1024))
   (func (export "proxy_on_context_create") (param i32 i32)))`,
-		"vm-start-loop": strings.Replace(minimalWAT, `(func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))`,
+		"vm-start-loop": strings.Replace(testgw.MinimalWAT, `(func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))`,
 			`(func (export "proxy_on_vm_start") (param i32 i32) (result i32) (loop $l (br $l)) (i32.const 1))`, 1),
-		"huge-memory":    strings.Replace(minimalWAT, `(memory (export "memory") 1)`, `(memory (export "memory") 4000)`, 1),
-		"foreign-import": strings.Replace(minimalWAT, `(memory (export "memory") 1)`, `(import "evil" "syscall" (func $x)) (memory (export "memory") 1)`, 1),
+		"huge-memory":    strings.Replace(testgw.MinimalWAT, `(memory (export "memory") 1)`, `(memory (export "memory") 4000)`, 1),
+		"foreign-import": strings.Replace(testgw.MinimalWAT, `(memory (export "memory") 1)`, `(import "evil" "syscall" (func $x)) (memory (export "memory") 1)`, 1),
 	} {
 		st, b := g.Do("POST", "/api/v1/wasm-modules", map[string]any{"name": name, "wat": wat})
 		if st != 400 || !strings.Contains(string(b), "wat:") {
