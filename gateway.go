@@ -6,13 +6,6 @@ package gateway
 
 import (
 	_ "github.com/caddy-gateway/gateway/adminext"
-	_ "github.com/caddy-gateway/gateway/adminext/apps"
-	_ "github.com/caddy-gateway/gateway/adminext/auth"
-	_ "github.com/caddy-gateway/gateway/adminext/backup"
-	_ "github.com/caddy-gateway/gateway/adminext/certs"
-	_ "github.com/caddy-gateway/gateway/adminext/dashboard"
-	_ "github.com/caddy-gateway/gateway/adminext/pluginapi"
-	_ "github.com/caddy-gateway/gateway/adminext/wasmapi"
 	_ "github.com/caddy-gateway/gateway/caddyfile"
 	_ "github.com/caddy-gateway/gateway/modules/dnsproviders/cloudflare"
 	_ "github.com/caddy-gateway/gateway/modules/gwtls"

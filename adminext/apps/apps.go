@@ -19,14 +19,13 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/adminext/certs"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
-
-func init() { adminext.RegisterEndpoints(endpoints) }
 
 const createDescription = "One transaction creates a service (protocol and port from upstream_url; tls_sni = the upstream host when it is an https name), " +
 	"one target, a route with hosts [domain], and as requested route-scoped plugins: redirect (to_https, 308) for https, " +
@@ -41,14 +40,15 @@ const probeDescription = "Sends one GET to the origin (path /) with a 5-second t
 	"the response body is not read. Any HTTP status (a 3xx included) counts as reachable. Connection, DNS, TLS and timeout failures are answered " +
 	"in the 200 body (reachable false, status null, message saying why). Nothing is written."
 
-func endpoints() []*adminext.Endpoint {
-	return []*adminext.Endpoint{
-		{Method: "POST", Path: "/api/v1/applications", Role: adminext.RoleEditor, Tag: "applications",
+// Endpoints are the application endpoints.
+func Endpoints() []*api.Endpoint {
+	return []*api.Endpoint{
+		{Method: "POST", Path: "/api/v1/applications", Role: api.RoleEditor, Tag: "applications",
 			Summary:     "Create an application: service, target, route and plugins for one domain in one transaction",
 			Description: createDescription,
 			Body:        ApplicationSpec{}, Response: ApplicationCreated{}, Statuses: []int{400},
 			Handle: createApplication},
-		{Method: "POST", Path: "/api/v1/applications/test-upstream", Role: adminext.RoleEditor, Tag: "applications",
+		{Method: "POST", Path: "/api/v1/applications/test-upstream", Role: api.RoleEditor, Tag: "applications",
 			Summary:     "Probe an upstream origin (one GET, nothing written)",
 			Description: probeDescription,
 			Body:        UpstreamTest{}, Response: UpstreamProbe{}, Statuses: []int{400},
@@ -61,7 +61,7 @@ func endpoints() []*adminext.Endpoint {
 // matches when one of its names equals the domain exactly or by wildcard).
 var issuedCertificateMatching = certs.Matching
 
-func createApplication(c *adminext.Call) (any, error) {
+func createApplication(c *api.Call) (any, error) {
 	spec := new(ApplicationSpec)
 	if err := c.Decode(spec); err != nil {
 		return nil, err
@@ -215,7 +215,7 @@ func write(tx *gorm.DB, spec *ApplicationSpec) (*created, error) {
 // http://<domain>, with :<port> when the matching listener's port is not
 // 443 / 80 (docs/tls.md). The port is the configured listener's, or the
 // bound one when the configured port is 0.
-func applicationURL(cp *adminext.ControlPlane, s *storage.Settings, spec *ApplicationSpec) string {
+func applicationURL(cp *controlplane.ControlPlane, s *storage.Settings, spec *ApplicationSpec) string {
 	scheme, listen, std := "http", s.HTTPListen, 80
 	if spec.HTTPS {
 		scheme, listen, std = "https", s.HTTPSListen, 443

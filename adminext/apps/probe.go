@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/modules/guard"
 )
 
@@ -21,7 +21,7 @@ import (
 // response headers.
 const probeTimeout = 5 * time.Second
 
-func testUpstream(c *adminext.Call) (any, error) {
+func testUpstream(c *api.Call) (any, error) {
 	in := new(UpstreamTest)
 	if err := c.Decode(in); err != nil {
 		return nil, err

@@ -25,7 +25,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
@@ -35,22 +36,18 @@ const (
 	eventsPath = "/api/v1/events"
 )
 
-func init() {
-	adminext.RegisterAuthenticator(func(cp *adminext.ControlPlane) (adminext.Authenticator, error) {
-		return newService(cp), nil
-	})
-	adminext.RegisterEndpoints(endpoints)
-}
-
 // service is the feature's state for one control plane: the failed-login
 // limiter and the OpenID provider cache. Everything else is in the store.
 type service struct {
-	cp      *adminext.ControlPlane
+	cp      *controlplane.ControlPlane
 	limiter *limiter
 	oidc    *providerCache
 }
 
-func newService(cp *adminext.ControlPlane) *service {
+// New is the admin API's authenticator for cp (api.New calls it).
+func New(cp *controlplane.ControlPlane) (api.Authenticator, error) { return newService(cp), nil }
+
+func newService(cp *controlplane.ControlPlane) *service {
 	s := &service{cp: cp, limiter: newLimiter(loginMaxFailures, loginWindow, limiterCap), oidc: newProviderCache()}
 	if db := s.db(context.Background()); db != nil {
 		purgeExpired(db)
@@ -60,7 +57,7 @@ func newService(cp *adminext.ControlPlane) *service {
 
 // svc is the feature's state of the control plane serving c: the admin
 // API's authenticator, installed by the factory above.
-func svc(c *adminext.Call) *service { return c.API.Authenticator().(*service) }
+func svc(c *api.Call) *service { return c.API.Authenticator().(*service) }
 
 func (s *service) db(ctx context.Context) *gorm.DB {
 	st := s.cp.Store()
@@ -73,7 +70,7 @@ func (s *service) db(ctx context.Context) *gorm.DB {
 // ---- declarations ----
 
 // User is the declaration of the user input (UserInput). Answers are
-// adminext.User; the read-only fields are accepted (and ignored) so that an
+// api.User; the read-only fields are accepted (and ignored) so that an
 // answer can be sent back as it is.
 type User struct {
 	ID          int64      `json:"id" schema:"readonly"`
@@ -94,8 +91,8 @@ func (u *User) Validate() error {
 	return nil
 }
 
-func userView(u *storage.AdminUser) *adminext.User {
-	return &adminext.User{ID: u.ID, Email: u.Email, Name: u.Name, Role: u.Role, HasPassword: u.PasswordHash != "",
+func userView(u *storage.AdminUser) *api.User {
+	return &api.User{ID: u.ID, Email: u.Email, Name: u.Name, Role: u.Role, HasPassword: u.PasswordHash != "",
 		CreatedAt: u.CreatedAt, LastLoginAt: u.LastLoginAt}
 }
 
@@ -168,7 +165,7 @@ func tokenMatches(presented, storedHex string) bool {
 // presentedToken is the admin token the request carries, if any:
 // Authorization: Bearer, X-Admin-Token, or (on the event stream only) the
 // access_token query parameter.
-func presentedToken(r *http.Request, ep *adminext.Endpoint) (string, bool) {
+func presentedToken(r *http.Request, ep *api.Endpoint) (string, bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(tok), true
@@ -194,44 +191,44 @@ func randomToken(n int) (string, error) {
 }
 
 // unauthorized is a 401 answered by a handler (the authenticator's own
-// failures wrap adminext.ErrUnauthenticated instead).
+// failures wrap api.ErrUnauthenticated instead).
 func unauthorized(msg string) error {
-	return &adminext.APIError{Status: http.StatusUnauthorized, Msg: msg}
+	return &api.APIError{Status: http.StatusUnauthorized, Msg: msg}
 }
 
 func unauthenticated(msg string) error {
-	return fmt.Errorf("%w: %s", adminext.ErrUnauthenticated, msg)
+	return fmt.Errorf("%w: %s", api.ErrUnauthenticated, msg)
 }
 
 // csrfRule is the CSRF stance for cookie authentication, stated in the
 // OpenAPI document (the admin API enforces it for every endpoint).
 const csrfRule = "CSRF rule: a POST, PUT, PATCH or DELETE that a browser sends from another origin (Sec-Fetch-Site cross-site or same-site, or an Origin header that is neither the request's own host nor the origin of settings.public_url) is refused with 403, whatever its credentials. Same-origin browser requests and clients that send neither header (curl, scripts, SDKs) pass with any Content-Type."
 
-// Authenticate implements adminext.Authenticator.
-func (s *service) Authenticate(r *http.Request, ep *adminext.Endpoint) (*adminext.Principal, error) {
+// Authenticate implements api.Authenticator.
+func (s *service) Authenticate(r *http.Request, ep *api.Endpoint) (*api.Principal, error) {
 	db := s.db(r.Context())
 	m, err := loadMode(db)
 	if err != nil {
 		return nil, err
 	}
 	if !m.enabled() {
-		return &adminext.Principal{Role: "admin", Method: "open"}, nil
+		return &api.Principal{Role: "admin", Method: "open"}, nil
 	}
 	if tok, ok := presentedToken(r, ep); ok {
 		if m.tokenHash != "" && tokenMatches(tok, m.tokenHash) {
-			return &adminext.Principal{Role: "admin", Method: "token"}, nil
+			return &api.Principal{Role: "admin", Method: "token"}, nil
 		}
 		return nil, unauthenticated("the admin token is not valid")
 	}
 	ck, err := r.Cookie(cookieName)
 	if err != nil || ck.Value == "" {
-		return nil, adminext.ErrUnauthenticated
+		return nil, api.ErrUnauthenticated
 	}
 	u, _, err := sessionUser(db, ck.Value)
 	if err != nil {
 		return nil, err
 	}
-	return &adminext.Principal{Role: u.Role, Method: "session", User: userView(u)}, nil
+	return &api.Principal{Role: u.Role, Method: "session", User: userView(u)}, nil
 }
 
 // sessionUser resolves a session cookie value. The lookup is by the SHA-256
@@ -289,8 +286,9 @@ func adminStatus(db *gorm.DB) (*AdminStatus, error) {
 
 // ---- endpoints ----
 
-func endpoints() []*adminext.Endpoint {
-	var eps []*adminext.Endpoint
+// Endpoints are the sign-in, session, token and user endpoints.
+func Endpoints() []*api.Endpoint {
+	var eps []*api.Endpoint
 	eps = append(eps, tokenEndpoints()...)
 	eps = append(eps, sessionEndpoints()...)
 	eps = append(eps, userEndpoints()...)

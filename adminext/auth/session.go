@@ -13,7 +13,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
@@ -46,21 +46,21 @@ const sessionDoc = "The session cookie gateway_session is HttpOnly, SameSite=Lax
 	"It carries a 32-byte random token; only its SHA-256 is stored server-side, with a fixed expiry 7 days after sign-in. " +
 	"Every sign-in creates a new session (a session cookie sent along is ended: no fixation). Expired sessions are refused and deleted on use, and all expired sessions are purged at every sign-in and at start."
 
-func sessionEndpoints() []*adminext.Endpoint {
-	return []*adminext.Endpoint{
-		{Method: "POST", Path: "/api/v1/auth/login", Role: adminext.RolePublic, Tag: "auth",
+func sessionEndpoints() []*api.Endpoint {
+	return []*api.Endpoint{
+		{Method: "POST", Path: "/api/v1/auth/login", Role: api.RolePublic, Tag: "auth",
 			Summary: "Sign in with email and password (public)",
 			Description: "Answers the Principal and sets the session cookie. " + sessionDoc + " " +
 				"Failed logins are limited per client IP (trusted_proxies honoured; IPv6 per /64): after 10 failures within 15 minutes every login attempt from that client answers 429 with Retry-After (seconds) until the oldest of those failures is 15 minutes old; a success does not reset the count. " +
 				"A Content-Type other than application/json (for example a cross-site HTML form) is refused with 400 (login CSRF). Unknown accounts cost the same time as wrong passwords.",
-			Body: Login{}, Response: adminext.Principal{}, Statuses: []int{400, 401, 429}, Handle: login},
-		{Method: "POST", Path: "/api/v1/auth/logout", Role: adminext.RoleViewer, Tag: "auth",
+			Body: Login{}, Response: api.Principal{}, Statuses: []int{400, 401, 429}, Handle: login},
+		{Method: "POST", Path: "/api/v1/auth/logout", Role: api.RoleViewer, Tag: "auth",
 			Summary:     "Sign out: delete the session and clear the cookie",
 			Description: "With token authentication there is no session; the cookie is cleared all the same. " + csrfRule,
 			Response:    SignedOut{}, Handle: logout},
-		{Method: "GET", Path: "/api/v1/auth/me", Role: adminext.RoleViewer, Tag: "auth",
-			Summary: "Who is calling", Response: adminext.Principal{}, Handle: me},
-		{Method: "PUT", Path: "/api/v1/auth/me/password", Role: adminext.RoleViewer, Tag: "auth",
+		{Method: "GET", Path: "/api/v1/auth/me", Role: api.RoleViewer, Tag: "auth",
+			Summary: "Who is calling", Response: api.Principal{}, Handle: me},
+		{Method: "PUT", Path: "/api/v1/auth/me/password", Role: api.RoleViewer, Tag: "auth",
 			Summary: "Change the signed-in user's own password",
 			Description: "Needs a session (400 for the admin token or open mode: they have no user). current_password is required when a password is set (400 when missing or wrong); SSO-only accounts may set a first password. " +
 				"The user's other sessions end; the current one stays. " + csrfRule,
@@ -113,17 +113,17 @@ func clearCookie(db *gorm.DB, w http.ResponseWriter) {
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secureCookie(db)})
 }
 
-func login(c *adminext.Call) (any, error) {
+func login(c *api.Call) (any, error) {
 	s := svc(c)
 	db := s.db(c.Ctx())
 	key := limitKey(clientIP(c.R, settingsRow(db).TrustedProxies))
 	if wait, blocked := s.limiter.blocked(key); blocked {
 		c.W.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		return nil, &adminext.APIError{Status: http.StatusTooManyRequests, Msg: "too many failed logins from this address; try again later"}
+		return nil, &api.APIError{Status: http.StatusTooManyRequests, Msg: "too many failed logins from this address; try again later"}
 	}
 	if ct := c.R.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return nil, adminext.BadRequest("the request body must be sent as application/json")
+			return nil, api.BadRequest("the request body must be sent as application/json")
 		}
 	}
 	in := &Login{}
@@ -145,10 +145,10 @@ func login(c *adminext.Call) (any, error) {
 	if err := startSession(db, c.W, c.R, &u, "password"); err != nil {
 		return nil, err
 	}
-	return &adminext.Principal{Role: u.Role, Method: "session", User: userView(&u)}, nil
+	return &api.Principal{Role: u.Role, Method: "session", User: userView(&u)}, nil
 }
 
-func logout(c *adminext.Call) (any, error) {
+func logout(c *api.Call) (any, error) {
 	db := svc(c).db(c.Ctx())
 	if ck, err := c.R.Cookie(cookieName); err == nil && ck.Value != "" {
 		if err := db.Where("token_hash = ?", sha256Hex(ck.Value)).Delete(&storage.AdminSession{}).Error; err != nil {
@@ -159,18 +159,18 @@ func logout(c *adminext.Call) (any, error) {
 	return SignedOut{SignedOut: true}, nil
 }
 
-func me(c *adminext.Call) (any, error) {
-	p := adminext.PrincipalFrom(c.Ctx())
+func me(c *api.Call) (any, error) {
+	p := api.PrincipalFrom(c.Ctx())
 	if p == nil {
 		return nil, unauthorized("authentication required")
 	}
 	return p, nil
 }
 
-func changePassword(c *adminext.Call) (any, error) {
-	p := adminext.PrincipalFrom(c.Ctx())
+func changePassword(c *api.Call) (any, error) {
+	p := api.PrincipalFrom(c.Ctx())
 	if p == nil || p.Method != "session" {
-		return nil, adminext.BadRequest("only a user signed in with a session has a password to change")
+		return nil, api.BadRequest("only a user signed in with a session has a password to change")
 	}
 	in := &PasswordChange{}
 	if err := c.Decode(in); err != nil {
@@ -182,7 +182,7 @@ func changePassword(c *adminext.Call) (any, error) {
 		return nil, unauthorized("authentication required")
 	}
 	u, sess, err := sessionUser(db, ck.Value)
-	if errors.Is(err, adminext.ErrUnauthenticated) {
+	if errors.Is(err, api.ErrUnauthenticated) {
 		return nil, unauthorized(err.Error())
 	}
 	if err != nil {
@@ -190,10 +190,10 @@ func changePassword(c *adminext.Call) (any, error) {
 	}
 	if u.PasswordHash != "" {
 		if in.CurrentPassword == nil || *in.CurrentPassword == "" {
-			return nil, adminext.BadRequest("current_password: is required")
+			return nil, api.BadRequest("current_password: is required")
 		}
 		if !checkPassword(u.PasswordHash, *in.CurrentPassword) {
-			return nil, adminext.BadRequest("current_password: is not correct")
+			return nil, api.BadRequest("current_password: is not correct")
 		}
 	}
 	h, err := hashPassword(in.NewPassword)

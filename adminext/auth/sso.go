@@ -20,7 +20,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
@@ -124,30 +124,30 @@ func loadSSOConfig(db *gorm.DB) (*storage.SSOConfig, error) {
 const ssoFlowDoc = "OpenID Connect authorization code flow with PKCE (S256). The redirect_uri is settings.public_url + /api/v1/auth/sso/callback (the request's own origin when public_url is empty); it must be registered with the provider. " +
 	"State, nonce and PKCE verifier are kept server-side for 10 minutes and are single-use; the state is also bound to the browser that started the flow by a short-lived HttpOnly cookie gateway_sso (SameSite=Lax, Path=/api/v1/auth/sso/), so a callback URL cannot be replayed in another browser (login CSRF)."
 
-func ssoEndpoints() []*adminext.Endpoint {
-	return []*adminext.Endpoint{
-		{Method: "GET", Path: "/api/v1/sso/config", Role: adminext.RoleAdmin, Tag: "sso",
+func ssoEndpoints() []*api.Endpoint {
+	return []*api.Endpoint{
+		{Method: "GET", Path: "/api/v1/sso/config", Role: api.RoleAdmin, Tag: "sso",
 			Summary: "The SSO configuration (client secret redacted)", Response: SsoStatus{}, Handle: getSSO},
-		{Method: "PUT", Path: "/api/v1/sso/config", Role: adminext.RoleAdmin, Tag: "sso",
+		{Method: "PUT", Path: "/api/v1/sso/config", Role: api.RoleAdmin, Tag: "sso",
 			Summary: "Configure SSO (OpenID Connect)",
 			Description: "Full replacement, except client_secret: omitted keeps the stored one. The issuer is not contacted here; discovery happens at sign-in. " +
 				ssoFlowDoc + " " + csrfRule,
 			Body: SsoConfig{}, Response: SsoStatus{}, Statuses: []int{400}, Handle: putSSO},
-		{Method: "DELETE", Path: "/api/v1/sso/config", Role: adminext.RoleAdmin, Tag: "sso",
+		{Method: "DELETE", Path: "/api/v1/sso/config", Role: api.RoleAdmin, Tag: "sso",
 			Summary:     "Disable SSO",
 			Description: "Answers {enabled: false, config: null}; pending sign-ins are dropped. SSO-only accounts cannot sign in until they get a password. " + csrfRule,
 			Response:    SsoStatus{}, Handle: deleteSSO},
-		{Method: "GET", Path: "/api/v1/auth/sso/start", Role: adminext.RolePublic, Tag: "auth",
+		{Method: "GET", Path: "/api/v1/auth/sso/start", Role: api.RolePublic, Tag: "auth",
 			Summary:     "Start an SSO sign-in (browser navigation; public)",
 			Description: "303 to the provider's authorization endpoint with state, nonce and code_challenge (S256). 400 {error} when SSO is not configured; 500 when the provider's discovery document cannot be read. " + ssoFlowDoc,
 			Statuses:    []int{303, 400}, Raw: ssoStart},
-		{Method: "GET", Path: ssoCallbackPath, Role: adminext.RolePublic, Tag: "auth",
+		{Method: "GET", Path: ssoCallbackPath, Role: api.RolePublic, Tag: "auth",
 			Summary: "SSO callback from the provider (public)",
 			Description: "Exchanges the code with the PKCE verifier, verifies the id_token with the provider's keys (signature, issuer, audience = client_id, expiry) and its nonce, then signs the user in (session cookie) and answers 303 to /. " +
 				"A user is matched by email (case-insensitive). Unknown users are created only when auto_provision_role is set and their email domain is in allowed_domains (when not empty). " +
 				"An email_verified claim that is false is refused. Every failure answers 303 to /?sso_error=<reason>, reason one of: " +
 				"provider error code (e.g. access_denied), invalid_state, not_configured, provider_unavailable, missing_code, exchange_failed, missing_id_token, invalid_id_token, id_token_expired, nonce_mismatch, email_missing, email_not_verified, not_provisioned, domain_not_allowed, server_error. " + sessionDoc,
-			Query: []adminext.QueryParam{
+			Query: []api.QueryParam{
 				{Name: "code", Type: "string"}, {Name: "state", Type: "string"},
 				{Name: "error", Type: "string"}, {Name: "error_description", Type: "string"},
 			},
@@ -155,7 +155,7 @@ func ssoEndpoints() []*adminext.Endpoint {
 	}
 }
 
-func getSSO(c *adminext.Call) (any, error) {
+func getSSO(c *api.Call) (any, error) {
 	cfg, err := loadSSOConfig(svc(c).db(c.Ctx()))
 	if err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func getSSO(c *adminext.Call) (any, error) {
 	return ssoView(cfg), nil
 }
 
-func putSSO(c *adminext.Call) (any, error) {
+func putSSO(c *api.Call) (any, error) {
 	in := &SsoConfig{}
 	if err := c.Decode(in); err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func putSSO(c *adminext.Call) (any, error) {
 	return ssoView(out), nil
 }
 
-func deleteSSO(c *adminext.Call) (any, error) {
+func deleteSSO(c *api.Call) (any, error) {
 	s := svc(c)
 	db := s.db(c.Ctx())
 	err := db.Transaction(func(tx *gorm.DB) error {
@@ -281,7 +281,7 @@ func callbackURL(db *gorm.DB, r *http.Request) string {
 
 // ---- start ----
 
-func ssoStart(c *adminext.Call) {
+func ssoStart(c *api.Call) {
 	s := svc(c)
 	db := s.db(c.Ctx())
 	cfg, err := loadSSOConfig(db)
@@ -290,13 +290,13 @@ func ssoStart(c *adminext.Call) {
 		return
 	}
 	if cfg == nil {
-		c.Fail(adminext.BadRequest("SSO is not configured"))
+		c.Fail(api.BadRequest("SSO is not configured"))
 		return
 	}
 	prov, err := s.oidc.get(c.Ctx(), cfg.Issuer)
 	if err != nil {
 		c.CP.Logger().Warn("SSO provider discovery failed", zap.String("issuer", cfg.Issuer), zap.Error(err))
-		c.Fail(&adminext.APIError{Status: http.StatusInternalServerError, Msg: "the SSO provider's discovery document could not be read"})
+		c.Fail(&api.APIError{Status: http.StatusInternalServerError, Msg: "the SSO provider's discovery document could not be read"})
 		return
 	}
 	state, err1 := randomToken(32)
@@ -387,7 +387,7 @@ func (cl *ssoClaims) verified() bool {
 	return false
 }
 
-func ssoCallback(c *adminext.Call) {
+func ssoCallback(c *api.Call) {
 	s := svc(c)
 	ctx := c.Ctx()
 	db := s.db(ctx)

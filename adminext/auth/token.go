@@ -10,17 +10,17 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
-func tokenEndpoints() []*adminext.Endpoint {
-	return []*adminext.Endpoint{
-		{Method: "GET", Path: "/api/v1/admin/status", Role: adminext.RolePublic, Tag: "auth",
+func tokenEndpoints() []*api.Endpoint {
+	return []*api.Endpoint{
+		{Method: "GET", Path: "/api/v1/admin/status", Role: api.RolePublic, Tag: "auth",
 			Summary:     "How the admin API is protected (public)",
 			Description: "auth_enabled is true when an admin token or any user exists; while it is false the whole API is open and every caller is admin (Principal.method open).",
 			Response:    AdminStatus{}, Handle: getStatus},
-		{Method: "POST", Path: "/api/v1/admin/token", Role: adminext.RoleAdmin, Tag: "auth",
+		{Method: "POST", Path: "/api/v1/admin/token", Role: api.RoleAdmin, Tag: "auth",
 			Summary: "Create or rotate the admin token",
 			Description: "Answers a new token of 64 lowercase hex characters (32 bytes from crypto/rand) once; only its SHA-256 is stored. " +
 				"In open mode this enables authentication. With authentication enabled the caller must be an admin (the current token, or an admin session); " +
@@ -29,7 +29,7 @@ func tokenEndpoints() []*adminext.Endpoint {
 				"A request presenting an invalid token is 401 even when it also carries a valid session cookie. " +
 				csrfRule,
 			Response: AdminToken{}, Handle: createToken},
-		{Method: "DELETE", Path: "/api/v1/admin/token", Role: adminext.RoleAdmin, Tag: "auth",
+		{Method: "DELETE", Path: "/api/v1/admin/token", Role: api.RoleAdmin, Tag: "auth",
 			Summary: "Delete the admin token",
 			Description: "Without users the API becomes open again; with users, authentication stays enabled and users keep protecting the API. " +
 				"Beware: when no user is an admin, nobody can manage users, settings or the token afterwards (the state table allows it). Answers the new AdminStatus. " +
@@ -38,11 +38,11 @@ func tokenEndpoints() []*adminext.Endpoint {
 	}
 }
 
-func getStatus(c *adminext.Call) (any, error) {
+func getStatus(c *api.Call) (any, error) {
 	return adminStatus(svc(c).db(c.Ctx()))
 }
 
-func createToken(c *adminext.Call) (any, error) {
+func createToken(c *api.Call) (any, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("reading random bytes: %w", err)
@@ -71,7 +71,7 @@ func createToken(c *adminext.Call) (any, error) {
 	return AdminToken{Token: tok, Note: note}, nil
 }
 
-func deleteToken(c *adminext.Call) (any, error) {
+func deleteToken(c *api.Call) (any, error) {
 	db := svc(c).db(c.Ctx())
 	// The state table allows this whatever the users' roles: users keep
 	// protecting the API. The endpoint's description warns that without an

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 )
 
 func TestLimiterWindow(t *testing.T) {
@@ -129,8 +129,8 @@ func TestTokenComparison(t *testing.T) {
 }
 
 func TestPresentedToken(t *testing.T) {
-	events := &adminext.Endpoint{Path: eventsPath}
-	other := &adminext.Endpoint{Path: "/api/v1/services"}
+	events := &api.Endpoint{Path: eventsPath}
+	other := &api.Endpoint{Path: "/api/v1/services"}
 	r := httptest.NewRequest("GET", "/api/v1/events?access_token=abc", nil)
 	if tok, ok := presentedToken(r, events); !ok || tok != "abc" {
 		t.Fatal("access_token not accepted on the event stream")

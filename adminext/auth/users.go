@@ -7,31 +7,31 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
-func userEndpoints() []*adminext.Endpoint {
-	return []*adminext.Endpoint{
-		{Method: "GET", Path: "/api/v1/users", Role: adminext.RoleAdmin, Tag: "users",
-			Summary: "List users (ordered by id)", Response: adminext.User{}, ResponseList: true, Handle: listUsers},
-		{Method: "POST", Path: "/api/v1/users", Role: adminext.RoleAdmin, Tag: "users",
+func userEndpoints() []*api.Endpoint {
+	return []*api.Endpoint{
+		{Method: "GET", Path: "/api/v1/users", Role: api.RoleAdmin, Tag: "users",
+			Summary: "List users (ordered by id)", Response: api.User{}, ResponseList: true, Handle: listUsers},
+		{Method: "POST", Path: "/api/v1/users", Role: api.RoleAdmin, Tag: "users",
 			Summary: "Create a user",
 			Description: "password is required unless SSO is configured (then the account may be SSO-only). Emails are unique case-insensitively (400 on a duplicate). " +
 				"The first user may be created without credentials while authentication is disabled; it enables authentication. " +
 				"While no admin user and no admin token exist, the new user must have the admin role (400 otherwise), so the gateway cannot be locked out. " +
 				csrfRule,
-			Body: User{}, Response: adminext.User{}, Statuses: []int{400}, Handle: createUser},
-		{Method: "PUT", Path: "/api/v1/users/{id}", Role: adminext.RoleAdmin, Tag: "users",
+			Body: User{}, Response: api.User{}, Statuses: []int{400}, Handle: createUser},
+		{Method: "PUT", Path: "/api/v1/users/{id}", Role: api.RoleAdmin, Tag: "users",
 			Summary: "Replace a user",
 			Description: "Full replacement; an omitted (or null) password keeps the current one; supplying a password ends all of that user's sessions. " +
 				"Demoting the last admin user is refused (400). Role changes apply to the user's sessions at once. " + csrfRule,
-			Body: User{}, Response: adminext.User{}, Statuses: []int{400, 404}, Handle: updateUser},
-		{Method: "DELETE", Path: "/api/v1/users/{id}", Role: adminext.RoleAdmin, Tag: "users",
+			Body: User{}, Response: api.User{}, Statuses: []int{400, 404}, Handle: updateUser},
+		{Method: "DELETE", Path: "/api/v1/users/{id}", Role: api.RoleAdmin, Tag: "users",
 			Summary:     "Delete a user and end their sessions at once",
 			Description: "Deleting the last admin user is refused (400). " + csrfRule,
-			Response:    adminext.Deleted{}, Statuses: []int{400, 404}, Handle: deleteUser},
+			Response:    api.Deleted{}, Statuses: []int{400, 404}, Handle: deleteUser},
 	}
 }
 
@@ -51,12 +51,12 @@ func validEmail(e string) error {
 
 func emailKey(e string) string { return strings.ToLower(e) }
 
-func listUsers(c *adminext.Call) (any, error) {
+func listUsers(c *api.Call) (any, error) {
 	var rows []storage.AdminUser
 	if err := svc(c).db(c.Ctx()).Order("id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("listing users: %w", err)
 	}
-	out := make([]*adminext.User, len(rows))
+	out := make([]*api.User, len(rows))
 	for i := range rows {
 		out[i] = userView(&rows[i])
 	}
@@ -74,7 +74,7 @@ func emailTaken(tx *gorm.DB, key string, exceptID int64) error {
 		return err
 	}
 	if n > 0 {
-		return adminext.BadRequest("email: a user with this email exists")
+		return api.BadRequest("email: a user with this email exists")
 	}
 	return nil
 }
@@ -85,7 +85,7 @@ func countAdmins(tx *gorm.DB) (int64, error) {
 	return n, err
 }
 
-func createUser(c *adminext.Call) (any, error) {
+func createUser(c *api.Call) (any, error) {
 	in := &User{}
 	if err := c.Decode(in); err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func createUser(c *adminext.Call) (any, error) {
 			return nil, err
 		}
 		if !sso {
-			return nil, adminext.BadRequest("password: is required (SSO is not configured)")
+			return nil, api.BadRequest("password: is required (SSO is not configured)")
 		}
 	}
 	row := storage.AdminUser{Email: in.Email, EmailKey: emailKey(in.Email), Name: in.Name, Role: in.Role}
@@ -115,13 +115,13 @@ func createUser(c *adminext.Call) (any, error) {
 		if lockout, err := wouldLockOut(tx, row.Role); err != nil {
 			return err
 		} else if lockout {
-			return adminext.BadRequest("role: the first administrator must have the admin role (no admin user and no admin token exist)")
+			return api.BadRequest("role: the first administrator must have the admin role (no admin user and no admin token exist)")
 		}
 		return tx.Create(&row).Error
 	})
 	if err != nil {
 		if storage.IsConflict(err) {
-			return nil, adminext.BadRequest("email: a user with this email exists")
+			return nil, api.BadRequest("email: a user with this email exists")
 		}
 		return nil, err
 	}
@@ -132,14 +132,14 @@ func loadUser(db *gorm.DB, id int64) (*storage.AdminUser, error) {
 	var u storage.AdminUser
 	if err := db.Take(&u, id).Error; err != nil {
 		if storage.IsNotFound(err) {
-			return nil, adminext.NotFound(fmt.Sprintf("user %d not found", id))
+			return nil, api.NotFound(fmt.Sprintf("user %d not found", id))
 		}
 		return nil, fmt.Errorf("reading user %d: %w", id, err)
 	}
 	return &u, nil
 }
 
-func updateUser(c *adminext.Call) (any, error) {
+func updateUser(c *api.Call) (any, error) {
 	id, err := c.ID("id")
 	if err != nil {
 		return nil, err
@@ -170,7 +170,7 @@ func updateUser(c *adminext.Call) (any, error) {
 				return err
 			}
 			if n <= 1 {
-				return adminext.BadRequest("role: the last admin user cannot be demoted")
+				return api.BadRequest("role: the last admin user cannot be demoted")
 			}
 		}
 		key := emailKey(in.Email)
@@ -192,14 +192,14 @@ func updateUser(c *adminext.Call) (any, error) {
 	})
 	if err != nil {
 		if storage.IsConflict(err) {
-			return nil, adminext.BadRequest("email: a user with this email exists")
+			return nil, api.BadRequest("email: a user with this email exists")
 		}
 		return nil, err
 	}
 	return userView(out), nil
 }
 
-func deleteUser(c *adminext.Call) (any, error) {
+func deleteUser(c *api.Call) (any, error) {
 	id, err := c.ID("id")
 	if err != nil {
 		return nil, err
@@ -215,7 +215,7 @@ func deleteUser(c *adminext.Call) (any, error) {
 				return err
 			}
 			if n <= 1 {
-				return adminext.BadRequest("the last admin user cannot be deleted")
+				return api.BadRequest("the last admin user cannot be deleted")
 			}
 		}
 		if err := tx.Where("user_id = ?", id).Delete(&storage.AdminSession{}).Error; err != nil {
@@ -226,7 +226,7 @@ func deleteUser(c *adminext.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return adminext.Deleted{Deleted: true}, nil
+	return api.Deleted{Deleted: true}, nil
 }
 
 // wouldLockOut reports whether adding a user of role would enable

@@ -22,7 +22,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
@@ -32,8 +32,6 @@ const (
 	Format  = "gateway-export"
 	Version = 1
 )
-
-func init() { adminext.RegisterEndpoints(endpoints) }
 
 const exportDescription = "The whole routing configuration as one JSON document: format \"gateway-export\", version 1, exported_at, secrets_included, " +
 	"settings, services (each with its targets), routes, stream_routes, plugins, consumers (each with its credentials), certificates and wasm_modules, every list in id order. " +
@@ -54,16 +52,17 @@ const importDescription = "Destructive full replacement of the routing configura
 	"An acme section replaces the stored Cloudflare token and EAB credentials; without one they stay as they are. " +
 	"Users, sessions, SSO settings and the admin token are not touched."
 
-func endpoints() []*adminext.Endpoint {
-	return []*adminext.Endpoint{
-		{Method: "GET", Path: "/api/v1/export", Role: adminext.RoleViewer, Tag: "backup",
+// Endpoints are the export and import endpoints.
+func Endpoints() []*api.Endpoint {
+	return []*api.Endpoint{
+		{Method: "GET", Path: "/api/v1/export", Role: api.RoleViewer, Tag: "backup",
 			Summary:     "Export the configuration (secrets only for admins with include_secrets=true)",
 			Description: exportDescription,
-			Query: []adminext.QueryParam{{Name: "include_secrets", Type: "boolean",
+			Query: []api.QueryParam{{Name: "include_secrets", Type: "boolean",
 				Description: "default false; true needs the admin role and adds key-auth keys, basic-auth password hashes, jwt secrets, certificate keys, WASM module bytes and the acme section (Cloudflare token, EAB credentials)"}},
 			ResponseSchema: documentSchema(true), Statuses: []int{400},
 			Handle: exportConfig},
-		{Method: "POST", Path: "/api/v1/import", Role: adminext.RoleAdmin, Tag: "backup",
+		{Method: "POST", Path: "/api/v1/import", Role: api.RoleAdmin, Tag: "backup",
 			Summary:     "Import an export document (destructive full replacement of the routing configuration)",
 			Description: importDescription,
 			BodySchema:  documentSchema(false), ResponseSchema: reportSchema(), Statuses: []int{400},
@@ -72,23 +71,23 @@ func endpoints() []*adminext.Endpoint {
 }
 
 // forbidden is a 403.
-func forbidden(msg string) error { return &adminext.APIError{Status: http.StatusForbidden, Msg: msg} }
+func forbidden(msg string) error { return &api.APIError{Status: http.StatusForbidden, Msg: msg} }
 
-func exportConfig(c *adminext.Call) (any, error) {
+func exportConfig(c *api.Call) (any, error) {
 	secrets := false
 	if v := c.R.URL.Query().Get("include_secrets"); v != "" {
 		b, err := strconv.ParseBool(strings.ToLower(v))
 		if err != nil {
-			return nil, adminext.BadRequest("include_secrets: must be true or false")
+			return nil, api.BadRequest("include_secrets: must be true or false")
 		}
 		secrets = b
 	}
 	if secrets {
-		role := adminext.RolePublic
-		if p := adminext.PrincipalFrom(c.Ctx()); p != nil {
-			role, _ = adminext.ParseRole(p.Role)
+		role := api.RolePublic
+		if p := api.PrincipalFrom(c.Ctx()); p != nil {
+			role, _ = api.ParseRole(p.Role)
 		}
-		if role < adminext.RoleAdmin {
+		if role < api.RoleAdmin {
 			return nil, forbidden("include_secrets=true needs the admin role")
 		}
 	}
@@ -135,14 +134,14 @@ type Skipped struct {
 	Reason string `json:"reason"`
 }
 
-func importConfig(c *adminext.Call) (any, error) {
+func importConfig(c *api.Call) (any, error) {
 	body, err := io.ReadAll(c.R.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, adminext.BadRequest("request body is larger than 20 MiB")
+			return nil, api.BadRequest("request body is larger than 20 MiB")
 		}
-		return nil, adminext.BadRequest("reading request body: " + err.Error())
+		return nil, api.BadRequest("reading request body: " + err.Error())
 	}
 	doc, err := parseDocument(body)
 	if err != nil {
@@ -168,7 +167,7 @@ func importConfig(c *adminext.Call) (any, error) {
 func parseDocument(body []byte) (map[string]json.RawMessage, error) {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(body, &doc); err != nil || doc == nil {
-		return nil, adminext.BadRequest("the body must be an export document (a JSON object)")
+		return nil, api.BadRequest("the body must be an export document (a JSON object)")
 	}
 	var format string
 	if raw, ok := doc["format"]; !ok || json.Unmarshal(raw, &format) != nil || format != Format {

@@ -18,7 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/modules/process"
 )
@@ -43,7 +43,7 @@ func stop(t *testing.T) {
 // followProxy points g at the HTTP proxy listener the gateway now serves
 // (settings may have moved it).
 func followProxy(g *testgw.Gateway) {
-	if cp := adminext.Current(); cp != nil {
+	if cp := controlplane.Current(); cp != nil {
 		if a := cp.ProxyAddr(false); a != "" {
 			g.ProxyAddr, g.ProxyURL = a, "http://"+a
 		}

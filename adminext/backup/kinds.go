@@ -8,8 +8,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/caddy-gateway/gateway/adminext"
 	"github.com/caddy-gateway/gateway/adminext/certs"
+	"github.com/caddy-gateway/gateway/adminext/domain"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
 	"github.com/caddy-gateway/gateway/adminext/wasmapi"
 	"github.com/caddy-gateway/gateway/modules/plugins"
@@ -293,7 +293,7 @@ var settingsKind = Kind{
 			return err
 		}
 		s.ID = 1
-		if err := prefix("settings", adminext.CheckSettings(r.Tx, s)); err != nil {
+		if err := prefix("settings", domain.CheckSettings(r.Tx, s)); err != nil {
 			return err
 		}
 		return r.Tx.Save(s).Error
@@ -389,7 +389,7 @@ var routesKind = Kind{
 					return err
 				}
 			}
-			if err := prefix(it.path, adminext.CheckRoute(r.Tx, &rt)); err != nil {
+			if err := prefix(it.path, domain.CheckRoute(r.Tx, &rt)); err != nil {
 				return err
 			}
 			if err := r.create(it.path, &rt); err != nil {
@@ -419,7 +419,7 @@ var streamRoutesKind = Kind{
 			if sr.ServiceID, err = r.Ref("services", it.path+".service_id", sr.ServiceID); err != nil {
 				return err
 			}
-			if err := prefix(it.path, adminext.CheckStreamRoute(r.Tx, &sr)); err != nil {
+			if err := prefix(it.path, domain.CheckStreamRoute(r.Tx, &sr)); err != nil {
 				return err
 			}
 			if err := r.create(it.path, &sr); err != nil {

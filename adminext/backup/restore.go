@@ -13,7 +13,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
@@ -23,7 +24,7 @@ import (
 // restored or skipped.
 type Restorer struct {
 	Tx *gorm.DB
-	CP *adminext.ControlPlane
+	CP *controlplane.ControlPlane
 	// WasmModules are the names of the WASM modules the import restored
 	// (a wasm plugin whose module is not among them is skipped).
 	WasmModules map[string]bool
@@ -33,7 +34,7 @@ type Restorer struct {
 	skipped  []Skipped
 }
 
-func newRestorer(tx *gorm.DB, cp *adminext.ControlPlane) *Restorer {
+func newRestorer(tx *gorm.DB, cp *controlplane.ControlPlane) *Restorer {
 	r := &Restorer{Tx: tx, CP: cp, WasmModules: map[string]bool{}, ids: map[string]map[int64]int64{}, restored: map[string]int{}}
 	for _, k := range kinds {
 		for _, n := range k.Counts {
@@ -115,10 +116,10 @@ func (r *Restorer) Ref(kind, field string, docID int64) (int64, error) {
 func (r *Restorer) create(path string, v any) error {
 	if err := r.Tx.Create(v).Error; err != nil {
 		if storage.IsConflict(err) {
-			return adminext.BadRequest(path + ": conflicts with another item (a unique value is used twice)")
+			return api.BadRequest(path + ": conflicts with another item (a unique value is used twice)")
 		}
 		if storage.IsForeignKey(err) {
-			return adminext.BadRequest(path + ": references something that does not exist")
+			return api.BadRequest(path + ": references something that does not exist")
 		}
 		return fmt.Errorf("storing %s: %w", path, err)
 	}
@@ -192,12 +193,12 @@ func prefix(path string, err error) error {
 		}
 		return schema.Prefix(path, err)
 	}
-	var ae *adminext.APIError
+	var ae *api.APIError
 	if errors.As(err, &ae) && ae.Status == 400 {
 		if fieldMsg.MatchString(ae.Msg) {
-			return adminext.BadRequest(path + "." + ae.Msg)
+			return api.BadRequest(path + "." + ae.Msg)
 		}
-		return adminext.BadRequest(path + ": " + ae.Msg)
+		return api.BadRequest(path + ": " + ae.Msg)
 	}
 	return err
 }

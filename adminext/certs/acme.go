@@ -13,14 +13,10 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
-
-func init() {
-	adminext.RegisterEndpoints(acmeEndpoints)
-}
 
 // CloudflareTokenInput is the body of PUT /api/v1/acme/cloudflare-token.
 type CloudflareTokenInput struct {
@@ -71,28 +67,28 @@ type EABStatus struct {
 	AccountRegistered bool   `json:"account_registered" doc:"Caddy's storage holds an ACME account registered with this directory."`
 }
 
-func acmeEndpoints() []*adminext.Endpoint {
-	dirQuery := []adminext.QueryParam{{Name: "directory_url", Type: "string", Required: true,
+func acmeEndpoints() []*api.Endpoint {
+	dirQuery := []api.QueryParam{{Name: "directory_url", Type: "string", Required: true,
 		Description: "ACME directory URL or alias"}}
-	return []*adminext.Endpoint{
-		{Method: "GET", Path: "/api/v1/acme/cloudflare-token", Role: adminext.RoleViewer, Tag: "certificates",
+	return []*api.Endpoint{
+		{Method: "GET", Path: "/api/v1/acme/cloudflare-token", Role: api.RoleViewer, Tag: "certificates",
 			Summary:  "Whether a Cloudflare API token (for dns-01) is configured; the token is never returned",
 			Response: Configured{}, Handle: getToken},
-		{Method: "PUT", Path: "/api/v1/acme/cloudflare-token", Role: adminext.RoleAdmin, Tag: "certificates",
+		{Method: "PUT", Path: "/api/v1/acme/cloudflare-token", Role: api.RoleAdmin, Tag: "certificates",
 			Summary: "Set the Cloudflare API token used for dns-01 challenges", Body: CloudflareTokenInput{},
 			Response: Configured{}, Statuses: []int{400}, Handle: putToken},
-		{Method: "DELETE", Path: "/api/v1/acme/cloudflare-token", Role: adminext.RoleAdmin, Tag: "certificates",
+		{Method: "DELETE", Path: "/api/v1/acme/cloudflare-token", Role: api.RoleAdmin, Tag: "certificates",
 			Summary:     "Remove the Cloudflare API token",
 			Description: "dns-01 certificates stay pending (not managed) until a token is set again.",
 			Response:    Configured{}, Handle: deleteToken},
-		{Method: "GET", Path: "/api/v1/acme/eab", Role: adminext.RoleAdmin, Tag: "certificates",
+		{Method: "GET", Path: "/api/v1/acme/eab", Role: api.RoleAdmin, Tag: "certificates",
 			Summary: "EAB registration status for a directory (booleans only)", Query: dirQuery,
 			Response: EABStatus{}, Statuses: []int{400}, Handle: getEAB},
-		{Method: "PUT", Path: "/api/v1/acme/eab", Role: adminext.RoleAdmin, Tag: "certificates",
+		{Method: "PUT", Path: "/api/v1/acme/eab", Role: api.RoleAdmin, Tag: "certificates",
 			Summary:     "Set external account binding credentials for a directory",
 			Description: "Scoped to the normalized directory URL; used only to register a new ACME account (an existing account is reused).",
 			Body:        EABInput{}, Response: Configured{}, Statuses: []int{400}, Handle: putEAB},
-		{Method: "DELETE", Path: "/api/v1/acme/eab", Role: adminext.RoleAdmin, Tag: "certificates",
+		{Method: "DELETE", Path: "/api/v1/acme/eab", Role: api.RoleAdmin, Tag: "certificates",
 			Summary:     "Remove the EAB credentials of a directory",
 			Description: "An already registered account is kept and its certificates keep renewing.",
 			Query:       dirQuery, Response: Configured{}, Statuses: []int{400}, Handle: deleteEAB},
@@ -112,7 +108,7 @@ func directory(raw string) (string, error) {
 	return dir, nil
 }
 
-func getToken(c *adminext.Call) (any, error) {
+func getToken(c *api.Call) (any, error) {
 	var n int64
 	if err := c.CP.Store().DB.WithContext(c.Ctx()).Model(&storage.ACMECloudflareToken{}).
 		Where("id = 1 AND token <> ''").Count(&n).Error; err != nil {
@@ -121,7 +117,7 @@ func getToken(c *adminext.Call) (any, error) {
 	return Configured{Configured: n > 0}, nil
 }
 
-func putToken(c *adminext.Call) (any, error) {
+func putToken(c *api.Call) (any, error) {
 	in := new(CloudflareTokenInput)
 	if err := c.Decode(in); err != nil {
 		return nil, err
@@ -133,7 +129,7 @@ func putToken(c *adminext.Call) (any, error) {
 	return Configured{Configured: true}, nil
 }
 
-func deleteToken(c *adminext.Call) (any, error) {
+func deleteToken(c *api.Call) (any, error) {
 	if err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
 		return tx.Where("id = 1").Delete(&storage.ACMECloudflareToken{}).Error
 	}); err != nil {
@@ -142,7 +138,7 @@ func deleteToken(c *adminext.Call) (any, error) {
 	return Configured{Configured: false}, nil
 }
 
-func getEAB(c *adminext.Call) (any, error) {
+func getEAB(c *api.Call) (any, error) {
 	dir, err := directory(c.R.URL.Query().Get("directory_url"))
 	if err != nil {
 		return nil, err
@@ -155,7 +151,7 @@ func getEAB(c *adminext.Call) (any, error) {
 	return EABStatus{DirectoryURL: dir, Configured: n > 0, AccountRegistered: AccountRegistered(c.Ctx(), dir)}, nil
 }
 
-func putEAB(c *adminext.Call) (any, error) {
+func putEAB(c *api.Call) (any, error) {
 	in := new(EABInput)
 	if err := c.Decode(in); err != nil {
 		return nil, err
@@ -173,7 +169,7 @@ func putEAB(c *adminext.Call) (any, error) {
 	return Configured{Configured: true}, nil
 }
 
-func deleteEAB(c *adminext.Call) (any, error) {
+func deleteEAB(c *api.Call) (any, error) {
 	dir, err := directory(c.R.URL.Query().Get("directory_url"))
 	if err != nil {
 		return nil, err

@@ -1,6 +1,6 @@
 // Package certs is the certificates resource of the admin API: uploaded
 // (manual) certificate chains with their keys, and ACME-managed names.
-// Both compile into Caddy's tls app (adminext/compile.go): uploaded pairs
+// Both compile into Caddy's tls app (adminext/controlplane/compile.go): uploaded pairs
 // into certificates.load_pem, ACME names into certificates.automate with an
 // automation policy; the HTTPS listener picks them by SNI. Issued ACME
 // certificates live in Caddy's storage (certmagic); their status is read
@@ -28,14 +28,10 @@ import (
 	"github.com/caddyserver/certmagic"
 	"gorm.io/gorm"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
-
-func init() {
-	adminext.RegisterEndpoints(endpoints)
-}
 
 const description = "Manual: cert (PEM chain, leaf first) and key (PEM private key, write-only, must match the leaf); " +
 	"domains are the leaf's SANs; a valid certificate is active, one past not_after expired. " +
@@ -133,25 +129,30 @@ type RenewResult struct {
 	Queued bool `json:"queued"`
 }
 
-func endpoints() []*adminext.Endpoint {
-	return []*adminext.Endpoint{
-		{Method: "GET", Path: "/api/v1/certificates", Role: adminext.RoleViewer, Tag: "certificates",
+// Endpoints are the certificate and ACME endpoints.
+func Endpoints() []*api.Endpoint {
+	return append(certificateEndpoints(), acmeEndpoints()...)
+}
+
+func certificateEndpoints() []*api.Endpoint {
+	return []*api.Endpoint{
+		{Method: "GET", Path: "/api/v1/certificates", Role: api.RoleViewer, Tag: "certificates",
 			Summary: "List certificates (without private keys)", Response: Certificate{}, ResponseList: true, Handle: list},
-		{Method: "POST", Path: "/api/v1/certificates", Role: adminext.RoleEditor, Tag: "certificates",
+		{Method: "POST", Path: "/api/v1/certificates", Role: api.RoleEditor, Tag: "certificates",
 			Summary: "Upload a certificate or request an ACME-managed one", Description: description,
 			Body: CertificateInput{}, Response: Certificate{}, Statuses: []int{400}, Handle: create},
-		{Method: "DELETE", Path: "/api/v1/certificates/{id}", Role: adminext.RoleEditor, Tag: "certificates",
-			Summary: "Delete a certificate", Response: adminext.Deleted{}, Statuses: []int{404}, Handle: resource.Remove},
-		{Method: "POST", Path: "/api/v1/certificates/{id}/renew", Role: adminext.RoleEditor, Tag: "certificates",
+		{Method: "DELETE", Path: "/api/v1/certificates/{id}", Role: api.RoleEditor, Tag: "certificates",
+			Summary: "Delete a certificate", Response: api.Deleted{}, Statuses: []int{404}, Handle: resource.Remove},
+		{Method: "POST", Path: "/api/v1/certificates/{id}/renew", Role: api.RoleEditor, Tag: "certificates",
 			Summary:     "Queue the renewal of an ACME-managed certificate",
 			Description: "400 for a manual certificate (upload a new one instead).",
 			Response:    RenewResult{}, Statuses: []int{400, 404}, Handle: renew},
 	}
 }
 
-var resource = adminext.Resource[storage.Certificate]{Kind: "certificate"}
+var resource = api.Resource[storage.Certificate]{Kind: "certificate"}
 
-func list(c *adminext.Call) (any, error) {
+func list(c *api.Call) (any, error) {
 	var rows []storage.Certificate
 	if err := c.CP.Store().DB.WithContext(c.Ctx()).Order("id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("listing certificates: %w", err)
@@ -163,7 +164,7 @@ func list(c *adminext.Call) (any, error) {
 	return out, nil
 }
 
-func create(c *adminext.Call) (any, error) {
+func create(c *api.Call) (any, error) {
 	in := new(CertificateInput)
 	if err := c.Decode(in); err != nil {
 		return nil, err
@@ -377,7 +378,7 @@ func managedLeafFor(d string) *x509.Certificate {
 	return nil
 }
 
-func renew(c *adminext.Call) (any, error) {
+func renew(c *api.Call) (any, error) {
 	id, err := c.ID("id")
 	if err != nil {
 		return nil, err
@@ -387,7 +388,7 @@ func renew(c *adminext.Call) (any, error) {
 		return nil, err
 	}
 	if !row.ACME {
-		return nil, adminext.BadRequest("certificate " + fmt.Sprint(id) + " is a manual certificate: upload a new one to replace it")
+		return nil, api.BadRequest("certificate " + fmt.Sprint(id) + " is a manual certificate: upload a new one to replace it")
 	}
 	if err := queueRenewal(c, row); err != nil {
 		return nil, err
@@ -435,7 +436,7 @@ func NameMatches(name, domain string) bool {
 // queueRenewal reloads the configuration with the certificate touched:
 // Caddy's automation manages its names again and renews what is due (an
 // early, forced renewal of a still-valid certificate is not done).
-func queueRenewal(c *adminext.Call, row *storage.Certificate) error {
+func queueRenewal(c *api.Call, row *storage.Certificate) error {
 	return c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
 		return tx.Model(&storage.Certificate{}).Where("id = ?", row.ID).
 			Updates(map[string]any{"last_error": nil, "updated_at": time.Now().UTC()}).Error

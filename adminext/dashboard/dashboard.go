@@ -14,7 +14,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 )
 
 //go:embed static
@@ -32,13 +32,10 @@ var Assets = map[string]string{
 // csp allows only the admin server itself: no inline script, no other host.
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
-func init() {
-	adminext.RegisterEndpoints(endpoints)
-}
-
-func endpoints() []*adminext.Endpoint {
-	eps := []*adminext.Endpoint{{
-		Method: "GET", Path: "/", Role: adminext.RolePublic, Tag: "dashboard",
+// Endpoints serve the dashboard.
+func Endpoints() []*api.Endpoint {
+	eps := []*api.Endpoint{{
+		Method: "GET", Path: "/", Role: api.RolePublic, Tag: "dashboard",
 		Summary: "Admin web dashboard (single-page application)",
 		Description: "The page signs in with the admin API (password, SSO or admin token) and then uses the API itself; " +
 			"it shows ?sso_error= after a failed SSO sign-in. Only the exact path / is the dashboard.",
@@ -47,20 +44,20 @@ func endpoints() []*adminext.Endpoint {
 	for _, name := range sortedAssets() {
 		name, ct := name, Assets[name]
 		mt, _, _ := strings.Cut(ct, ";")
-		eps = append(eps, &adminext.Endpoint{
-			Method: "GET", Path: AssetPrefix + name, Role: adminext.RolePublic, Tag: "dashboard",
+		eps = append(eps, &api.Endpoint{
+			Method: "GET", Path: AssetPrefix + name, Role: api.RolePublic, Tag: "dashboard",
 			Summary: "Dashboard file " + name, ContentType: mt,
-			Raw: func(c *adminext.Call) { serveFile(c, name, ct) },
+			Raw: func(c *api.Call) { serveFile(c, name, ct) },
 		})
 	}
 	return eps
 }
 
-func serveIndex(c *adminext.Call) {
+func serveIndex(c *api.Call) {
 	// GET / is a ServeMux catch-all for GET: any other unknown path answers
 	// as the framework's own 404 does.
 	if c.R.URL.Path != "/" {
-		adminext.WriteJSON(c.W, http.StatusNotFound, adminext.ErrorBody{Error: "no such endpoint: " + c.R.Method + " " + c.R.URL.Path})
+		api.WriteJSON(c.W, http.StatusNotFound, api.ErrorBody{Error: "no such endpoint: " + c.R.Method + " " + c.R.URL.Path})
 		return
 	}
 	b, err := static.ReadFile("static/index.html")
@@ -78,7 +75,7 @@ func serveIndex(c *adminext.Call) {
 	_, _ = c.W.Write(b)
 }
 
-func serveFile(c *adminext.Call, name, ct string) {
+func serveFile(c *api.Call, name, ct string) {
 	b, err := static.ReadFile(path.Join("static", name))
 	if err != nil {
 		c.Fail(err)

@@ -1,7 +1,7 @@
 package pluginapi
 
 import (
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/modules/process"
 )
 
@@ -14,6 +14,6 @@ type PurgeResult struct {
 	Purged int `json:"purged" doc:"How many cached responses were removed."`
 }
 
-func purgeCache(*adminext.Call) (any, error) {
+func purgeCache(*api.Call) (any, error) {
 	return PurgeResult{Purged: PurgeProxyCache()}, nil
 }

@@ -3,12 +3,12 @@ package pluginapi
 import (
 	"gorm.io/gorm"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
-var consumerResource = adminext.Resource[storage.Consumer]{
+var consumerResource = api.Resource[storage.Consumer]{
 	Kind:  "consumer",
 	Check: checkConsumer,
 	Cascade: func(tx *gorm.DB, id int64) error {
@@ -39,10 +39,10 @@ func checkConsumer(tx *gorm.DB, c *storage.Consumer) error {
 	return nil
 }
 
-var credentialResource = adminext.Resource[storage.Credential]{Kind: "credential"}
+var credentialResource = api.Resource[storage.Credential]{Kind: "credential"}
 
-func consumerEndpoints() []*adminext.Endpoint {
-	eps := consumerResource.CRUD("/api/v1/consumers", "consumers", adminext.RoleViewer, adminext.RoleEditor, storage.Consumer{})
+func consumerEndpoints() []*api.Endpoint {
+	eps := consumerResource.CRUD("/api/v1/consumers", "consumers", api.RoleViewer, api.RoleEditor, storage.Consumer{})
 	for _, ep := range eps {
 		ep.Description = "username (1..128 characters) is unique; custom_id is unique when set; groups are the consumer's ACL groups."
 		if ep.Method == "DELETE" {
@@ -51,15 +51,15 @@ func consumerEndpoints() []*adminext.Endpoint {
 	}
 	one, list := credentialOutputSchema()
 	eps = append(eps,
-		&adminext.Endpoint{Method: "GET", Path: "/api/v1/consumers/{consumer_id}/credentials", Role: adminext.RoleViewer, Tag: "credentials",
+		&api.Endpoint{Method: "GET", Path: "/api/v1/consumers/{consumer_id}/credentials", Role: api.RoleViewer, Tag: "credentials",
 			Summary:        "List a consumer's credentials, secrets redacted (an empty array when the consumer does not exist)",
 			ResponseSchema: list, Handle: listCredentials},
-		&adminext.Endpoint{Method: "POST", Path: "/api/v1/consumers/{consumer_id}/credentials", Role: adminext.RoleEditor, Tag: "credentials",
+		&api.Endpoint{Method: "POST", Path: "/api/v1/consumers/{consumer_id}/credentials", Role: api.RoleEditor, Tag: "credentials",
 			Summary:     "Add a credential to a consumer",
 			Description: credentialDescription,
 			Body:        Credential{}, ResponseSchema: one, Statuses: []int{400}, Handle: createCredential},
-		&adminext.Endpoint{Method: "DELETE", Path: "/api/v1/credentials/{id}", Role: adminext.RoleEditor, Tag: "credentials",
-			Summary: "Delete a credential", Response: adminext.Deleted{}, Statuses: []int{404}, Handle: credentialResource.Remove},
+		&api.Endpoint{Method: "DELETE", Path: "/api/v1/credentials/{id}", Role: api.RoleEditor, Tag: "credentials",
+			Summary: "Delete a credential", Response: api.Deleted{}, Statuses: []int{404}, Handle: credentialResource.Remove},
 	)
 	return eps
 }

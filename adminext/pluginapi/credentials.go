@@ -12,7 +12,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
@@ -248,7 +248,7 @@ func credentialOutputSchema() (one, list map[string]any) {
 	return one, map[string]any{"type": "array", "items": one}
 }
 
-func listCredentials(c *adminext.Call) (any, error) {
+func listCredentials(c *api.Call) (any, error) {
 	out := make([]any, 0)
 	id, err := c.ID("consumer_id")
 	if err != nil {
@@ -265,7 +265,7 @@ func listCredentials(c *adminext.Call) (any, error) {
 	return out, nil
 }
 
-func createCredential(c *adminext.Call) (any, error) {
+func createCredential(c *api.Call) (any, error) {
 	cid, err := c.ID("consumer_id")
 	if err != nil {
 		return nil, err
@@ -279,7 +279,7 @@ func createCredential(c *adminext.Call) (any, error) {
 		return nil, err
 	}
 	err = c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
-		if err := adminext.Exists[storage.Consumer](tx, "consumer_id", cid); err != nil {
+		if err := api.Exists[storage.Consumer](tx, "consumer_id", cid); err != nil {
 			return err
 		}
 		if err := checkCredentialUnique(tx, cr); err != nil {
@@ -321,7 +321,7 @@ func CheckCredentialUnique(tx *gorm.DB, cr *storage.Credential) error {
 
 // isViewer tells whether the caller has the viewer role (open mode acts as
 // admin).
-func isViewer(c *adminext.Call) bool {
-	p := adminext.PrincipalFrom(c.Ctx())
+func isViewer(c *api.Call) bool {
+	p := api.PrincipalFrom(c.Ctx())
 	return p != nil && p.Role == "viewer"
 }

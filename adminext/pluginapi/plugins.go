@@ -22,18 +22,16 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
-func init() {
-	adminext.RegisterEndpoints(pluginEndpoints)
-	adminext.RegisterEndpoints(consumerEndpoints)
-}
+// Endpoints are the plugin, consumer and credential endpoints.
+func Endpoints() []*api.Endpoint { return append(pluginEndpoints(), consumerEndpoints()...) }
 
-var pluginResource = adminext.Resource[storage.Plugin]{
+var pluginResource = api.Resource[storage.Plugin]{
 	Kind:     "plugin",
 	Check:    checkPlugin,
 	Order:    "ordering, id",
@@ -44,7 +42,7 @@ var pluginResource = adminext.Resource[storage.Plugin]{
 // secret fields (the type's `schema:"secret"` fields, e.g. http-log
 // endpoint credentials and headers) redacted; editors, who may change
 // them, see them.
-func pluginView(c *adminext.Call, p *storage.Plugin) any {
+func pluginView(c *api.Call, p *storage.Plugin) any {
 	if !isViewer(c) {
 		return p
 	}
@@ -74,12 +72,12 @@ func checkPlugin(tx *gorm.DB, p *storage.Plugin) error {
 		return schema.Errorf("type", "unknown plugin type %q", p.Type)
 	}
 	if p.ServiceID != nil {
-		if err := adminext.Exists[storage.Service](tx, "service_id", *p.ServiceID); err != nil {
+		if err := api.Exists[storage.Service](tx, "service_id", *p.ServiceID); err != nil {
 			return err
 		}
 	}
 	if p.RouteID != nil {
-		if err := adminext.Exists[storage.Route](tx, "route_id", *p.RouteID); err != nil {
+		if err := api.Exists[storage.Route](tx, "route_id", *p.RouteID); err != nil {
 			return err
 		}
 	}
@@ -131,8 +129,8 @@ const pluginDescription = "A plugin is scoped globally, to a service (service_id
 	"config is validated by the type's declaration (unknown fields are 400, errors name the field as config.<field>); answers show every config field with defaults filled. " +
 	"Only registered plugin types are accepted; others are 400 \"unknown plugin type\"."
 
-func pluginEndpoints() []*adminext.Endpoint {
-	eps := pluginResource.CRUD("/api/v1/plugins", "plugins", adminext.RoleViewer, adminext.RoleEditor, storage.Plugin{})
+func pluginEndpoints() []*api.Endpoint {
+	eps := pluginResource.CRUD("/api/v1/plugins", "plugins", api.RoleViewer, api.RoleEditor, storage.Plugin{})
 	one, list := pluginOutputSchema()
 	in := pluginInputSchema()
 	for _, ep := range eps {
@@ -148,8 +146,8 @@ func pluginEndpoints() []*adminext.Endpoint {
 			ep.ResponseSchema = one
 		}
 	}
-	eps = append(eps, &adminext.Endpoint{
-		Method: "POST", Path: "/api/v1/cache/purge", Role: adminext.RoleEditor, Tag: "plugins",
+	eps = append(eps, &api.Endpoint{
+		Method: "POST", Path: "/api/v1/cache/purge", Role: api.RoleEditor, Tag: "plugins",
 		Summary:     "Purge the proxy cache",
 		Description: "Removes every in-memory proxy-cache entry of every proxy-cache plugin instance and answers how many were removed.",
 		Response:    PurgeResult{},

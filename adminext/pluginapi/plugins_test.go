@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 )
 
@@ -151,18 +152,18 @@ func TestPluginCRUD(t *testing.T) {
 
 func TestEndpointRoles(t *testing.T) {
 	start(t)
-	want := map[string]adminext.Role{
-		"GET /api/v1/plugins": adminext.RoleViewer, "POST /api/v1/plugins": adminext.RoleEditor,
-		"GET /api/v1/plugins/{id}": adminext.RoleViewer, "PUT /api/v1/plugins/{id}": adminext.RoleEditor,
-		"DELETE /api/v1/plugins/{id}": adminext.RoleEditor, "POST /api/v1/cache/purge": adminext.RoleEditor,
-		"GET /api/v1/consumers": adminext.RoleViewer, "POST /api/v1/consumers": adminext.RoleEditor,
-		"GET /api/v1/consumers/{id}": adminext.RoleViewer, "PUT /api/v1/consumers/{id}": adminext.RoleEditor,
-		"DELETE /api/v1/consumers/{id}":                    adminext.RoleEditor,
-		"GET /api/v1/consumers/{consumer_id}/credentials":  adminext.RoleViewer,
-		"POST /api/v1/consumers/{consumer_id}/credentials": adminext.RoleEditor,
-		"DELETE /api/v1/credentials/{id}":                  adminext.RoleEditor,
+	want := map[string]api.Role{
+		"GET /api/v1/plugins": api.RoleViewer, "POST /api/v1/plugins": api.RoleEditor,
+		"GET /api/v1/plugins/{id}": api.RoleViewer, "PUT /api/v1/plugins/{id}": api.RoleEditor,
+		"DELETE /api/v1/plugins/{id}": api.RoleEditor, "POST /api/v1/cache/purge": api.RoleEditor,
+		"GET /api/v1/consumers": api.RoleViewer, "POST /api/v1/consumers": api.RoleEditor,
+		"GET /api/v1/consumers/{id}": api.RoleViewer, "PUT /api/v1/consumers/{id}": api.RoleEditor,
+		"DELETE /api/v1/consumers/{id}":                    api.RoleEditor,
+		"GET /api/v1/consumers/{consumer_id}/credentials":  api.RoleViewer,
+		"POST /api/v1/consumers/{consumer_id}/credentials": api.RoleEditor,
+		"DELETE /api/v1/credentials/{id}":                  api.RoleEditor,
 	}
-	for _, ep := range adminext.Current().API().Endpoints() {
+	for _, ep := range controlplane.Current().Admin().(*api.API).Endpoints() {
 		k := ep.Method + " " + ep.Path
 		if r, ok := want[k]; ok {
 			if ep.Role != r {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/storage"
 )
@@ -16,7 +16,7 @@ func BenchmarkMutationToLive(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
 			g := testgw.Start(b, &testgw.Options{NoOpenAPICheck: true})
-			db := adminext.Current().Store().DB
+			db := controlplane.Current().Store().DB
 			var svcs []storage.Service
 			for i := 0; i < 100; i++ {
 				svcs = append(svcs, storage.Service{Name: fmt.Sprintf("s%d", i), Protocol: "http", ConnectTimeoutMS: 5000,

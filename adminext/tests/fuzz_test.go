@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/adminext/auth"
 	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
@@ -344,7 +344,7 @@ func FuzzPathID(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, ok := adminext.ParseID(s)
+		n, ok := api.ParseID(s)
 		if ok != (n > 0 && strconv.FormatInt(n, 10) == s) {
 			t.Fatalf("ParseID(%q) = %d, %v", s, n, ok)
 		}

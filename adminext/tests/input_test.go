@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
@@ -330,7 +330,7 @@ func TestListenAddrCollisions(t *testing.T) {
 	admin := strings.TrimPrefix(g.AdminURL, "http://")
 	_, adminPort, _ := net.SplitHostPort(admin)
 	_, caddyPort, _ := net.SplitHostPort(g.CaddyAdmin)
-	cp := adminext.Current()
+	cp := controlplane.Current()
 	httpsAddr := cp.Boot().HTTPSListen
 	_, httpsPort, _ := net.SplitHostPort(httpsAddr)
 	free := testgw.FreeAddr(t)

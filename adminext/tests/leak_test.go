@@ -6,7 +6,7 @@ import (
 	"testing"
 	"weak"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/modules/router"
 )
@@ -32,7 +32,7 @@ func TestReloadReleasesOldConfigs(t *testing.T) {
 	const changes = 40
 	var old []weak.Pointer[router.Router]
 	for i := 0; i < changes; i++ {
-		old = append(old, weak.Make(adminext.Current().Router()))
+		old = append(old, weak.Make(controlplane.Current().Router()))
 		g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", rid), map[string]any{"name": fmt.Sprintf("r-%d", i), "service_id": sid, "paths": []string{"/changed"}})
 		if st, _, _ := g.Get("localhost", "/r1/x"); st != 200 {
 			t.Fatalf("change %d: proxied GET: %d", i, st)

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
@@ -22,7 +23,7 @@ func TestOpenAPIMatchesServedRoutes(t *testing.T) {
 	g := testgw.Start(t, nil)
 	doc := g.OpenAPI.Doc
 	served := map[string]bool{}
-	for _, ep := range adminext.Current().API().Endpoints() {
+	for _, ep := range controlplane.Current().Admin().(*api.API).Endpoints() {
 		key := ep.Method + " " + ep.Path
 		served[key] = true
 		item := doc.Paths.Find(ep.Path)

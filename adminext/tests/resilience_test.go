@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
@@ -75,7 +75,7 @@ func TestStoreUnreachableProxyUnaffected(t *testing.T) {
 	g := testgw.Start(t, &testgw.Options{NoOpenAPICheck: true})
 	sid := g.Service("s", addr(echo(t, "up")))
 	g.Route("all", sid, nil)
-	sqlDB, err := adminext.Current().Store().DB.DB()
+	sqlDB, err := controlplane.Current().Store().DB.DB()
 	if err != nil {
 		t.Fatal(err)
 	}

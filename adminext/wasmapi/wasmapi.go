@@ -28,7 +28,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 	"github.com/caddy-gateway/gateway/modules/wasm/wat"
@@ -49,9 +50,8 @@ const MaxWATBytes = 4 << 20
 const PluginType = "wasm"
 
 func init() {
-	adminext.RegisterEndpoints(endpoints)
 	pluginapi.RegisterConfigCheck(PluginType, checkPluginModule)
-	adminext.RegisterTypeInternals(PluginType, moduleInternals)
+	controlplane.RegisterTypeInternals(PluginType, moduleInternals)
 	storage.RegisterSnapshotLoader(loadSources)
 }
 
@@ -96,22 +96,23 @@ func View(m *storage.WasmModule) Module {
 	return Module{ID: m.ID, Name: m.Name, SizeBytes: m.SizeBytes, SHA256: m.SHA256, CreatedAt: m.CreatedAt}
 }
 
-func endpoints() []*adminext.Endpoint {
-	return []*adminext.Endpoint{
-		{Method: "GET", Path: "/api/v1/wasm-modules", Role: adminext.RoleViewer, Tag: "wasm-modules",
+// Endpoints are the wasm module endpoints.
+func Endpoints() []*api.Endpoint {
+	return []*api.Endpoint{
+		{Method: "GET", Path: "/api/v1/wasm-modules", Role: api.RoleViewer, Tag: "wasm-modules",
 			Summary: "List WASM modules (metadata only, in id order)", Description: description,
 			Response: Module{}, ResponseList: true, Handle: list},
-		{Method: "POST", Path: "/api/v1/wasm-modules", Role: adminext.RoleEditor, Tag: "wasm-modules",
+		{Method: "POST", Path: "/api/v1/wasm-modules", Role: api.RoleEditor, Tag: "wasm-modules",
 			Summary: "Upload a WASM module (binary as base64, or WAT)", Description: description,
 			Body: ModuleInput{}, Response: Module{}, Statuses: []int{400}, Handle: create},
-		{Method: "DELETE", Path: "/api/v1/wasm-modules/{id}", Role: adminext.RoleEditor, Tag: "wasm-modules",
+		{Method: "DELETE", Path: "/api/v1/wasm-modules/{id}", Role: api.RoleEditor, Tag: "wasm-modules",
 			Summary:     "Delete a WASM module",
 			Description: "400 while a wasm plugin (enabled or not) references the module by name; the message lists those plugins' ids.",
-			Response:    adminext.Deleted{}, Statuses: []int{400, 404}, Handle: remove},
+			Response:    api.Deleted{}, Statuses: []int{400, 404}, Handle: remove},
 	}
 }
 
-func list(c *adminext.Call) (any, error) {
+func list(c *api.Call) (any, error) {
 	var rows []storage.WasmModule
 	if err := c.CP.Store().DB.WithContext(c.Ctx()).Omit("wasm").Order("id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("listing wasm modules: %w", err)
@@ -123,7 +124,7 @@ func list(c *adminext.Call) (any, error) {
 	return out, nil
 }
 
-func create(c *adminext.Call) (any, error) {
+func create(c *api.Call) (any, error) {
 	in := new(ModuleInput)
 	if err := c.Decode(in); err != nil {
 		return nil, err
@@ -214,7 +215,7 @@ func checkUnique(tx *gorm.DB, name string) error {
 	return nil
 }
 
-func remove(c *adminext.Call) (any, error) {
+func remove(c *api.Call) (any, error) {
 	id, err := c.ID("id")
 	if err != nil {
 		return nil, err
@@ -223,7 +224,7 @@ func remove(c *adminext.Call) (any, error) {
 		var m storage.WasmModule
 		if err := tx.Omit("wasm").First(&m, id).Error; err != nil {
 			if storage.IsNotFound(err) {
-				return adminext.NotFound(fmt.Sprintf("wasm module %d not found", id))
+				return api.NotFound(fmt.Sprintf("wasm module %d not found", id))
 			}
 			return err
 		}
@@ -240,14 +241,14 @@ func remove(c *adminext.Call) (any, error) {
 			if len(ids) == 1 {
 				noun = "plugin"
 			}
-			return adminext.BadRequest(fmt.Sprintf("module %q is referenced by %s %s: delete them or point them at another module first", m.Name, noun, strings.Join(ids, ", ")))
+			return api.BadRequest(fmt.Sprintf("module %q is referenced by %s %s: delete them or point them at another module first", m.Name, noun, strings.Join(ids, ", ")))
 		}
 		return tx.Delete(&storage.WasmModule{}, id).Error
 	})
 	if err != nil {
 		return nil, err
 	}
-	return adminext.Deleted{Deleted: true}, nil
+	return api.Deleted{Deleted: true}, nil
 }
 
 // ReferencingPlugins are the ids of the wasm plugins (enabled or not) whose

@@ -34,6 +34,7 @@ import (
 	// is registered.
 	_ "github.com/caddy-gateway/gateway"
 	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )
@@ -425,7 +426,7 @@ document (` + "`/openapi.yaml`, `/openapi.json`" + `, rendered at ` + "`/docs`" 
 func renderEndpoints() []byte {
 	var b bytes.Buffer
 	b.WriteString(endpointsHeader)
-	byTag := map[string][]*adminext.Endpoint{}
+	byTag := map[string][]*api.Endpoint{}
 	var tags []string
 	for _, ep := range adminext.DeclaredEndpoints() {
 		if byTag[ep.Tag] == nil {

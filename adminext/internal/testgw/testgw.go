@@ -22,7 +22,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/caddy-gateway/gateway"
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 )
 
 // Gateway is a running gateway.
@@ -73,10 +73,10 @@ func FreeAddr(t testing.TB) string {
 func proxyBound() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := adminext.WaitReady(ctx); err != nil {
+	if err := controlplane.WaitReady(ctx); err != nil {
 		return false
 	}
-	cp := adminext.Current()
+	cp := controlplane.Current()
 	return cp != nil && cp.ProxyAddr(false) != ""
 }
 
@@ -149,10 +149,10 @@ func Start(t testing.TB, opts *Options) *Gateway {
 	t.Cleanup(func() { _ = caddy.Stop() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := adminext.WaitReady(ctx); err != nil {
+	if err := controlplane.WaitReady(ctx); err != nil {
 		t.Fatalf("gateway not ready: %v", err)
 	}
-	if cp := adminext.Current(); cp == nil || cp.AdminAddr() != adminAddr {
+	if cp := controlplane.Current(); cp == nil || cp.AdminAddr() != adminAddr {
 		got := "none"
 		if cp != nil {
 			got = cp.AdminAddr()
@@ -163,7 +163,7 @@ func Start(t testing.TB, opts *Options) *Gateway {
 		g.OpenAPI = LoadValidator(t, g.AdminURL)
 	}
 	// A restarted store may have other listener settings.
-	if cp := adminext.Current(); cp != nil {
+	if cp := controlplane.Current(); cp != nil {
 		if a := cp.ProxyAddr(false); a != "" {
 			g.ProxyAddr = a
 			g.ProxyURL = "http://" + a

@@ -1,4 +1,11 @@
-package adminext
+// Package api is the admin API framework: endpoints declared with their
+// least role and body and answer declarations (Endpoint), the request
+// (Call), errors, the generic CRUD of a stored resource (Resource[T]) and
+// the OpenAPI document built from the declarations. The features (packages
+// resources, observe, auth, certs …) declare endpoints; package adminext
+// hands them to New. Its tests are adminext/tests (api, input, contract and
+// openapi tests run a real gateway).
+package api
 
 import (
 	"context"
@@ -15,6 +22,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
@@ -123,23 +131,9 @@ type QueryParam struct {
 	Required                bool
 }
 
-// endpointSets declare endpoints; each feature adds its set from init.
-var endpointSets []func() []*Endpoint
-
-// RegisterEndpoints adds a feature's endpoints. Call from init only.
-func RegisterEndpoints(f func() []*Endpoint) { endpointSets = append(endpointSets, f) }
-
-// authenticatorFactory builds the admin API's authenticator (nil: open mode
-// for ever, every caller is admin).
-var authenticatorFactory func(cp *ControlPlane) (Authenticator, error)
-
-// RegisterAuthenticator installs the admin-authentication feature. Call from
-// init only.
-func RegisterAuthenticator(f func(cp *ControlPlane) (Authenticator, error)) { authenticatorFactory = f }
-
 // API is the admin HTTP API.
 type API struct {
-	cp        *ControlPlane
+	cp        *controlplane.ControlPlane
 	mux       *http.ServeMux
 	endpoints []*Endpoint
 	byPattern map[string]*Endpoint // "METHOD /path" → endpoint
@@ -147,19 +141,18 @@ type API struct {
 	logger    *zap.Logger
 }
 
-func newAPI(cp *ControlPlane) (*API, error) {
-	a := &API{cp: cp, mux: http.NewServeMux(), auth: openAuth{}, logger: cp.logger.Named("api")}
-	if authenticatorFactory != nil {
-		auth, err := authenticatorFactory(cp)
+// New builds the admin API of cp serving endpoints; newAuth builds its
+// authenticator (nil: open mode for ever, every caller is admin).
+func New(cp *controlplane.ControlPlane, newAuth func(cp *controlplane.ControlPlane) (Authenticator, error), endpoints []*Endpoint) (*API, error) {
+	a := &API{cp: cp, mux: http.NewServeMux(), auth: openAuth{}, logger: cp.Logger().Named("api")}
+	if newAuth != nil {
+		auth, err := newAuth(cp)
 		if err != nil {
 			return nil, fmt.Errorf("admin authentication: %w", err)
 		}
 		a.auth = auth
 	}
-	for _, set := range endpointSets {
-		a.endpoints = append(a.endpoints, set()...)
-	}
-	sort.SliceStable(a.endpoints, func(i, j int) bool { return a.endpoints[i].Path < a.endpoints[j].Path })
+	a.endpoints = SortEndpoints(endpoints)
 	a.byPattern = map[string]*Endpoint{}
 	for _, ep := range a.endpoints {
 		ep := ep
@@ -168,6 +161,13 @@ func newAPI(cp *ControlPlane) (*API, error) {
 	}
 	a.mux.HandleFunc("/", a.unmatched)
 	return a, nil
+}
+
+// SortEndpoints orders endpoints by path (stable: a path's methods keep
+// their declared order), as the API and its documents list them.
+func SortEndpoints(eps []*Endpoint) []*Endpoint {
+	sort.SliceStable(eps, func(i, j int) bool { return eps[i].Path < eps[j].Path })
+	return eps
 }
 
 // Authenticator is the installed authenticator.
@@ -224,11 +224,11 @@ var sameOrigin = http.NewCrossOriginProtection()
 // publicOrigin is the origin (scheme://host[:port]) of settings.public_url,
 // or "".
 func (a *API) publicOrigin(r *http.Request) string {
-	if a.cp == nil || a.cp.store == nil {
+	if a.cp == nil || a.cp.Store() == nil {
 		return ""
 	}
 	var s storage.Settings
-	if err := a.cp.store.DB.WithContext(r.Context()).Select("public_url").Where("id = ?", 1).Limit(1).Find(&s).Error; err != nil || s.PublicURL == "" {
+	if err := a.cp.Store().DB.WithContext(r.Context()).Select("public_url").Where("id = ?", 1).Limit(1).Find(&s).Error; err != nil || s.PublicURL == "" {
 		return ""
 	}
 	u, err := url.Parse(s.PublicURL)
@@ -328,7 +328,7 @@ type Call struct {
 	W   http.ResponseWriter
 	R   *http.Request
 	API *API
-	CP  *ControlPlane
+	CP  *controlplane.ControlPlane
 }
 
 // Ctx is the request context.
@@ -404,7 +404,7 @@ func (c *Call) Fail(err error) { c.API.fail(c.W, c.R, err) }
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *APIError
 	var fe *schema.FieldError
-	var le *LoadError
+	var le *controlplane.LoadError
 	switch {
 	case errors.As(err, &ae):
 		WriteJSON(w, ae.Status, errorBody{ae.Msg})

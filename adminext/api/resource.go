@@ -1,4 +1,4 @@
-package adminext
+package api
 
 import (
 	"fmt"
@@ -47,7 +47,7 @@ func (res Resource[T]) List(c *Call) (any, error) {
 	if order == "" {
 		order = "id"
 	}
-	if err := c.CP.store.DB.WithContext(c.Ctx()).Order(order).Find(&out).Error; err != nil {
+	if err := c.CP.Store().DB.WithContext(c.Ctx()).Order(order).Find(&out).Error; err != nil {
 		return nil, fmt.Errorf("listing %ss: %w", res.Kind, err)
 	}
 	if res.View == nil && res.ReadView == nil {
@@ -65,7 +65,7 @@ func (res Resource[T]) Get(c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := res.Load(c.CP.store.DB.WithContext(c.Ctx()), id)
+	v, err := res.Load(c.CP.Store().DB.WithContext(c.Ctx()), id)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (res Resource[T]) Replace(c *Call, prepare func(old, v *T) error) (any, err
 	if err != nil {
 		return nil, err
 	}
-	if _, err := res.Load(c.CP.store.DB.WithContext(c.Ctx()), id); err != nil {
+	if _, err := res.Load(c.CP.Store().DB.WithContext(c.Ctx()), id); err != nil {
 		return nil, err
 	}
 	v := new(T)

@@ -1,4 +1,9 @@
-package adminext
+// Package observe is what the gateway tells about its traffic: the request
+// recorder (recent requests, the event stream, the request's own sinks),
+// metrics (JSON and Prometheus), target health, the live configuration's
+// summary and the router's dry run. Its tests are adminext/tests
+// (observe, metrics, events and httplog tests run real traffic).
+package observe
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package adminext
+package observe
 
 import (
 	"sort"

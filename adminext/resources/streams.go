@@ -1,43 +1,24 @@
-package adminext
+package resources
 
 import (
 	"encoding/json"
-	"fmt"
 
-	"gorm.io/gorm"
-
+	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/adminext/domain"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
-
-func init() { RegisterEndpoints(streamEndpoints) }
 
 // listenerNote is what stream-route answers say about listen_addr changes
 // (they bind at the next process start; docs/routing.md, stream routes).
 const listenerNote = "listener changes take effect on restart"
 
-var streamRoutes = Resource[storage.StreamRoute]{
-	Kind: "stream route",
-	Check: func(tx *gorm.DB, sr *storage.StreamRoute) error {
-		if err := Exists[storage.Service](tx, "service_id", sr.ServiceID); err != nil {
-			return err
-		}
-		var other storage.StreamRoute
-		err := tx.Where("listen_addr = ? AND id <> ?", sr.ListenAddr, sr.ID).First(&other).Error
-		if err == nil {
-			return BadRequest(fmt.Sprintf("listen_addr: %s is already used by stream route %d", sr.ListenAddr, other.ID))
-		}
-		if !storage.IsNotFound(err) {
-			return err
-		}
-		if cp := Current(); cp != nil {
-			return cp.checkListenAddr(tx, "listen_addr", sr.ListenAddr, true, sr.ID)
-		}
-		return nil
-	},
+var streamRoutes = api.Resource[storage.StreamRoute]{
+	Kind:  "stream route",
+	Check: domain.CheckStreamRoute,
 }
 
-func streamEndpoints() []*Endpoint {
+func streamEndpoints() []*api.Endpoint {
 	note := map[string]any{"type": "string", "enum": []any{listenerNote}}
 	withNote := schema.JSONSchema(storage.StreamRoute{}, schema.Output)
 	withNote["properties"].(map[string]any)["note"] = note
@@ -46,19 +27,19 @@ func streamEndpoints() []*Endpoint {
 	const desc = "A TCP connection accepted on listen_addr is proxied to the service's targets with the service's algorithm, connect timeout and retries. " +
 		"listen_addr is a literal IP:port or :port (port 1..65535) that collides with no other listener of the gateway: the admin API, Caddy's admin endpoint, the proxy listeners of the settings, other stream routes (the same port on the same IP, or either on all interfaces; 400 otherwise). Listeners bind when the gateway starts: a new or changed listen_addr is stored at once and bound after a restart; " +
 		"changing only service_id (or the service's targets) applies live. A deleted or disabled route's listener closes its connections until a restart unbinds it."
-	return []*Endpoint{
-		{Method: "GET", Path: "/api/v1/stream-routes", Role: RoleViewer, Tag: "stream routes", Summary: "List stream routes",
+	return []*api.Endpoint{
+		{Method: "GET", Path: "/api/v1/stream-routes", Role: api.RoleViewer, Tag: "stream routes", Summary: "List stream routes",
 			Response: storage.StreamRoute{}, ResponseList: true, Handle: streamRoutes.List},
-		{Method: "POST", Path: "/api/v1/stream-routes", Role: RoleEditor, Tag: "stream routes", Summary: "Create a stream route",
+		{Method: "POST", Path: "/api/v1/stream-routes", Role: api.RoleEditor, Tag: "stream routes", Summary: "Create a stream route",
 			Description: desc, Body: storage.StreamRoute{}, ResponseSchema: withNote, Statuses: []int{400},
-			Handle: func(c *Call) (any, error) {
+			Handle: func(c *api.Call) (any, error) {
 				v, err := streamRoutes.Create(c, nil)
 				return withListenerNote(v, err, true)
 			}},
-		{Method: "PUT", Path: "/api/v1/stream-routes/{id}", Role: RoleEditor, Tag: "stream routes",
+		{Method: "PUT", Path: "/api/v1/stream-routes/{id}", Role: api.RoleEditor, Tag: "stream routes",
 			Summary:     "Replace a stream route (note only when listen_addr changed)",
 			Description: desc, Body: storage.StreamRoute{}, ResponseSchema: withNote, Statuses: []int{400, 404},
-			Handle: func(c *Call) (any, error) {
+			Handle: func(c *api.Call) (any, error) {
 				changed := false
 				v, err := streamRoutes.Replace(c, func(old, v *storage.StreamRoute) error {
 					changed = old.ListenAddr != v.ListenAddr
@@ -66,10 +47,10 @@ func streamEndpoints() []*Endpoint {
 				})
 				return withListenerNote(v, err, changed)
 			}},
-		{Method: "DELETE", Path: "/api/v1/stream-routes/{id}", Role: RoleEditor, Tag: "stream routes",
+		{Method: "DELETE", Path: "/api/v1/stream-routes/{id}", Role: api.RoleEditor, Tag: "stream routes",
 			Summary: "Delete a stream route (a restart unbinds its listener)", Description: desc,
 			ResponseSchema: deletedWithNote, Statuses: []int{404},
-			Handle: func(c *Call) (any, error) {
+			Handle: func(c *api.Call) (any, error) {
 				if _, err := streamRoutes.Remove(c); err != nil {
 					return nil, err
 				}
@@ -94,8 +75,3 @@ func withListenerNote(v any, err error, note bool) (any, error) {
 	m["note"] = listenerNote
 	return m, nil
 }
-
-// CheckStreamRoute validates a stream route's references and listen_addr
-// uniqueness inside tx, as POST and PUT /api/v1/stream-routes do (used by
-// the configuration import).
-func CheckStreamRoute(tx *gorm.DB, sr *storage.StreamRoute) error { return streamRoutes.Check(tx, sr) }

@@ -1,4 +1,4 @@
-package adminext
+package observe
 
 import (
 	"fmt"
@@ -9,73 +9,38 @@ import (
 	"strings"
 	"time"
 
-	"gorm.io/gorm"
-
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/modules/health"
 	"github.com/caddy-gateway/gateway/modules/process"
 	"github.com/caddy-gateway/gateway/modules/router"
-	"github.com/caddy-gateway/gateway/storage"
 )
 
-func init() { RegisterEndpoints(systemEndpoints) }
-
-func systemEndpoints() []*Endpoint {
-	return []*Endpoint{
-		{Method: "GET", Path: "/healthz", Role: RolePublic, Tag: "system", Summary: "Liveness: the literal text ok",
-			ContentType: "text/plain", Raw: func(c *Call) {
+// systemEndpoints are liveness and the views of the live configuration.
+func systemEndpoints() []*api.Endpoint {
+	return []*api.Endpoint{
+		{Method: "GET", Path: "/healthz", Role: api.RolePublic, Tag: "system", Summary: "Liveness: the literal text ok",
+			ContentType: "text/plain", Raw: func(c *api.Call) {
 				c.W.Header().Set("Content-Type", "text/plain; charset=utf-8")
 				_, _ = c.W.Write([]byte("ok"))
 			}},
-		{Method: "GET", Path: "/api/v1/settings", Role: RoleViewer, Tag: "settings", Summary: "Get the global settings",
-			Response: storage.Settings{}, Handle: getSettings},
-		{Method: "PUT", Path: "/api/v1/settings", Role: RoleAdmin, Tag: "settings",
-			Summary:     "Replace the global settings",
-			Description: "Full replacement; an omitted http_listen or https_listen is reset to the Caddyfile's value (else :8080 / :8443). Listener changes apply at once: the new address is bound before the answer (400 when it cannot be), the old one is closed gracefully. https_listen binds only while https_enabled is true. The listeners must not collide with the admin API listener, Caddy's admin endpoint or a stream route (400).",
-			Body:        storage.Settings{}, Response: storage.Settings{}, Statuses: []int{400}, Handle: putSettings},
-		{Method: "GET", Path: "/api/v1/config", Role: RoleViewer, Tag: "observability", Summary: "Summary of the live compiled configuration",
+		{Method: "GET", Path: "/api/v1/config", Role: api.RoleViewer, Tag: "observability", Summary: "Summary of the live compiled configuration",
 			Response: ConfigSummary{}, Handle: configSummary},
-		{Method: "GET", Path: "/api/v1/health", Role: RoleViewer, Tag: "observability",
+		{Method: "GET", Path: "/api/v1/health", Role: api.RoleViewer, Tag: "observability",
 			Summary: "Health of every target of every service",
 			Description: "state is the active checks' result, except that a target that passive health took out of rotation (failed proxied requests: " +
 				"connection errors, not answers; 2 within 10 s) is unhealthy until those failures expire, with last_error saying so. " +
 				"Requests the gateway refuses itself (400, e.g. a header value a placeholder made invalid) never count against a target.",
 			Response: health.Status{}, ResponseList: true, Handle: targetHealth},
-		{Method: "GET", Path: "/api/v1/router/test", Role: RoleViewer, Tag: "observability",
+		{Method: "GET", Path: "/api/v1/router/test", Role: api.RoleViewer, Tag: "observability",
 			Summary:     "Dry run of route matching: the route a request with these properties would take (no upstream is contacted)",
 			Description: "Uses the live router's own match table and path normalization: path is taken as a client sends it (percent-encoding allowed), decoded, and its dot segments are removed (RFC 3986; .. at the root stays at the root) before matching; the answer's path is that normalized path. A path with control characters, or with a dot segment delimited by a backslash, is 400 (proxied requests get 400 too). headers is a comma-separated list of Name:value pairs.",
-			Query: []QueryParam{
+			Query: []api.QueryParam{
 				{Name: "path", Type: "string", Required: true}, {Name: "host", Type: "string"},
 				{Name: "method", Type: "string", Description: "default GET"},
 				{Name: "headers", Type: "string", Description: "comma-separated Name:value pairs"},
 			},
 			Response: RouterTestResult{}, Statuses: []int{400}, Handle: routerTest},
 	}
-}
-
-func getSettings(c *Call) (any, error) {
-	var s storage.Settings
-	if err := c.CP.store.DB.WithContext(c.Ctx()).First(&s, 1).Error; err != nil {
-		return nil, err
-	}
-	return &s, nil
-}
-
-func putSettings(c *Call) (any, error) {
-	s := &storage.Settings{HTTPListen: c.CP.boot.HTTPListen, HTTPSListen: c.CP.boot.HTTPSListen, ACMEDirectoryURL: "letsencrypt", TrustedProxies: []string{}}
-	if err := c.Decode(s); err != nil {
-		return nil, err
-	}
-	s.ID = 1
-	err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
-		if err := CheckSettings(tx, s); err != nil {
-			return err
-		}
-		return tx.Save(s).Error
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 // ConfigSummary is the live configuration's version and counts.
@@ -93,14 +58,14 @@ type ConfigSummary struct {
 	WasmModules  int        `json:"wasm_modules"`
 }
 
-func configSummary(c *Call) (any, error) {
-	g := c.CP.applied.Load()
+func configSummary(c *api.Call) (any, error) {
+	g, at := c.CP.Applied()
 	out := ConfigSummary{}
 	if g == nil {
 		return out, nil
 	}
 	out.Version = g.Version
-	out.AppliedAt = c.CP.appliedAt.Load()
+	out.AppliedAt = at
 	n := g.Counts
 	out.Services, out.Targets, out.Routes, out.StreamRoutes = n["services"], n["targets"], n["routes"], n["stream_routes"]
 	out.Plugins, out.Consumers, out.Credentials = n["plugins"], n["consumers"], n["credentials"]
@@ -112,7 +77,7 @@ func configSummary(c *Call) (any, error) {
 // health: a target that failed proxied requests is out of rotation until
 // its failures expire, and the answer says so (the active checks may still
 // pass: a target that accepts connections but breaks requests).
-func targetHealth(c *Call) (any, error) {
+func targetHealth(c *api.Call) (any, error) {
 	out := process.Health.Statuses()
 	rt := c.CP.Router()
 	if rt == nil {
@@ -147,23 +112,23 @@ type RouterTestResult struct {
 	Reason       *string        `json:"reason" doc:"Why nothing matched."`
 }
 
-func routerTest(c *Call) (any, error) {
+func routerTest(c *api.Call) (any, error) {
 	q := c.R.URL.Query()
 	path := q.Get("path")
 	if !q.Has("path") || path == "" {
-		return nil, BadRequest("path: is required")
+		return nil, api.BadRequest("path: is required")
 	}
 	if !strings.HasPrefix(path, "/") {
-		return nil, BadRequest("path: must start with /")
+		return nil, api.BadRequest("path: must start with /")
 	}
 	// The path as a client sends it: decoded and normalized as the router
 	// does with a proxied request's.
 	decoded, err := url.PathUnescape(path)
 	if err != nil {
-		return nil, BadRequest("path: invalid percent-encoding")
+		return nil, api.BadRequest("path: invalid percent-encoding")
 	}
 	if path, err = router.NormalizePath(decoded); err != nil {
-		return nil, BadRequest("path: " + err.Error())
+		return nil, api.BadRequest("path: " + err.Error())
 	}
 	method := q.Get("method")
 	if method == "" {
@@ -175,7 +140,7 @@ func routerTest(c *Call) (any, error) {
 			name, value, ok := strings.Cut(pair, ":")
 			name = strings.TrimSpace(name)
 			if !ok || name == "" {
-				return nil, BadRequest("headers: each entry must be Name:value")
+				return nil, api.BadRequest("headers: each entry must be Name:value")
 			}
 			hdr.Add(name, strings.TrimSpace(value))
 		}

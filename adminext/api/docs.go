@@ -1,4 +1,4 @@
-package adminext
+package api
 
 import (
 	_ "embed"

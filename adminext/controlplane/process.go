@@ -1,4 +1,4 @@
-package adminext
+package controlplane
 
 import (
 	"context"
@@ -10,25 +10,32 @@ import (
 
 // The control plane of this process. It is the only state of this package
 // that outlives a config reload: every mutation loads a new config and with
-// it a new App, and each new App attaches to the same control plane (store,
+// it a new gateway app, and each new app attaches to the same control plane (store,
 // admin server, proxy listeners), created by the first one.
 var (
 	processMu sync.Mutex
 	processCP *ControlPlane
 )
 
-// controlPlaneFor returns the process's control plane, creating it from a's
-// bootstrap fields on the first load.
-func controlPlaneFor(a *App, logger *zap.Logger) (*ControlPlane, error) {
+// For returns the process's control plane, creating it from boot on the
+// first load; setup then gives the new control plane its features (the
+// admin API handler, the request observer) before anything is served.
+func For(boot Bootstrap, logger *zap.Logger, setup func(cp *ControlPlane) error) (*ControlPlane, error) {
 	processMu.Lock()
 	defer processMu.Unlock()
 	if processCP != nil && !processCP.closed() {
-		processCP.checkBootstrap(a)
+		processCP.checkBootstrap(boot)
 		return processCP, nil
 	}
-	cp, err := newControlPlane(a, logger)
+	cp, err := newControlPlane(boot, logger)
 	if err != nil {
 		return nil, err
+	}
+	if setup != nil {
+		if err := setup(cp); err != nil {
+			cp.store.Close()
+			return nil, err
+		}
 	}
 	processCP = cp
 	return cp, nil

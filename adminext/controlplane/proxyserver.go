@@ -1,4 +1,4 @@
-package adminext
+package controlplane
 
 import (
 	"context"
@@ -192,7 +192,7 @@ func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if target, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok && target != "" {
 		info.Target = target
 	}
-	h.cp.recorder.Observe(r, info, rw.status, rw.bytes)
+	h.cp.observer.Observe(r, info, rw.status, rw.bytes)
 }
 
 // recordingWriter notes the status and body size. It keeps Caddy's wrapper
@@ -227,3 +227,6 @@ func (w *recordingWriter) ReadFrom(r io.Reader) (int64, error) {
 	w.bytes += n
 	return n, err
 }
+
+// Interface guards
+var _ http.Handler = (*proxyHandler)(nil)

@@ -1,4 +1,4 @@
-package adminext
+package controlplane
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/guard"
+	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/process"
 	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/storage"
@@ -36,7 +37,7 @@ type ControlPlane struct {
 
 	adminLn  net.Listener
 	adminSrv *http.Server
-	api      *API
+	admin    http.Handler // the admin API (SetAdmin)
 
 	// mu serializes mutations and config loads.
 	mu sync.Mutex
@@ -47,7 +48,7 @@ type ControlPlane struct {
 	router    atomic.Pointer[router.Router]
 	tlsConfig atomic.Pointer[tls.Config]
 	tlsApp    atomic.Pointer[caddytls.TLS]
-	active    atomic.Pointer[App]
+	active    atomic.Pointer[Instance]
 	applied   atomic.Pointer[Generated]
 	appliedAt atomic.Pointer[time.Time]
 	version   atomic.Int64
@@ -55,14 +56,27 @@ type ControlPlane struct {
 	lnMu      sync.Mutex
 	listeners map[string]*proxyListener
 
-	recorder *Recorder
+	observer Observer
 
 	readyOnce sync.Once
 	ready     chan struct{}
 	isClosed  atomic.Bool
 }
 
-func newControlPlane(a *App, logger *zap.Logger) (*ControlPlane, error) {
+// Observer is told of every completed proxied request (package observe's
+// Recorder: metrics, recent requests, event stream, the request's sinks).
+type Observer interface {
+	Observe(r *http.Request, info *gwctx.Info, status int, bytes int64)
+	Close()
+}
+
+// nopObserver is the observer until SetObserver.
+type nopObserver struct{}
+
+func (nopObserver) Observe(*http.Request, *gwctx.Info, int, int64) {}
+func (nopObserver) Close()                                         {}
+
+func newControlPlane(a Bootstrap, logger *zap.Logger) (*ControlPlane, error) {
 	store, err := storage.Open(a.Database, a.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("gateway store: %w", err)
@@ -82,25 +96,27 @@ func newControlPlane(a *App, logger *zap.Logger) (*ControlPlane, error) {
 	}
 	cp := &ControlPlane{
 		logger:    logger.Named("control_plane"),
-		boot:      a.Bootstrap,
+		boot:      a,
 		store:     store,
 		listeners: map[string]*proxyListener{},
-		recorder:  NewRecorder(),
+		observer:  nopObserver{},
+		admin:     http.NotFoundHandler(),
 		ready:     make(chan struct{}),
 	}
-	api, err := newAPI(cp)
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	cp.api = api
 	return cp, nil
 }
+
+// SetAdmin installs the admin API handler (before the first Activate).
+func (cp *ControlPlane) SetAdmin(h http.Handler) { cp.admin = h }
+
+// SetObserver installs the observer of proxied requests (before the first
+// Activate).
+func (cp *ControlPlane) SetObserver(o Observer) { cp.observer = o }
 
 func (cp *ControlPlane) closed() bool { return cp.isClosed.Load() }
 
 // checkBootstrap warns about bootstrap changes that need a restart.
-func (cp *ControlPlane) checkBootstrap(a *App) {
+func (cp *ControlPlane) checkBootstrap(a Bootstrap) {
 	if a.AdminListen != cp.boot.AdminListen || a.Database != cp.boot.Database || a.DSN != cp.boot.DSN {
 		cp.logger.Warn("gateway admin_listen and database changes take effect after a restart",
 			zap.String("admin_listen", cp.boot.AdminListen), zap.String("database", cp.boot.Database))
@@ -113,8 +129,11 @@ func (cp *ControlPlane) Logger() *zap.Logger { return cp.logger }
 // Boot is the bootstrap configuration (Caddyfile values).
 func (cp *ControlPlane) Boot() Bootstrap { return cp.boot }
 
-// Recorder is the request recorder (recent requests, event subscribers).
-func (cp *ControlPlane) Recorder() *Recorder { return cp.recorder }
+// Applied is the live compiled configuration and when it went live (nil
+// before the first).
+func (cp *ControlPlane) Applied() (*Generated, *time.Time) {
+	return cp.applied.Load(), cp.appliedAt.Load()
+}
 
 // Store is the control plane's store.
 func (cp *ControlPlane) Store() *storage.Store { return cp.store }
@@ -122,8 +141,8 @@ func (cp *ControlPlane) Store() *storage.Store { return cp.store }
 // Router is the live router (nil before the first compiled config).
 func (cp *ControlPlane) Router() *router.Router { return cp.router.Load() }
 
-// activate makes a the live app (App.Start).
-func (cp *ControlPlane) activate(a *App) error {
+// Activate makes a the live instance (the gateway app's Start).
+func (cp *ControlPlane) Activate(a *Instance) error {
 	if err := cp.startAdmin(); err != nil {
 		return err
 	}
@@ -140,9 +159,9 @@ func (cp *ControlPlane) activate(a *App) error {
 	if err := cp.ensureListeners(g.HTTPListen, g.HTTPSListen, g.HTTPS); err != nil {
 		return err
 	}
-	cp.router.Store(a.router)
-	cp.tlsConfig.Store(a.tlsConfig)
-	cp.tlsApp.Store(a.tlsApp)
+	cp.router.Store(a.Router)
+	cp.tlsConfig.Store(a.TLSConfig)
+	cp.tlsApp.Store(a.TLSApp)
 	process.Health.Sync(g.Health)
 	process.Streams.Apply(g.Streams, cp.logger.Named("streams"))
 	now := time.Now().UTC()
@@ -152,10 +171,10 @@ func (cp *ControlPlane) activate(a *App) error {
 	return nil
 }
 
-// deactivate is App.Stop: nothing when a newer app took over; the previous
-// app again when a's config failed to start; shutdown when the gateway is
-// unloaded for good or the process exits.
-func (cp *ControlPlane) deactivate(a *App) {
+// Deactivate is the gateway app's Stop: nothing when a newer instance took
+// over; the previous instance again when a's config failed to start;
+// shutdown when the gateway is unloaded for good or the process exits.
+func (cp *ControlPlane) Deactivate(a *Instance) {
 	a.stopped.Store(true)
 	prev := a.prev.Swap(nil)
 	if cur := cp.active.Load(); cur != a {
@@ -170,9 +189,9 @@ func (cp *ControlPlane) deactivate(a *App) {
 	if prev != nil && !prev.stopped.Load() && !caddy.Exiting() {
 		cp.active.Store(prev)
 		if prev.Generated != nil {
-			cp.router.Store(prev.router)
-			cp.tlsConfig.Store(prev.tlsConfig)
-			cp.tlsApp.Store(prev.tlsApp)
+			cp.router.Store(prev.Router)
+			cp.tlsConfig.Store(prev.TLSConfig)
+			cp.tlsApp.Store(prev.TLSApp)
 			process.Health.Sync(prev.Generated.Health)
 			process.Streams.Apply(prev.Generated.Streams, nil)
 			cp.applied.Store(prev.Generated)
@@ -206,7 +225,7 @@ func (cp *ControlPlane) shutdown() {
 		_ = cp.adminSrv.Close()
 	}
 	process.Health.Stop()
-	cp.recorder.Close()
+	cp.observer.Close()
 	if err := cp.store.Close(); err != nil {
 		cp.logger.Error("closing store", zap.Error(err))
 	}
@@ -233,7 +252,7 @@ func (cp *ControlPlane) startAdmin() error {
 	// the admin API (package guard).
 	guard.Set("the gateway admin API", ln.Addr().String())
 	cp.adminSrv = &http.Server{
-		Handler:           cp.api,
+		Handler:           cp.admin,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          zap.NewStdLog(cp.logger.Named("admin")),
@@ -258,7 +277,7 @@ func (cp *ControlPlane) AdminAddr() string {
 }
 
 // bootstrap captures the running config and loads the compiled one.
-func (cp *ControlPlane) bootstrap(a *App) {
+func (cp *ControlPlane) bootstrap(a *Instance) {
 	base := cp.captureBase(a)
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
@@ -275,7 +294,7 @@ func (cp *ControlPlane) bootstrap(a *App) {
 // captureBase reads the running config from Caddy's admin API. It waits
 // for the load in progress (the one that started a), so it runs in a
 // goroutine, never in Provision or Start.
-func (cp *ControlPlane) captureBase(a *App) map[string]json.RawMessage {
+func (cp *ControlPlane) captureBase(a *Instance) map[string]json.RawMessage {
 	addr := a.CaddyAdmin
 	if addr == "" {
 		addr = caddy.DefaultAdminListen
@@ -389,5 +408,5 @@ func (cp *ControlPlane) load(cfg []byte, version int64) error {
 // has none).
 func (cp *ControlPlane) TLSApp() *caddytls.TLS { return cp.tlsApp.Load() }
 
-// API is the admin API handler.
-func (cp *ControlPlane) API() *API { return cp.api }
+// Admin is the admin API handler.
+func (cp *ControlPlane) Admin() http.Handler { return cp.admin }

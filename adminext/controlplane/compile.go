@@ -1,4 +1,4 @@
-package adminext
+package controlplane
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package adminext
+package observe
 
 import (
 	"encoding/json"
@@ -9,64 +9,71 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/modules/records"
 )
-
-func init() { RegisterEndpoints(observeEndpoints) }
 
 // keepAliveInterval is how often the event stream sends a comment line so
 // that proxies and browsers keep an idle stream open (15 s, docs/operations.md).
 var keepAliveInterval = 15 * time.Second
 
-func observeEndpoints() []*Endpoint {
-	return []*Endpoint{
-		{Method: "GET", Path: "/metrics", Role: RolePublic, Tag: "system",
+// Endpoints are the observability endpoints: liveness, the live
+// configuration's summary, target health, the router's dry run, and rec's
+// metrics, recent requests and event stream. rec may be nil when the
+// endpoints are only listed (documentation).
+func Endpoints(rec *Recorder) []*api.Endpoint {
+	return append(systemEndpoints(), recorderEndpoints(rec)...)
+}
+
+func recorderEndpoints(rec *Recorder) []*api.Endpoint {
+	return []*api.Endpoint{
+		{Method: "GET", Path: "/metrics", Role: api.RolePublic, Tag: "system",
 			Summary: "Prometheus metrics (text exposition format)",
 			Description: "gateway_requests_total, gateway_responses_total{class}, gateway_unmatched_requests_total, gateway_request_duration_seconds (histogram), " +
 				"gateway_recent_latency_seconds{quantile}, gateway_route_requests_total{route_id,route}, gateway_route_errors_total{route_id,route}, " +
 				"gateway_consumer_requests_total{consumer_id,consumer}, gateway_target_healthy{service_id,target}. Counts live in memory and start at zero with the process.",
-			ContentType: "text/plain", Raw: prometheusMetrics},
-		{Method: "GET", Path: "/api/v1/metrics", Role: RoleViewer, Tag: "observability",
+			ContentType: "text/plain", Raw: func(c *api.Call) { rec.prometheusMetrics(c) }},
+		{Method: "GET", Path: "/api/v1/metrics", Role: api.RoleViewer, Tag: "observability",
 			Summary:     "In-memory snapshot of traffic counts and recent latency",
 			Description: "latency_ms percentiles cover the last latency_window (1024) requests; route errors are responses with status 500 or above, from the upstream or the proxy.",
-			Response:    MetricsSnapshot{}, Handle: func(c *Call) (any, error) { return c.CP.recorder.Metrics.Snapshot(), nil }},
-		{Method: "GET", Path: "/api/v1/requests", Role: RoleViewer, Tag: "observability",
+			Response:    MetricsSnapshot{}, Handle: func(c *api.Call) (any, error) { return rec.Metrics.Snapshot(), nil }},
+		{Method: "GET", Path: "/api/v1/requests", Role: api.RoleViewer, Tag: "observability",
 			Summary:     "Recent proxied requests, newest first",
 			Description: "From an in-memory ring of the last 500 requests. limit: 0..500, default 100; larger values are clamped to 500; negative or non-integer values are 400.",
-			Query:       []QueryParam{{Name: "limit", Type: "integer", Description: "0..500, default 100"}},
-			Response:    records.Record{}, ResponseList: true, Statuses: []int{400}, Handle: recentRequests},
-		{Method: "GET", Path: "/api/v1/events", Role: RoleViewer, Tag: "observability",
+			Query:       []api.QueryParam{{Name: "limit", Type: "integer", Description: "0..500, default 100"}},
+			Response:    records.Record{}, ResponseList: true, Statuses: []int{400}, Handle: rec.recentRequests},
+		{Method: "GET", Path: "/api/v1/events", Role: api.RoleViewer, Tag: "observability",
 			Summary: "Live stream of completed requests (Server-Sent Events)",
 			Description: "text/event-stream that never ends on its own: one event per completed proxied request, `id:` the record id and one `data:` line with " +
 				"the record as JSON (the shape of GET /api/v1/requests items); a `: keep-alive` comment every 15 s. A client that falls behind loses events. " +
 				"Besides the Authorization and X-Admin-Token headers, the admin token may be given as the access_token query parameter (for browser EventSource clients), on this endpoint only.",
-			Query:          []QueryParam{{Name: "access_token", Type: "string", Description: "the admin token (this endpoint only)"}},
+			Query:          []api.QueryParam{{Name: "access_token", Type: "string", Description: "the admin token (this endpoint only)"}},
 			ContentType:    "text/event-stream",
 			ResponseSchema: map[string]any{"type": "string"},
-			Raw:            eventStream},
+			Raw:            func(c *api.Call) { rec.eventStream(c) }},
 	}
 }
 
-func prometheusMetrics(c *Call) {
-	promhttp.HandlerFor(c.CP.recorder.Metrics.registry, promhttp.HandlerOpts{}).ServeHTTP(c.W, c.R)
+func (rec *Recorder) prometheusMetrics(c *api.Call) {
+	promhttp.HandlerFor(rec.Metrics.registry, promhttp.HandlerOpts{}).ServeHTTP(c.W, c.R)
 }
 
-func recentRequests(c *Call) (any, error) {
+func (rec *Recorder) recentRequests(c *api.Call) (any, error) {
 	limit := 100
 	if s := c.R.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			return nil, BadRequest("limit: must be an integer from 0 to 500")
+			return nil, api.BadRequest("limit: must be an integer from 0 to 500")
 		}
 		limit = min(n, RingSize)
 	}
-	return c.CP.recorder.Recent(limit), nil
+	return rec.Recent(limit), nil
 }
 
-func eventStream(c *Call) {
+func (rec *Recorder) eventStream(c *api.Call) {
 	w := c.W
 	rc := http.NewResponseController(w)
-	ch, cancel := c.CP.recorder.Subscribe(256)
+	ch, cancel := rec.Subscribe(256)
 	defer cancel()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -83,12 +90,12 @@ func eventStream(c *Call) {
 		select {
 		case <-c.R.Context().Done():
 			return
-		case rec, ok := <-ch:
+		case r, ok := <-ch:
 			if !ok {
 				return // the gateway is shutting down
 			}
-			b, _ := json.Marshal(rec)
-			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", rec.ID, b); err != nil {
+			b, _ := json.Marshal(r)
+			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", r.ID, b); err != nil {
 				return
 			}
 		case <-tick.C:

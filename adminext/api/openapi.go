@@ -1,4 +1,4 @@
-package adminext
+package api
 
 import (
 	"encoding/json"
@@ -15,8 +15,6 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )
-
-func init() { RegisterEndpoints(docEndpoints) }
 
 // apiDescription records the decisions taken where the specification is
 // silent; it heads the served OpenAPI document.
@@ -68,7 +66,8 @@ Decisions where the specification is silent:
   traffic while a healthy one exists.
 `
 
-func docEndpoints() []*Endpoint {
+// DocEndpoints serve the OpenAPI document and its rendering.
+func DocEndpoints() []*Endpoint {
 	return []*Endpoint{
 		{Method: "GET", Path: "/openapi.yaml", Role: RolePublic, Tag: "system", Summary: "This OpenAPI 3.1 document (YAML)",
 			ContentType: "application/yaml", Raw: serveOpenAPIYAML},

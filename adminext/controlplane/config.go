@@ -1,0 +1,100 @@
+package controlplane
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
+
+	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/modules/router"
+	"github.com/caddy-gateway/gateway/modules/streams"
+)
+
+// Bootstrap is what the gateway needs before it can read its store: where
+// the store and the admin API are, and the listeners that seed a fresh store.
+type Bootstrap struct {
+	// AdminListen is the address of the gateway admin API, dashboard,
+	// /metrics and /healthz. Default 127.0.0.1:9080.
+	AdminListen string `json:"admin_listen,omitempty"`
+	// Database is "sqlite" (default) or "postgres".
+	Database string `json:"database,omitempty"`
+	// DSN is the SQLite file (default ./data/gateway.db) or the PostgreSQL
+	// connection string.
+	DSN string `json:"dsn,omitempty"`
+	// HTTPListen and HTTPSListen seed the settings of a fresh store
+	// (defaults :8080 and :8443); afterwards the settings resource decides.
+	HTTPListen  string `json:"http_listen,omitempty"`
+	HTTPSListen string `json:"https_listen,omitempty"`
+	// CaddyAdmin is Caddy's own admin endpoint, read once after start to
+	// capture the rest of the running config, which every generated config
+	// keeps (user site blocks keep working). Default: Caddy's default admin
+	// address (honours CADDY_ADMIN).
+	CaddyAdmin string `json:"caddy_admin,omitempty"`
+	// ACMETrustedRoots are PEM files of extra roots trusted for the ACME
+	// CA's own HTTPS (a private or test CA); default: the system roots.
+	ACMETrustedRoots []string `json:"acme_trusted_roots_pem_files,omitempty"`
+	// ACMEDNSResolvers are the DNS resolvers (host:port) the dns-01
+	// challenge uses for its SOA and propagation lookups (tests point it at
+	// a local DNS server); default: the system's.
+	ACMEDNSResolvers []string `json:"acme_dns_resolvers,omitempty"`
+	// CloudflareAPIURL overrides the Cloudflare API base URL of the dns-01
+	// provider (tests point it at a fake); default the real API.
+	CloudflareAPIURL string `json:"cloudflare_api_url,omitempty"`
+	// HealthInterval overrides the 10 s active health-check interval.
+	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
+}
+
+// Generated is what the control plane compiles from the store.
+type Generated struct {
+	// Version increases with every applied change.
+	Version     int64     `json:"version"`
+	CompiledAt  time.Time `json:"compiled_at"`
+	HTTPListen  string    `json:"http_listen,omitempty"`
+	HTTPSListen string    `json:"https_listen,omitempty"`
+	HTTPS       bool      `json:"https_enabled,omitempty"`
+	// RouterRaw is the gateway_router handler serving proxied traffic.
+	RouterRaw json.RawMessage `json:"router,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
+	// Health lists every target to check.
+	Health []health.Spec `json:"health,omitempty"`
+	// Streams are the enabled TCP stream routes.
+	Streams []streams.Route `json:"streams,omitempty"`
+	// Counts of the compiled configuration (for /api/v1/config).
+	Counts map[string]int `json:"counts,omitempty"`
+}
+
+// SetDefaults fills in the defaults of the bootstrap fields.
+func (a *Bootstrap) SetDefaults() {
+	if a.AdminListen == "" {
+		a.AdminListen = "127.0.0.1:9080"
+	}
+	if a.Database == "" {
+		a.Database = "sqlite"
+	}
+	if a.DSN == "" && a.Database == "sqlite" {
+		a.DSN = "./data/gateway.db"
+	}
+	if a.HTTPListen == "" {
+		a.HTTPListen = ":8080"
+	}
+	if a.HTTPSListen == "" {
+		a.HTTPSListen = ":8443"
+	}
+}
+
+// Instance is one loaded config's gateway app as the control plane sees it:
+// what Start makes live and Stop gives up. The gateway app (package
+// adminext) provisions it.
+type Instance struct {
+	Bootstrap
+	Generated *Generated
+	Router    *router.Router
+	TLSConfig *tls.Config
+	TLSApp    *caddytls.TLS // the tls app of this config (HTTP-01 challenges)
+
+	prev    atomic.Pointer[Instance] // the instance live when this one started, until it stops
+	stopped atomic.Bool              // Stop was called
+}

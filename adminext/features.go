@@ -1,0 +1,62 @@
+package adminext
+
+import (
+	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/adminext/apps"
+	"github.com/caddy-gateway/gateway/adminext/auth"
+	"github.com/caddy-gateway/gateway/adminext/backup"
+	"github.com/caddy-gateway/gateway/adminext/certs"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
+	"github.com/caddy-gateway/gateway/adminext/dashboard"
+	"github.com/caddy-gateway/gateway/adminext/observe"
+	"github.com/caddy-gateway/gateway/adminext/pluginapi"
+	"github.com/caddy-gateway/gateway/adminext/resources"
+	"github.com/caddy-gateway/gateway/adminext/wasmapi"
+)
+
+// features lists the admin API's endpoint sets: every feature of the
+// gateway's admin API, given explicitly. rec is the control plane's request
+// recorder (nil when the endpoints are only listed).
+func features(rec *observe.Recorder) [][]*api.Endpoint {
+	return [][]*api.Endpoint{
+		api.DocEndpoints(),
+		resources.Endpoints(),
+		observe.Endpoints(rec),
+		pluginapi.Endpoints(),
+		certs.Endpoints(),
+		apps.Endpoints(),
+		backup.Endpoints(),
+		wasmapi.Endpoints(),
+		auth.Endpoints(),
+		dashboard.Endpoints(),
+	}
+}
+
+// withFeatures equips a new control plane: the request recorder observes
+// the proxied traffic, and the admin API serves the features with the admin
+// authentication.
+func withFeatures(cp *controlplane.ControlPlane) error {
+	rec := observe.NewRecorder()
+	a, err := api.New(cp, auth.New, flatten(features(rec)))
+	if err != nil {
+		return err
+	}
+	cp.SetObserver(rec)
+	cp.SetAdmin(a)
+	return nil
+}
+
+// DeclaredEndpoints lists every endpoint of the features (as a running API
+// serves them, by path), without a control plane: for generated
+// documentation (docs/gen writes docs/endpoints.md from it) and tests.
+func DeclaredEndpoints() []*api.Endpoint {
+	return api.SortEndpoints(flatten(features(nil)))
+}
+
+func flatten(sets [][]*api.Endpoint) []*api.Endpoint {
+	var eps []*api.Endpoint
+	for _, set := range sets {
+		eps = append(eps, set...)
+	}
+	return eps
+}
