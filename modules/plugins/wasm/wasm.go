@@ -210,21 +210,26 @@ func (h *Wasm) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		h.fail(w, err)
 		return nil
 	}
-	ex := &proxywasm.Exchange{Request: r}
+	// one allocation for the request's state (stream, exchange, response
+	// hook)
+	s := &stream{h: h, in: in}
+	s.ex = &s.exchange
+	s.ex.Request = r
 	if info := gwctx.From(r); info != nil {
-		ex.RequestID = info.RequestID
+		s.ex.RequestID = info.RequestID
 	}
-	s := &stream{h: h, in: in, ex: ex}
 	defer s.end()
 
-	if err := in.Begin(ex); err != nil {
+	if err := in.Begin(s.ex); err != nil {
 		s.fail(w, err)
 		return nil
 	}
 	if !s.requestPhase(w) {
 		return nil
 	}
-	rw := &responseHook{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, s: s, buffer: in.WantsResponseBody()}
+	s.wrapper.ResponseWriter = w
+	s.hook = responseHook{ResponseWriterWrapper: &s.wrapper, s: s, buffer: in.WantsResponseBody()}
+	rw := &s.hook
 	err = next.ServeHTTP(rw, r)
 	rw.finish()
 	return err
@@ -234,8 +239,12 @@ func (h *Wasm) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 type stream struct {
 	h      *Wasm
 	in     *proxywasm.Instance
-	ex     *proxywasm.Exchange
-	failed bool // a failure was answered and logged
+	ex     *proxywasm.Exchange // &exchange
+	failed bool                // a failure was answered and logged
+
+	exchange proxywasm.Exchange
+	hook     responseHook
+	wrapper  caddyhttp.ResponseWriterWrapper
 }
 
 // requestPhase runs the request callbacks; false when the response is

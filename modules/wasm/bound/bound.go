@@ -99,8 +99,8 @@ func Analyze(wasm []byte, opt Options) Result {
 	instr := make([]int64, len(m.funcs))
 	heavy := make([]int64, len(m.funcs))
 	// the host call's cost: one heavy operation plus, when it may call
-	// back into the module, the costliest reentry function (whose own
-	// bound must not depend on host calls calling back again)
+	// back into the module, the costliest reentry function (which must not
+	// call the host itself)
 	var hostInstr, hostHeavy int64 = 0, 1
 	var bound func(root uint32) error
 	bound = func(root uint32) error {
@@ -161,10 +161,11 @@ func Analyze(wasm []byte, opt Options) Result {
 	for _, name := range opt.Reentry {
 		if idx, ok := m.exports[name]; ok {
 			d := idx - nImp
-			if heavy[d] > 0 {
-				return Result{Reason: fmt.Sprintf("the callback %s calls the host or uses bulk memory operations", name)}
+			if m.reachesImport(d) {
+				return Result{Reason: fmt.Sprintf("the callback %s calls the host, which may call it again", name)}
 			}
 			hostInstr = max(hostInstr, instr[d])
+			hostHeavy = max(hostHeavy, 1+heavy[d])
 		}
 	}
 	// Every function (not only the exported ones: a table, the start
@@ -188,6 +189,29 @@ func Analyze(wasm []byte, opt Options) Result {
 		return Result{Reason: fmt.Sprintf("a call may execute more than %d host calls or bulk memory operations", opt.MaxHeavy)}
 	}
 	return res
+}
+
+// reachesImport says whether defined function d calls an imported function,
+// directly or through other functions (the call graph from d is acyclic:
+// d's bound is computed).
+func (m *module) reachesImport(d uint32) bool {
+	nImp := uint32(len(m.imports))
+	seen := map[uint32]bool{d: true}
+	todo := []uint32{d}
+	for len(todo) > 0 {
+		f := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		for _, c := range m.funcs[f].calls {
+			if c < nImp {
+				return true
+			}
+			if !seen[c-nImp] {
+				seen[c-nImp] = true
+				todo = append(todo, c-nImp)
+			}
+		}
+	}
+	return false
 }
 
 // sat adds b to a, saturating just above limit (bounds of call trees grow

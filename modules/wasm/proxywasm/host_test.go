@@ -639,9 +639,20 @@ func TestConcurrentRequests(t *testing.T) {
 	}
 }
 
+// BenchmarkHeaderFilter: one request through a module adding a request
+// and a response header, proven bounded (no watchdog) and, with an unused
+// looping function added, run with wazero's watchdog.
 func BenchmarkHeaderFilter(b *testing.B) {
+	b.Run("bounded", func(b *testing.B) { benchmarkHeaderFilter(b, module(headerAdder), true) })
+	b.Run("watchdog", func(b *testing.B) { benchmarkHeaderFilter(b, module(headerAdder+unusedLoop), false) })
+}
+
+func benchmarkHeaderFilter(b *testing.B, wat string, bounded bool) {
 	// the benchmark measures speed: a loaded machine must not trip the limit
-	tp := newTestPlugin(b, module(adder), PluginConfig{CallTimeout: time.Minute})
+	tp := newTestPlugin(b, wat, PluginConfig{CallTimeout: time.Minute})
+	if tp.module.Bounded != bounded {
+		b.Fatalf("bounded: %v (%s)", tp.module.Bounded, tp.module.Unbounded)
+	}
 	ex := newExchange("GET", "/bench", "Accept", "*/*")
 	hdr := map[string][]string{"Content-Type": {"text/plain"}}
 	ctx := context.Background()

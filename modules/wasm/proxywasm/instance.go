@@ -245,6 +245,15 @@ func (in *Instance) callTimeout(d time.Duration, fn api.Function, name string, a
 		stack = make([]uint64, len(args))
 	}
 	copy(stack, args)
+	if in.plugin.module.Bounded {
+		// proven to return on its own: no watchdog to arm (wazero
+		// ignores the context of a module compiled without one)
+		if err := fn.CallWithStack(in.ctx, stack); err != nil {
+			in.broken = callError(name, d, err, false)
+			return 0, in.broken
+		}
+		return in.result(fn, stack), nil
+	}
 	// The watchdog cancels the instance's call context when the call
 	// overruns; wazero then stops the module (WithCloseOnContextDone). One
 	// timer per instance, re-armed per call: a context.WithTimeout per
@@ -262,10 +271,14 @@ func (in *Instance) callTimeout(d time.Duration, fn api.Function, name string, a
 		in.broken = callError(name, d, err, false)
 		return 0, in.broken
 	}
+	return in.result(fn, stack), nil
+}
+
+func (in *Instance) result(fn api.Function, stack []uint64) uint64 {
 	if len(fn.Definition().ResultTypes()) == 0 {
-		return 0, nil
+		return 0
 	}
-	return stack[0], nil
+	return stack[0]
 }
 
 // CallError is a failed callback: a trap, a timeout, an exit. The instance

@@ -12,6 +12,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/caddy-gateway/gateway/modules/wasm/bound"
 )
 
 // Limits of every module instance.
@@ -40,6 +42,12 @@ type Module struct {
 	// ABI is the proxy-wasm ABI version the module declares ("0.2.0" or
 	// "0.2.1").
 	ABI string
+
+	// Bounded says the module provably returns from every call after
+	// bounded work (package bound): it runs without a watchdog.
+	// Unbounded is why not, when not.
+	Bounded   bool
+	Unbounded string
 
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
@@ -153,9 +161,55 @@ func sig(params, results []api.ValueType) string {
 	return "(" + names(params) + ")->(" + names(results) + ")"
 }
 
+// Limits of the termination proof (package bound): a module proven to
+// execute at most this many instructions and host calls or bulk memory
+// operations per callback runs without a watchdog. Straight-line code of
+// 10 million instructions takes milliseconds; each heavy operation is at
+// most a copy of the memory (64 MiB) or of a request's data.
+const (
+	boundedInstructions = 10_000_000
+	boundedHeavy        = 32
+)
+
+// boundedWASI are the WASI functions that return after work bounded by
+// their arguments: no sleeping (poll_oneoff), no reading (stdin), no
+// yielding.
+var boundedWASI = map[string]bool{
+	"args_get": true, "args_sizes_get": true, "environ_get": true, "environ_sizes_get": true,
+	"clock_res_get": true, "clock_time_get": true, "fd_write": true, "fd_close": true,
+	"fd_fdstat_get": true, "fd_prestat_get": true, "fd_prestat_dir_name": true, "fd_seek": true,
+	"proc_exit": true, "random_get": true,
+}
+
+// proveBounded runs the termination proof with the host's imports: every
+// env function the host provides is bounded (none blocks), WASI only as
+// listed, and a host call may call the allocator back once.
+func proveBounded(wasm []byte) bound.Result {
+	return bound.Analyze(wasm, bound.Options{
+		MaxInstructions: boundedInstructions,
+		MaxHeavy:        boundedHeavy,
+		Import: func(mod, name string) bool {
+			switch mod {
+			case "env":
+				_, ok := hostFuncs[name]
+				return ok || strings.HasPrefix(name, "proxy_") // unimplemented: returns at once
+			case "wasi_snapshot_preview1", "wasi_unstable":
+				return boundedWASI[name]
+			}
+			return false
+		},
+		Reentry: []string{"proxy_on_memory_allocate", "malloc"},
+	})
+}
+
 func compile(ctx context.Context, sha string, wasm []byte) (m *Module, err error) {
+	// A module that may loop or recurse runs with wazero's watchdog: every
+	// loop iteration checks whether the call's context is done. The check
+	// costs a goroutine per call into the module, so a module proven to
+	// return on its own is compiled without it.
+	proof := proveBounded(wasm)
 	cfg := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(true).
+		WithCloseOnContextDone(!proof.Bounded).
 		WithMemoryLimitPages(MaxMemoryPages)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	defer func() {
@@ -167,7 +221,7 @@ func compile(ctx context.Context, sha string, wasm []byte) (m *Module, err error
 	if err != nil {
 		return nil, fmt.Errorf("invalid WebAssembly module: %w", err)
 	}
-	m = &Module{SHA256: sha, rt: rt, compiled: compiled, exports: map[string]bool{}}
+	m = &Module{SHA256: sha, Bounded: proof.Bounded, Unbounded: proof.Reason, rt: rt, compiled: compiled, exports: map[string]bool{}}
 
 	// exports
 	if _, ok := compiled.ExportedMemories()["memory"]; !ok {

@@ -3,7 +3,7 @@ package proxywasm
 import (
 	"context"
 	"os"
-
+	"strings"
 	"testing"
 )
 
@@ -24,6 +24,11 @@ func TestAssemblyScriptFixture(t *testing.T) {
 	defer m.Release()
 	if m.ABI != "0.2.0" {
 		t.Errorf("ABI %s", m.ABI)
+	}
+	// AssemblyScript's runtime (allocator, strings) loops: it keeps the
+	// watchdog
+	if m.Bounded || !strings.Contains(m.Unbounded, "loop") {
+		t.Errorf("bounded %v (%s)", m.Bounded, m.Unbounded)
 	}
 	p, err := NewPlugin(context.Background(), m, PluginConfig{Name: "as", Configuration: []byte("configured")})
 	if err != nil {
