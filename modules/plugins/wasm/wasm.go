@@ -93,6 +93,11 @@ func (h *Wasm) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("wasm module %q: %w", h.Module, err)
 	}
 	defer m.Release()
+	if !m.Bounded {
+		// not an error: the module runs with a watchdog per callback,
+		// which costs a goroutine per call (see bench/README.md)
+		h.logger.Debug("wasm module runs with a watchdog", zap.String("module", h.Module), zap.String("reason", m.Unbounded))
+	}
 	p, err := proxywasm.NewPlugin(ctx, m, proxywasm.PluginConfig{
 		Name:          h.Module,
 		VMID:          h.Module,

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAssemblyScriptFixture runs the module built with a real SDK
@@ -52,5 +53,32 @@ func TestAssemblyScriptFixture(t *testing.T) {
 	}
 	if ex.Local == nil || ex.Local.Status != 403 || string(ex.Local.Body) != "denied by as-filter" {
 		t.Fatalf("local %+v", ex.Local)
+	}
+}
+
+// BenchmarkAssemblyScriptFilter: one request through the SDK-built filter
+// (it loops, so it runs with the watchdog: a goroutine per callback).
+func BenchmarkAssemblyScriptFilter(b *testing.B) {
+	wasm, err := os.ReadFile("../../../adminext/tests/testdata/wasm/as-filter/as-filter.wasm")
+	if err != nil {
+		b.Skipf("fixture: %v", err)
+	}
+	m, err := Compile(context.Background(), wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Release()
+	p, err := NewPlugin(context.Background(), m, PluginConfig{Name: "as", Configuration: []byte("configured"), CallTimeout: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	tp := &testPlugin{Plugin: p}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := tp.run(b, newExchange("GET", "/")); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
