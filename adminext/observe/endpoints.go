@@ -37,6 +37,13 @@ func recorderEndpoints(rec *Recorder) []*api.Endpoint {
 			Summary:     "In-memory snapshot of traffic counts and recent latency",
 			Description: "latency_ms percentiles cover the last latency_window (1024) requests; route errors are responses with status 500 or above, from the upstream or the proxy.",
 			Response:    MetricsSnapshot{}, Handle: func(c *api.Call) (any, error) { return rec.Metrics.Snapshot(), nil }},
+		{Method: "GET", Path: "/api/v1/metrics/history", Role: api.RoleViewer, Tag: "observability",
+			Summary: "Traffic over the last hour: one point per 10 s",
+			Description: "In memory for the process (it survives configuration changes and starts empty with the process): requests by status class, " +
+				"latency percentiles, and per route and per consumer request and error counts (errors: status 500 or above), for every 10 s step from the " +
+				"process start or an hour ago up to the current step, which is still filling. The size is bounded: at most 360 points, each with at most 50 routes and 50 consumers. " +
+				"The event stream (GET /api/v1/events) carries the requests that complete afterwards.",
+			Response: HistoryAnswer{}, Handle: func(c *api.Call) (any, error) { return rec.History.Snapshot(time.Now()), nil }},
 		{Method: "GET", Path: "/api/v1/requests", Role: api.RoleViewer, Tag: "observability",
 			Summary:     "Recent proxied requests, newest first",
 			Description: "From an in-memory ring of the last 500 requests. limit: 0..500, default 100; larger values are clamped to 500; negative or non-integer values are 400.",

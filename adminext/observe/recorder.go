@@ -23,6 +23,7 @@ const RingSize = 500
 // live subscribers (the event stream) and the request's own sinks (http-log).
 type Recorder struct {
 	Metrics *Metrics
+	History *History
 
 	mu     sync.Mutex
 	nextID int64
@@ -35,7 +36,7 @@ type Recorder struct {
 
 // NewRecorder returns an empty recorder.
 func NewRecorder() *Recorder {
-	return &Recorder{Metrics: NewMetrics(), subs: map[chan *records.Record]struct{}{}}
+	return &Recorder{Metrics: NewMetrics(), History: NewHistory(), subs: map[chan *records.Record]struct{}{}}
 }
 
 // Observe records one completed request.
@@ -78,6 +79,7 @@ func (rec *Recorder) Observe(r *http.Request, info *gwctx.Info, status int, byte
 	}
 
 	rec.Metrics.observe(info, status, now.Sub(info.Start))
+	rec.History.observe(now, info, status, now.Sub(info.Start))
 
 	rec.mu.Lock()
 	rec.nextID++
