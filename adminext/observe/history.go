@@ -34,8 +34,9 @@ const (
 type History struct {
 	started int64 // first step of the process
 
-	mu   sync.Mutex
-	ring [HistoryPoints]historyPoint
+	mu     sync.Mutex
+	lastID int64 // the newest request record counted
+	ring   [HistoryPoints]historyPoint
 }
 
 type historyPoint struct {
@@ -63,11 +64,13 @@ func NewHistory() *History {
 func stepOf(t time.Time) int64 { return t.Unix() / int64(HistoryStep/time.Second) }
 
 // observe adds one completed request to the point of its step.
-func (h *History) observe(now time.Time, info *gwctx.Info, status int, latency time.Duration) {
+// id is the request record's id.
+func (h *History) observe(now time.Time, info *gwctx.Info, status int, latency time.Duration, id int64) {
 	step := stepOf(now)
 	bucket := latencyBucket(float64(latency.Microseconds()) / 1000)
 	isErr := status >= 500
 	h.mu.Lock()
+	h.lastID = max(h.lastID, id)
 	p := &h.ring[step%HistoryPoints]
 	if p.step != step {
 		p.reset(step)
@@ -136,6 +139,7 @@ func latencyBound(i int) float64 {
 type HistoryAnswer struct {
 	StepS     int            `json:"step_s" doc:"Seconds per point (10)."`
 	MaxPoints int            `json:"max_points" doc:"The most points kept (360: one hour)."`
+	LastID    int64          `json:"last_id" doc:"The id of the newest request record the points count: events of GET /api/v1/events with a higher id come after this answer."`
 	Points    []HistoryPoint `json:"points" doc:"Oldest first, one per step without gaps, from the process start or an hour ago up to the current (still filling) step."`
 }
 
@@ -181,6 +185,7 @@ func (h *History) Snapshot(now time.Time) HistoryAnswer {
 	out := HistoryAnswer{StepS: int(HistoryStep / time.Second), MaxPoints: HistoryPoints, Points: make([]HistoryPoint, 0, last-first+1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	out.LastID = h.lastID
 	for s := first; s <= last; s++ {
 		pt := HistoryPoint{Time: time.Unix(s*int64(HistoryStep/time.Second), 0).UTC(), Status: map[string]int64{},
 			Routes: []HistoryRoute{}, Consumers: []HistoryConsumer{}}

@@ -17,7 +17,7 @@ func TestHistoryBounded(t *testing.T) {
 	h := &History{started: stepOf(t0)}
 	for i := 0; i < 500; i++ { // 500 steps: 83 minutes
 		now := t0.Add(time.Duration(i) * HistoryStep)
-		h.observe(now, &gwctx.Info{Matched: true, RouteID: int64(i % 3), RouteName: "r"}, 200, time.Millisecond)
+		h.observe(now, &gwctx.Info{Matched: true, RouteID: int64(i % 3), RouteName: "r"}, 200, time.Millisecond, int64(i+1))
 	}
 	end := t0.Add(499 * HistoryStep)
 	s := h.Snapshot(end)
@@ -45,7 +45,7 @@ func TestHistoryBounded(t *testing.T) {
 		if i >= 110 { // the slowest 10 of 120
 			lat = time.Second
 		}
-		h.observe(now, &gwctx.Info{Matched: true, RouteID: int64(i), RouteName: "r", Consumer: c}, status, lat)
+		h.observe(now, &gwctx.Info{Matched: true, RouteID: int64(i), RouteName: "r", Consumer: c}, status, lat, int64(1000+i))
 	}
 	p := h.Snapshot(now).Points
 	last := p[len(p)-1]
@@ -56,6 +56,9 @@ func TestHistoryBounded(t *testing.T) {
 	}
 	if l := last.LatencyMS; l.P50 < 1 || l.P50 > 1.2 || l.P95 < 1000 || l.P95 > 1200 || l.P99 < 1000 {
 		t.Errorf("latency %+v, want p50 ≈ 1 ms and p95, p99 ≈ 1 s", l)
+	}
+	if s := h.Snapshot(now); s.LastID != 1119 {
+		t.Errorf("last_id %d, want 1119", s.LastID)
 	}
 	if len(p) != HistoryPoints {
 		t.Errorf("%d points", len(p))

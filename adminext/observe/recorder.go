@@ -79,11 +79,13 @@ func (rec *Recorder) Observe(r *http.Request, info *gwctx.Info, status int, byte
 	}
 
 	rec.Metrics.observe(info, status, now.Sub(info.Start))
-	rec.History.observe(now, info, status, now.Sub(info.Start))
 
 	rec.mu.Lock()
 	rec.nextID++
 	rc.ID = rec.nextID
+	// Under the recorder's lock: the history holds exactly the records up
+	// to its last_id, which a client joins with the event stream.
+	rec.History.observe(now, info, status, now.Sub(info.Start), rc.ID)
 	rec.ring[rec.head] = rc
 	rec.head = (rec.head + 1) % RingSize
 	if rec.n < RingSize {

@@ -48,6 +48,11 @@ func TestMetricsHistory(t *testing.T) {
 	if st := g.JSON("GET", "/api/v1/metrics/history", nil, &h); st != 200 {
 		t.Fatalf("history: %d", st)
 	}
+	var recent []map[string]any
+	g.JSON("GET", "/api/v1/requests?limit=1", nil, &recent)
+	if len(recent) != 1 || float64(h.LastID) != recent[0]["id"] {
+		t.Errorf("last_id %d, newest record %v", h.LastID, recent)
+	}
 	if h.StepS != 10 || h.MaxPoints != 360 || len(h.Points) == 0 || len(h.Points) > h.MaxPoints {
 		t.Fatalf("history: step %d, max %d, %d points", h.StepS, h.MaxPoints, len(h.Points))
 	}
