@@ -80,6 +80,7 @@
 
   function showLogin(message) {
     stopTimers();
+    const ob = document.getElementById('open-banner'); if (ob) ob.remove();
     if (S.es) { S.es.close(); S.es = null; }
     document.getElementById('nav').hidden = true;
     document.getElementById('who').replaceChildren();
@@ -132,8 +133,24 @@
     if (S.me.method === 'session') who.append(h('a', { href: '#account', id: 'account-link' }, h('button', { type: 'button', className: 'small' }, 'Password')));
     if (S.status.auth_enabled) who.append(h('button', { type: 'button', className: 'small', id: 'signout', onclick: signOut }, 'Sign out'));
     document.getElementById('nav').hidden = false;
+    openBanner();
     startEvents();
     route();
+  }
+
+  // While no admin user exists and no token is set, anyone who reaches the
+  // admin listener is admin: say so on every page.
+  function openBanner() {
+    let b = document.getElementById('open-banner');
+    if (S.me && S.me.method === 'open') {
+      if (!b) {
+        b = h('div', { className: 'banner', id: 'open-banner', role: 'alert' },
+          h('strong', {}, 'The admin API is open.'),
+          txt('span', 'Anyone who can reach ' + location.host + ' can change the gateway: no admin user or token exists yet.'),
+          h('a', { href: '#users/new', id: 'open-banner-link' }, h('button', { type: 'button', className: 'primary small' }, 'Create the first admin')));
+        document.querySelector('header.top').after(b);
+      }
+    } else if (b) b.remove();
   }
 
   // ---- live events ----------------------------------------------------
@@ -148,6 +165,8 @@
     es.onmessage = ev => {
       let r; try { r = JSON.parse(ev.data); } catch (e) { return; }
       if (S.log.length && S.log.some(x => x.id === r.id)) return;
+      histAdd(r);
+      if ((r.route_id !== null && !N.routes.has(r.route_id)) || (r.consumer_id !== null && !N.consumers.has(r.consumer_id))) loadNames().then(renderLogRows);
       S.log.unshift(r);
       if (S.log.length > 500) S.log.length = 500;
       if (!S.paused) renderLogRows();
@@ -159,13 +178,187 @@
     if (e) { e.className = 'state ' + state; e.textContent = state; }
   }
 
+  // ---- names: routes, services and consumers by name, with links -----------------
+  // A cache of the names, refreshed at most every 10 s (or when asked).
+  const N = { routes: new Map(), services: new Map(), consumers: new Map(), at: 0 };
+  async function loadNames(force) {
+    if (!force && Date.now() - N.at < 10000) return;
+    N.at = Date.now();
+    const [rs, ss, cs] = await Promise.all([api('GET', '/api/v1/routes'), api('GET', '/api/v1/services'), api('GET', '/api/v1/consumers')].map(p => p.catch(() => [])));
+    N.routes = new Map(rs.map(r => [r.id, r.name])); N.services = new Map(ss.map(s => [s.id, s.name])); N.consumers = new Map(cs.map(c => [c.id, c.username]));
+  }
+  // A link to a route, service or consumer (#routes/12 selects its row).
+  function ref(kind, id, name) {
+    if (id === null || id === undefined) return txt('span', '–', 'off');
+    const n = name || N[kind].get(id);
+    return h('a', { href: '#' + kind + '/' + id, className: 'ref', title: kind.slice(0, -1) + ' #' + id }, n || '#' + id);
+  }
+  // Marks the row of the focused id (#view/id) and scrolls to it.
+  function focusRow(table) {
+    if (!S.focus || !table) return;
+    const tr = table.querySelector('tr[data-id="' + CSS.escape(S.focus) + '"]');
+    if (tr) { tr.classList.add('sel'); tr.scrollIntoView({ block: 'nearest' }); }
+  }
+
+  // ---- traffic charts: GET /api/v1/metrics/history, kept live by the event stream ----
+  const SVGNS = 'http://www.w3.org/2000/svg';
+  function sv(tag, attrs, ...kids) {
+    const e = document.createElementNS(SVGNS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) e.setAttribute(k, v);
+    for (const c of kids.flat()) if (c !== null && c !== undefined && c !== false) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    return e;
+  }
+  const CLASSES = ['2xx', '3xx', '1xx', '4xx', '5xx']; // stacked bottom up
+  const CLASS_COLOR = { '2xx': '#2e9d5b', '3xx': '#2f7ed8', '1xx': '#9aa3ad', '4xx': '#d69e2e', '5xx': '#c9423a' };
+  const PCT_COLOR = { p50: '#2f7ed8', p95: '#d69e2e', p99: '#c9423a' };
+  // H.data is the history; H.seen the latencies of each step that the page
+  // got from the event stream (for the live step's percentiles).
+  const H = { data: null, seen: new Map(), pending: false };
+  async function loadHistory() {
+    const d = await api('GET', '/api/v1/metrics/history');
+    H.data = d; H.seen = new Map();
+    drawCharts();
+  }
+  const stepMs = () => H.data.step_s * 1000;
+  function emptyPoint(t) {
+    return { time: new Date(t).toISOString(), requests: 0, unmatched: 0, status: { '1xx': 0, '2xx': 0, '3xx': 0, '4xx': 0, '5xx': 0 }, latency_ms: { p50: 0, p95: 0, p99: 0 }, routes: [], consumers: [], live: true };
+  }
+  // Adds a record of the event stream to its step (records the history
+  // already counts, id <= last_id, are skipped).
+  function histAdd(r) {
+    const d = H.data;
+    if (!d || r.id <= d.last_id) return;
+    const sm = stepMs(), t = Math.floor(new Date(r.time).getTime() / sm) * sm;
+    let last = d.points[d.points.length - 1];
+    if (!last) { last = emptyPoint(t); d.points.push(last); }
+    while (new Date(last.time).getTime() < t) { last = emptyPoint(new Date(last.time).getTime() + sm); d.points.push(last); }
+    if (d.points.length > d.max_points) d.points.splice(0, d.points.length - d.max_points);
+    const p = d.points.find(x => new Date(x.time).getTime() === t);
+    if (!p) return;
+    p.requests++;
+    if (r.route_id === null) p.unmatched++;
+    const cls = String(r.status)[0] + 'xx';
+    if (cls in p.status) p.status[cls]++;
+    const err = r.status >= 500 ? 1 : 0;
+    const bump = (arr, key, id, extra) => { let e = arr.find(x => x[key] === id); if (!e) { e = Object.assign({ [key]: id, requests: 0, errors: 0 }, extra); arr.push(e); } e.requests++; e.errors += err; };
+    if (r.route_id !== null) bump(p.routes, 'route_id', r.route_id, { route_name: N.routes.get(r.route_id) || '' });
+    if (r.consumer_id !== null) bump(p.consumers, 'consumer_id', r.consumer_id, { username: N.consumers.get(r.consumer_id) || '' });
+    // Percentiles of a step the page saw whole (it began after the history
+    // was read); an older step keeps the server's until the next reload.
+    if (p.live) {
+      const s = H.seen.get(t) || []; s.push(r.latency_ms); H.seen.set(t, s);
+      s.sort((a, b) => a - b);
+      const at = q => s[Math.max(0, Math.min(s.length - 1, Math.ceil(q * s.length) - 1))];
+      p.latency_ms = { p50: at(0.5), p95: at(0.95), p99: at(0.99) };
+    }
+    if (!H.pending) { H.pending = true; setTimeout(() => { H.pending = false; drawCharts(); }, 500); }
+  }
+
+  // A nice upper bound for an axis.
+  function niceMax(v) {
+    if (!(v > 0)) return 1;
+    const e = Math.pow(10, Math.floor(Math.log10(v))), m = v / e;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * e;
+  }
+  const fmtClock = t => new Date(t).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  // A time chart over the last hour: series are [{name, color, values}]
+  // (one value per point), stacked as areas or drawn as lines.
+  function timeChart(id, title, unit, series, stacked) {
+    const d = H.data, W = 600, Hh = 170, L = 44, R = 8, T = 10, B = 22;
+    const pts = d.points, n = pts.length;
+    const end = n ? new Date(pts[n - 1].time).getTime() + stepMs() : Date.now(), start = end - d.max_points * stepMs();
+    const x = t => L + (t - start) / (end - start) * (W - L - R);
+    let top = 0;
+    const tops = new Array(n).fill(0);
+    for (const s of series) for (let i = 0; i < n; i++) { if (stacked) { tops[i] += s.values[i]; top = Math.max(top, tops[i]); } else top = Math.max(top, s.values[i]); }
+    const ymax = niceMax(top), y = v => T + (Hh - T - B) * (1 - v / ymax);
+    const g = [];
+    for (const f of [0, 0.5, 1]) {
+      g.push(sv('line', { x1: L, x2: W - R, y1: y(ymax * f), y2: y(ymax * f), class: 'grid' }));
+      g.push(sv('text', { x: L - 4, y: y(ymax * f) + 4, class: 'axis', 'text-anchor': 'end' }, fmtNum(ymax * f)));
+    }
+    for (let k = 0; k <= 4; k++) { const t = start + k * (end - start) / 4; g.push(sv('text', { x: x(t), y: Hh - 6, class: 'axis', 'text-anchor': k === 0 ? 'start' : k === 4 ? 'end' : 'middle' }, fmtClock(t))); }
+    const px = i => x(new Date(pts[i].time).getTime() + stepMs() / 2);
+    const cw = Math.max(1, (W - L - R) / d.max_points);
+    if (stacked) {
+      // One column per step, its classes stacked bottom up.
+      for (let i = 0; i < n; i++) {
+        let acc = 0;
+        for (const s of series) {
+          const v = s.values[i];
+          if (!(v > 0)) continue;
+          g.push(sv('rect', { x: px(i) - cw / 2, y: y(acc + v), width: Math.max(1, cw * 0.9), height: Math.max(0.5, y(acc) - y(acc + v)), fill: s.color, class: 'series', 'data-series': s.name }));
+          acc += v;
+        }
+      }
+    } else {
+      // Lines through the steps that had requests; a lone step is a dot.
+      for (const s of series) {
+        let seg = [];
+        const flush = () => {
+          if (seg.length === 1) g.push(sv('circle', { cx: px(seg[0]), cy: y(s.values[seg[0]]), r: 2.2, fill: s.color, class: 'series', 'data-series': s.name }));
+          else if (seg.length > 1) g.push(sv('path', { d: seg.map((i, k) => (k ? 'L' : 'M') + px(i) + ',' + y(s.values[i])).join(''), fill: 'none', stroke: s.color, 'stroke-width': 1.6, class: 'series', 'data-series': s.name }));
+          seg = [];
+        };
+        for (let i = 0; i < n; i++) { if (pts[i].requests > 0) seg.push(i); else flush(); }
+        flush();
+      }
+    }
+    // Hover: one transparent column per point with its values.
+    for (let i = 0; i < n; i++) {
+      const tip = fmtTime(pts[i].time) + '\n' + series.map(s => s.name + ': ' + fmtNum(s.values[i]) + ' ' + unit).join('\n');
+      g.push(sv('rect', { x: px(i) - cw / 2, y: T, width: cw, height: Hh - T - B, class: 'hover' }, sv('title', {}, tip)));
+    }
+    return h('div', { className: 'chart panel', id },
+      h('div', { className: 'row' }, txt('strong', title), h('span', { className: 'spacer' }),
+        series.map(s => h('span', { className: 'legend' }, sv('svg', { width: 10, height: 10 }, sv('rect', { width: 10, height: 10, rx: 2, fill: s.color })), ' ' + s.name))),
+      sv('svg', { viewBox: '0 0 ' + W + ' ' + Hh, class: 'chart-svg', role: 'img', 'aria-label': title }, g));
+  }
+  // Top routes or consumers over the hour by requests or by errors.
+  function topList(id, title, items, key, kind) {
+    const top = items.filter(e => e[key] > 0).sort((a, b) => b[key] - a[key]).slice(0, 6);
+    const max = top.length ? top[0][key] : 1;
+    return h('div', { className: 'chart panel toplist', id },
+      txt('strong', title),
+      top.length ? h('table', { className: 'bars' }, top.map(e => h('tr', { 'data-id': e.id },
+        h('td', { className: 'name' }, ref(kind, e.id, e.name)),
+        h('td', { className: 'bar' }, sv('svg', { viewBox: '0 0 100 8', preserveAspectRatio: 'none', class: 'bar-svg' },
+          sv('rect', { width: Math.max(1, 100 * e[key] / max), height: 8, rx: 1, fill: key === 'errors' ? CLASS_COLOR['5xx'] : CLASS_COLOR['3xx'] }))),
+        txt('td', fmtNum(e[key]), 'num')))) : txt('p', key === 'errors' ? 'No errors in the last hour.' : 'No traffic in the last hour.', 'muted hint'));
+  }
+  function drawCharts() {
+    const box = document.getElementById('charts');
+    if (!box || !H.data) return;
+    const pts = H.data.points, step = H.data.step_s;
+    const sum = (arr, key, nameKey) => {
+      const m = new Map();
+      for (const p of pts) for (const e of p[arr]) { const c = m.get(e[key]) || { id: e[key], name: '', requests: 0, errors: 0 }; c.requests += e.requests; c.errors += e.errors; c.name = e[nameKey] || c.name; m.set(e[key], c); }
+      for (const c of m.values()) c.name = (arr === 'routes' ? N.routes : N.consumers).get(c.id) || c.name;
+      return [...m.values()];
+    };
+    const routes = sum('routes', 'route_id', 'route_name'), cons = sum('consumers', 'consumer_id', 'username');
+    const total = pts.reduce((a, p) => a + p.requests, 0);
+    box.replaceChildren(
+      h('div', { className: 'row' }, txt('h3', 'Last hour'), txt('span', fmtNum(total) + ' requests · one point per ' + step + ' s', 'muted hint')),
+      h('div', { className: 'charts' },
+        timeChart('chart-requests', 'Requests per second by status', 'req/s', CLASSES.map(c => ({ name: c, color: CLASS_COLOR[c], values: pts.map(p => p.status[c] / step) })), true),
+        timeChart('chart-latency', 'Latency percentiles', 'ms', ['p50', 'p95', 'p99'].map(q => ({ name: q, color: PCT_COLOR[q], values: pts.map(p => p.latency_ms[q]) })), false)),
+      h('div', { className: 'charts four' },
+        topList('top-routes', 'Top routes by requests', routes, 'requests', 'routes'),
+        topList('top-route-errors', 'Top routes by errors (5xx)', routes, 'errors', 'routes'),
+        topList('top-consumers', 'Top consumers by requests', cons, 'requests', 'consumers'),
+        topList('top-consumer-errors', 'Top consumers by errors (5xx)', cons, 'errors', 'consumers')));
+  }
+
   // ---- views ------------------------------------------------------------
   const views = { overview, services, routes, plugins, consumers, streams, certificates, wasm: wasmView, log: logView, router: routerView, settings: settingsView, users: usersView, backup: backupView, account: accountView };
   window.addEventListener('hashchange', () => { if (S.me) route(); });
   function stopTimers() { if (S.timer) { clearInterval(S.timer); S.timer = null; } }
   function route() {
     stopTimers();
-    let v = location.hash.replace(/^#/, '') || 'overview';
+    // #view or #view/id (the id's row is selected).
+    let [v, focus] = location.hash.replace(/^#/, '').split('/');
+    S.focus = focus || null;
     if (!views[v]) v = 'overview';
     S.view = v;
     for (const a of document.querySelectorAll('nav a')) a.classList.toggle('on', a.getAttribute('href') === '#' + v);
@@ -180,15 +373,18 @@
     const err = txt('div', '', 'err');
     const body = h('div', {}, txt('p', 'Loading…', 'muted'));
     root.append(h('div', { className: 'row' }, txt('h2', 'Overview'), h('span', { className: 'spacer' }), txt('span', 'refreshes every 5 s', 'muted hint')), err, body);
+    const charts = h('div', { id: 'charts' }, txt('p', 'Loading the last hour…', 'muted'));
     async function load() {
       try {
-        const [m, c, hl] = await Promise.all([api('GET', '/api/v1/metrics'), api('GET', '/api/v1/config'), api('GET', '/api/v1/health')]);
+        const [m, c, hl] = await Promise.all([api('GET', '/api/v1/metrics'), api('GET', '/api/v1/config'), api('GET', '/api/v1/health'), loadNames()]);
+        if (!H.data || Date.now() - H.at > 60000) { H.at = Date.now(); loadHistory().catch(e => { charts.textContent = e.message; }); }
         err.textContent = '';
         const st = m.status || {}; const lat = m.latency_ms || {};
         const up = m.uptime_s >= 3600 ? (m.uptime_s / 3600).toFixed(1) + ' h' : m.uptime_s >= 60 ? (m.uptime_s / 60).toFixed(1) + ' min' : Math.round(m.uptime_s) + ' s';
         const healthy = hl.filter(t => t.state === 'healthy').length;
         body.replaceChildren(h('div', {},
           txt('h3', 'Traffic'),
+          charts,
           h('div', { className: 'cards', id: 'traffic-cards' },
             card('Requests', fmtNum(m.total_requests)), card('Unmatched', fmtNum(m.unmatched_requests)),
             card('2xx', fmtNum(st['2xx'])), card('3xx', fmtNum(st['3xx'])), card('4xx', fmtNum(st['4xx'])), card('5xx', fmtNum(st['5xx'])),
@@ -200,11 +396,12 @@
           txt('h3', 'Target health · ' + healthy + ' of ' + hl.length + ' healthy'),
           hl.length ? h('div', { className: 'tablewrap' }, h('table', { id: 'health' },
             h('tr', {}, ['Target', 'Service', 'Address', 'State', 'Check', 'Last checked', 'Last error'].map(x => txt('th', x))),
-            hl.map(t => h('tr', {}, txt('td', '#' + t.target_id + ' ' + t.host + ':' + t.port, 'mono'), txt('td', '#' + t.service_id), txt('td', t.address || '–', 'mono'),
+            hl.map(t => h('tr', { className: t.state === 'unhealthy' ? 'bad' : '' }, txt('td', t.host + ':' + t.port, 'mono'), h('td', {}, ref('services', t.service_id)), txt('td', t.address || '–', 'mono'),
               h('td', {}, txt('span', t.state, 'state ' + t.state)), txt('td', t.check || ''), txt('td', fmtTime(t.last_checked_at)), txt('td', t.last_error || '', 'muted'))))) : txt('p', 'No targets yet.', 'muted'),
           (m.routes && m.routes.length) ? [txt('h3', 'Requests per route'), h('div', { className: 'tablewrap' }, h('table', {},
             h('tr', {}, txt('th', 'Route'), txt('th', 'Requests'), txt('th', 'Errors')),
-            m.routes.map(r => h('tr', {}, txt('td', '#' + r.route_id), txt('td', fmtNum(r.requests), 'num'), txt('td', fmtNum(r.errors), 'num')))))] : null));
+            m.routes.map(r => h('tr', {}, h('td', {}, ref('routes', r.route_id)), txt('td', fmtNum(r.requests), 'num'), txt('td', fmtNum(r.errors), 'num')))))] : null));
+        drawCharts();
       } catch (e) { err.textContent = e.message; }
     }
     load();
@@ -235,6 +432,9 @@
               mutBtn('Edit', 'small', () => editForm(s)),
               mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('service ' + s.name + ' with its targets, routes and plugins')) return; await guard(err, null, () => api('DELETE', '/api/v1/services/' + s.id)); if (selected === s.id) { selected = null; targetsBox.replaceChildren(); } load(); })))),
           list.length ? null : h('tr', {}, h('td', { colspan: 8, className: 'muted' }, 'No services yet.'))));
+        focusRow(tbl);
+        const f = S.focus && list.find(s => String(s.id) === S.focus);
+        if (f && selected === null) { selected = f.id; showTargets(f); }
       } catch (e) { err.textContent = e.message; }
     }
 
@@ -275,29 +475,42 @@
         field('Port', h('input', { name: 'port', type: 'number', min: 0, max: 65535, required: true })),
         field('Weight', h('input', { name: 'weight', type: 'number', min: 0, value: 100 })),
         check('Enabled', 'enabled', true),
-        h('div', {}, h('button', { type: 'submit', className: 'primary' }, 'Add target')));
+        h('div', { className: 'row' }, h('button', { type: 'submit', className: 'primary' }, 'Add target'), h('button', { type: 'button', className: 'cancel', hidden: true, onclick: () => editTarget(null) }, 'Cancel')));
+      // Editing a target reuses the form (host, port, weight, enabled).
+      let editing = null;
+      function editTarget(t) {
+        editing = t; f.reset();
+        if (t) { f.elements.host.value = t.host; f.elements.port.value = t.port; f.elements.weight.value = t.weight; f.elements.enabled.checked = t.enabled; f.elements.host.focus(); }
+        f.querySelector('button[type=submit]').textContent = t ? 'Save target #' + t.id : 'Add target';
+        f.querySelector('button.cancel').hidden = !t;
+      }
       f.addEventListener('submit', ev => {
         ev.preventDefault();
         guard(terr, f.querySelector('button'), async () => {
-          await api('POST', '/api/v1/services/' + s.id + '/targets', { host: str(f, 'host'), port: num(f, 'port'), weight: num(f, 'weight'), enabled: bool(f, 'enabled') });
-          f.reset(); loadTargets();
+          const body = { host: str(f, 'host'), port: num(f, 'port'), weight: num(f, 'weight'), enabled: bool(f, 'enabled') };
+          await (editing ? api('PUT', '/api/v1/targets/' + editing.id, body) : api('POST', '/api/v1/services/' + s.id + '/targets', body));
+          editTarget(null); loadTargets();
         });
       });
       async function loadTargets() {
         try {
-          const ts = await api('GET', '/api/v1/services/' + s.id + '/targets');
+          const [ts, hl] = await Promise.all([api('GET', '/api/v1/services/' + s.id + '/targets'), api('GET', '/api/v1/health').catch(() => [])]);
+          const health = new Map(hl.filter(x => x.service_id === s.id).map(x => [x.target_id, x]));
           tt.replaceChildren(h('table', { id: 'targets-table' },
-            h('tr', {}, ['ID', 'Host', 'Port', 'Weight', 'Enabled', ''].map(x => txt('th', x))),
+            h('tr', {}, ['ID', 'Host', 'Port', 'Weight', 'Enabled', 'Health', 'Last check', 'Last error', ''].map(x => txt('th', x))),
             ts.map(t => {
+              const hs = health.get(t.id);
               const put = body => guard(terr, null, async () => { await api('PUT', '/api/v1/targets/' + t.id, Object.assign({ host: t.host, port: t.port, weight: t.weight, enabled: t.enabled }, body)); loadTargets(); });
-              return h('tr', {}, txt('td', t.id), txt('td', t.host, 'mono'), txt('td', t.port), txt('td', t.weight),
+              return h('tr', { 'data-id': t.id, className: hs && hs.state === 'unhealthy' ? 'bad' : '' }, txt('td', t.id), txt('td', t.host, 'mono'), txt('td', t.port), txt('td', t.weight),
                 txt('td', t.enabled ? 'yes' : 'no', t.enabled ? 'ok' : 'off'),
+                h('td', {}, hs ? txt('span', hs.state, 'state ' + hs.state) : txt('span', t.enabled ? 'not checked' : 'disabled', 'off')),
+                txt('td', hs ? fmtTime(hs.last_checked_at) : '–', 'mono'), txt('td', hs && hs.last_error ? hs.last_error : '', 'muted'),
                 h('td', { className: 'actions' },
                   mutBtn(t.enabled ? 'Disable' : 'Enable', 'small', () => put({ enabled: !t.enabled })),
-                  mutBtn('Weight…', 'small', () => { const w = prompt('Weight of ' + t.host + ':' + t.port, t.weight); if (w !== null && w.trim() !== '') put({ weight: Number(w) }); }),
+                  mutBtn('Edit', 'small', () => editTarget(t)),
                   mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('target ' + t.host + ':' + t.port)) return; await guard(terr, null, () => api('DELETE', '/api/v1/targets/' + t.id)); loadTargets(); })));
             }),
-            ts.length ? null : h('tr', {}, h('td', { colspan: 6, className: 'muted' }, 'No targets: requests to this service answer 503.'))));
+            ts.length ? null : h('tr', {}, h('td', { colspan: 9, className: 'muted' }, 'No targets: requests to this service answer 503.'))));
         } catch (e) { terr.textContent = e.message; }
       }
       targetsBox.replaceChildren(txt('h3', 'Targets of ' + s.name), h('div', { className: 'panel' }, f, terr), tt);
@@ -332,6 +545,7 @@
               mutBtn('Edit', 'small', () => editForm(r)),
               mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('route ' + r.name)) return; await guard(err, null, () => api('DELETE', '/api/v1/routes/' + r.id)); load(); })))),
           rs.length ? null : h('tr', {}, h('td', { colspan: 10, className: 'muted' }, 'No routes yet: proxied requests answer 404.'))));
+        focusRow(tbl);
       } catch (e) { err.textContent = e.message; }
     }
 
@@ -482,13 +696,14 @@
         const cs = await api('GET', '/api/v1/consumers');
         tbl.replaceChildren(h('table', { id: 'consumers-table' },
           h('tr', {}, ['ID', 'Username', 'Custom id', 'Groups', 'Created', ''].map(x => txt('th', x))),
-          cs.map(c => h('tr', { className: selected === c.id ? 'sel' : '' }, txt('td', c.id), h('td', {}, h('strong', {}, c.username)), txt('td', c.custom_id || '–', 'mono'),
+          cs.map(c => h('tr', { className: selected === c.id ? 'sel' : '', 'data-id': c.id }, txt('td', c.id), h('td', {}, h('strong', {}, c.username)), txt('td', c.custom_id || '–', 'mono'),
             h('td', {}, c.groups.length ? c.groups.map(g => txt('span', g, 'chip')) : txt('span', 'none', 'off')), txt('td', new Date(c.created_at).toLocaleString()),
             h('td', { className: 'actions' },
               h('button', { type: 'button', className: 'small', onclick: () => { selected = c.id; load(); showCreds(c); } }, 'Credentials'),
               mutBtn('Edit', 'small', () => editForm(c)),
               mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('consumer ' + c.username + ' and its credentials')) return; await guard(err, null, () => api('DELETE', '/api/v1/consumers/' + c.id)); if (selected === c.id) { selected = null; credBox.replaceChildren(); } load(); })))),
           cs.length ? null : h('tr', {}, h('td', { colspan: 6, className: 'muted' }, 'No consumers yet.'))));
+        focusRow(tbl);
       } catch (e) { err.textContent = e.message; }
     }
 
@@ -555,28 +770,67 @@
   }
 
   // ---- live request log ---------------------------------------------------------
+  // Filters (status class, route, consumer, text) stay while the page lives.
+  const LF = { q: '', cls: '', route: '', consumer: '', detail: null };
   function logView(root) {
-    const filter = h('input', { type: 'search', id: 'log-filter', placeholder: 'filter: path, host, status, method…', oninput: renderLogRows });
+    const filter = h('input', { type: 'search', id: 'log-filter', placeholder: 'filter: path, host, status, request id…', value: LF.q, oninput: ev => { LF.q = ev.target.value; renderLogRows(); } });
+    const sel = (id, key, options) => { const e = select(id, options, LF[key]); e.id = id; e.addEventListener('change', () => { LF[key] = e.value; renderLogRows(); }); return e; };
+    const clsSel = sel('log-class', 'cls', [['', 'any status'], '2xx', '3xx', '4xx', '5xx']);
+    const routeSel = sel('log-route', 'route', [['', 'any route'], ['none', 'unmatched']]);
+    const consSel = sel('log-consumer', 'consumer', [['', 'any consumer'], ['none', 'anonymous']]);
     const pause = h('button', { type: 'button', id: 'log-pause', onclick: () => { S.paused = !S.paused; pause.textContent = S.paused ? 'Resume' : 'Pause'; renderLogRows(); } }, S.paused ? 'Resume' : 'Pause');
     root.append(
-      h('div', { className: 'row' }, txt('h2', 'Live request log'), h('span', { id: 'live-state', className: 'state ' + (S.live || '') }, S.live || 'connecting'), h('span', { className: 'spacer' }), filter, pause,
-        h('button', { type: 'button', onclick: () => { S.log = []; renderLogRows(); } }, 'Clear')),
-      h('p', { className: 'muted hint' }, 'Completed proxied requests, newest first, from the event stream /api/v1/events (the last 500 are kept).'),
+      h('div', { className: 'row' }, txt('h2', 'Live request log'), h('span', { id: 'live-state', className: 'state ' + (S.live || '') }, S.live || 'connecting'), h('span', { className: 'spacer' }), pause,
+        h('button', { type: 'button', onclick: () => { S.log = []; LF.detail = null; renderLogRows(); } }, 'Clear')),
+      h('div', { className: 'row filters' }, clsSel, routeSel, consSel, filter),
+      h('p', { className: 'muted hint' }, 'Completed proxied requests, newest first, from the event stream /api/v1/events (the last 500 are kept). Click a row for its details.'),
+      h('div', { id: 'log-detail' }),
       h('div', { className: 'tablewrap' }, h('table', { id: 'log-table' },
-        h('thead', {}, h('tr', {}, ['Time', 'Method', 'Host', 'Path', 'Status', 'Latency', 'Bytes', 'Route', 'Target', 'Client'].map(x => txt('th', x)))),
+        h('thead', {}, h('tr', {}, ['Time', 'Method', 'Host', 'Path', 'Status', 'Latency', 'Bytes', 'Route', 'Consumer', 'Target', 'Client', 'Request id'].map(x => txt('th', x)))),
         h('tbody', { id: 'log-rows' }))));
+    // The route and consumer choices are the named ones.
+    loadNames(true).then(() => {
+      routeSel.append(...[...N.routes].sort((a, b) => a[1].localeCompare(b[1])).map(([id, n]) => h('option', { value: String(id), textContent: n, selected: String(id) === LF.route })));
+      consSel.append(...[...N.consumers].sort((a, b) => a[1].localeCompare(b[1])).map(([id, n]) => h('option', { value: String(id), textContent: n, selected: String(id) === LF.consumer })));
+      renderLogRows();
+    });
     renderLogRows();
+  }
+  function logMatches(r) {
+    if (LF.cls && String(r.status)[0] !== LF.cls[0]) return false;
+    if (LF.route && (LF.route === 'none' ? r.route_id !== null : String(r.route_id) !== LF.route)) return false;
+    if (LF.consumer && (LF.consumer === 'none' ? r.consumer_id !== null : String(r.consumer_id) !== LF.consumer)) return false;
+    const q = LF.q.toLowerCase();
+    return !q || [r.method, r.host, r.path, r.status, r.target, r.client_ip, r.request_id, N.routes.get(r.route_id), N.consumers.get(r.consumer_id)].join(' ').toLowerCase().includes(q);
   }
   function renderLogRows() {
     const tb = document.getElementById('log-rows');
     if (!tb) return;
-    const q = ((document.getElementById('log-filter') || {}).value || '').toLowerCase();
-    const rows = S.log.filter(r => !q || [r.method, r.host, r.path, r.status, r.target, r.client_ip].join(' ').toLowerCase().includes(q)).slice(0, 300);
-    tb.replaceChildren(...rows.map(r => h('tr', { 'data-id': r.id },
+    const rows = S.log.filter(logMatches).slice(0, 300);
+    tb.replaceChildren(...rows.map(r => h('tr', { 'data-id': r.id, className: 'click' + (LF.detail && LF.detail.id === r.id ? ' sel' : ''), onclick: ev => { if (ev.target.closest('a')) return; LF.detail = r; renderLogRows(); } },
       txt('td', fmtTime(r.time), 'mono'), h('td', {}, txt('span', r.method, 'badge ' + String(r.method).toLowerCase())), txt('td', r.host, 'mono'), txt('td', r.path, 'mono'),
       txt('td', r.status, statusClass(r.status)), txt('td', fmtNum(r.latency_ms) + ' ms', 'num'), txt('td', fmtNum(r.bytes_sent), 'num'),
-      txt('td', r.route_id ? '#' + r.route_id : 'unmatched', r.route_id ? '' : 'off'), txt('td', r.target || '–', 'mono'), txt('td', r.client_ip, 'mono'))));
-    if (!rows.length) tb.append(h('tr', {}, h('td', { colspan: 10, className: 'muted' }, 'No requests yet. Send traffic through the proxy listener to see it here.')));
+      h('td', {}, r.route_id !== null ? ref('routes', r.route_id) : txt('span', 'unmatched', 'off')),
+      h('td', {}, r.consumer_id !== null ? ref('consumers', r.consumer_id) : txt('span', '–', 'off')),
+      txt('td', r.target || '–', 'mono'), txt('td', r.client_ip, 'mono'), txt('td', r.request_id || '–', 'mono small'))));
+    if (!rows.length) tb.append(h('tr', {}, h('td', { colspan: 12, className: 'muted' }, S.log.length ? 'No request matches the filters.' : 'No requests yet. Send traffic through the proxy listener to see it here.')));
+    renderLogDetail();
+  }
+  function renderLogDetail() {
+    const box = document.getElementById('log-detail');
+    if (!box) return;
+    const r = LF.detail;
+    if (!r) { box.replaceChildren(); return; }
+    const kv = (k, v) => [txt('dt', k), h('dd', {}, v)];
+    box.replaceChildren(h('div', { className: 'panel', id: 'log-detail-panel' },
+      h('div', { className: 'row' }, txt('strong', r.method + ' ' + r.scheme + '://' + r.host + r.path), txt('span', String(r.status), statusClass(r.status)), h('span', { className: 'spacer' }),
+        h('button', { type: 'button', className: 'small', onclick: () => { LF.detail = null; renderLogRows(); } }, 'Close')),
+      h('dl', { className: 'kv' },
+        kv('Time', new Date(r.time).toLocaleString()), kv('Latency', fmtNum(r.latency_ms) + ' ms'), kv('Bytes sent', fmtNum(r.bytes_sent)),
+        kv('Route', r.route_id !== null ? ref('routes', r.route_id) : 'unmatched'), kv('Service', ref('services', r.service_id)),
+        kv('Consumer', r.consumer_id !== null ? ref('consumers', r.consumer_id) : 'anonymous'), kv('Target', r.target || '–'),
+        kv('Client', r.client_ip || '–'), kv('User agent', r.user_agent || '–'), kv('Request id', r.request_id || '–')),
+      h('details', {}, h('summary', {}, 'Record (JSON)'), h('pre', { className: 'json' }, JSON.stringify(r, null, 2)))));
   }
 
   // ---- router dry run ------------------------------------------------------------
@@ -861,7 +1115,7 @@
       const f = h('form', { className: 'grid', id: 'user-form' },
         field('E-mail', h('input', { name: 'email', type: 'email', required: true, value: u ? u.email : '', autocomplete: 'off' })),
         field('Name', h('input', { name: 'name', value: u ? u.name : '' })),
-        field('Role', select('role', ['viewer', 'editor', 'admin'], u ? u.role : 'viewer')),
+        field('Role', select('role', ['viewer', 'editor', 'admin'], u ? u.role : (S.me.method === 'open' ? 'admin' : 'viewer'))),
         field(h('span', {}, 'Password ', h('span', { className: 'hint' }, u ? 'leave empty to keep; a new one ends their sessions' : 'at least 8 characters; empty for SSO only')),
           h('input', { name: 'password', type: 'password', autocomplete: 'new-password', minlength: 8 })),
         h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, u ? 'Save user' : 'Create user'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel'),
@@ -949,6 +1203,7 @@
       ssoBox.replaceChildren(h('p', {}, 'Status: ', st.enabled ? txt('strong', 'enabled', 'ok') : txt('strong', 'not configured', 'off')), f);
     }
     load(); loadToken(S.newToken); loadSSO();
+    if (S.focus === 'new') editForm(null);
     S.newToken = null;
   }
 

@@ -1,0 +1,163 @@
+package dashboard_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+// TestBrowserTraffic: the overview draws the last hour from
+// GET /api/v1/metrics/history (requests by status class, latency, top routes
+// and consumers by name, with links) and keeps it live from the event
+// stream; the health table names services and marks unhealthy targets; the
+// service's target list shows health; the live log shows routes and
+// consumers by name, filters by status class, route and consumer, and
+// opens a row's details; the open-mode banner leads to creating the first
+// admin.
+func TestBrowserTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	bin := chromium(t)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	defer upstream.Close()
+	g := testgw.Start(t, nil)
+	svc := g.Service("web-svc", strings.TrimPrefix(upstream.URL, "http://"))
+	web := g.Route("web-route", svc, map[string]any{"paths": []string{"/web"}})
+	dead := g.Service("dead-svc", "127.0.0.1:1")
+	g.Must("PUT", fmt.Sprintf("/api/v1/services/%d", dead), map[string]any{"name": "dead-svc", "retries": 0})
+	broken := g.Route("broken-route", dead, map[string]any{"paths": []string{"/broken"}})
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "key-auth", "scope": "route", "route_id": web})
+	alice := testgw.ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": "alice"}))
+	g.Must("POST", fmt.Sprintf("/api/v1/consumers/%d/credentials", alice), map[string]any{"type": "key-auth", "key": "k-alice"})
+	keyed := func(n int) {
+		for i := 0; i < n; i++ {
+			req, _ := http.NewRequest("GET", g.ProxyURL+"/web/page", nil)
+			req.Header.Set("apikey", "k-alice")
+			resp, err := g.Client.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("keyed request: %v %v", resp, err)
+			}
+			resp.Body.Close()
+		}
+	}
+	keyed(5)
+	for i := 0; i < 3; i++ {
+		if st, _, _ := g.Get("", "/broken"); st < 500 {
+			t.Fatalf("broken route: %d", st)
+		}
+	}
+	g.Get("", "/nowhere")
+
+	ctx := browser(t, bin)
+	step := stepper(t, ctx)
+	var bars, lines int
+	var topRoute, topErr, topCons, banner string
+	step("the overview draws the last hour",
+		chromedp.Navigate(g.AdminURL+"/"),
+		chromedp.WaitVisible(`#chart-requests rect.series`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#chart-latency .series`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll('#chart-requests rect.series').length`, &bars),
+		chromedp.Evaluate(`document.querySelectorAll('#chart-latency .series').length`, &lines),
+		chromedp.Text(`#top-routes`, &topRoute, chromedp.ByQuery),
+		chromedp.Text(`#top-route-errors`, &topErr, chromedp.ByQuery),
+		chromedp.Text(`#top-consumers`, &topCons, chromedp.ByQuery),
+		chromedp.Text(`#open-banner`, &banner, chromedp.ByQuery),
+	)
+	if bars < 3 || lines < 3 { // 2xx, 4xx, 5xx columns; p50, p95, p99
+		t.Errorf("charts: %d request columns, %d latency series", bars, lines)
+	}
+	if !strings.Contains(topRoute, "web-route") || !strings.Contains(topRoute, "broken-route") || !strings.Contains(topErr, "broken-route") ||
+		strings.Contains(topErr, "web-route") || !strings.Contains(topCons, "alice") {
+		t.Errorf("top lists: %q / %q / %q", topRoute, topErr, topCons)
+	}
+	if !strings.Contains(banner, "The admin API is open") {
+		t.Errorf("open-mode banner: %q", banner)
+	}
+	var webFive string
+	step("the columns count the requests",
+		chromedp.Evaluate(`[...document.querySelectorAll('#top-routes tr')].map(tr => tr.textContent).join('|')`, &webFive),
+	)
+	if !strings.Contains(webFive, "web-route5") {
+		t.Errorf("top routes rows: %q", webFive)
+	}
+	var healthRow string
+	step("the health table names the service and marks the unhealthy target",
+		chromedp.WaitVisible(`#health tr.bad`, chromedp.ByQuery),
+		chromedp.Text(`#health tr.bad`, &healthRow, chromedp.ByQuery),
+	)
+	if !strings.Contains(healthRow, "dead-svc") || !strings.Contains(healthRow, "unhealthy") {
+		t.Errorf("unhealthy row: %q", healthRow)
+	}
+	shot(t, ctx, "overview-charts")
+
+	keyed(4)
+	step("new requests reach the charts through the event stream",
+		chromedp.Poll(`[...document.querySelectorAll('#top-consumers tr')].some(tr => tr.textContent.includes('alice9'))`, nil),
+	)
+
+	step("a route link opens the route",
+		chromedp.Click(`#top-route-errors a.ref`, chromedp.ByQuery),
+		chromedp.WaitVisible(fmt.Sprintf(`#routes-table tr.sel[data-id="%d"]`, broken), chromedp.ByQuery),
+	)
+	var targetRow string
+	step("the service's targets show their health",
+		chromedp.Navigate(fmt.Sprintf("%s/#services/%d", g.AdminURL, dead)),
+		chromedp.WaitVisible(`#targets-table tr.bad`, chromedp.ByQuery),
+		chromedp.Text(`#targets-table tr.bad`, &targetRow, chromedp.ByQuery),
+	)
+	if !strings.Contains(targetRow, "unhealthy") || !strings.Contains(targetRow, "127.0.0.1:1") {
+		t.Errorf("target row: %q", targetRow)
+	}
+	shot(t, ctx, "services-targets")
+
+	var rows, detail string
+	var n5, nAlice int
+	step("the live log: names, filters and a row's details",
+		chromedp.Navigate(g.AdminURL+"/#log"),
+		chromedp.WaitVisible(`//tbody[@id="log-rows"]//a[text()="alice"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//tbody[@id="log-rows"]//a[text()="broken-route"]`, chromedp.BySearch),
+	)
+	step("filter 5xx",
+		chromedp.SetValue(`#log-class`, "5xx", chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#log-class').dispatchEvent(new Event('change'))`, nil),
+		chromedp.Evaluate(`document.querySelectorAll('#log-rows tr[data-id]').length`, &n5),
+	)
+	step("filter consumer",
+		chromedp.SetValue(`#log-class`, "", chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#log-class').dispatchEvent(new Event('change'))`, nil),
+		chromedp.WaitReady(fmt.Sprintf(`#log-consumer option[value="%d"]`, alice), chromedp.ByQuery),
+		chromedp.SetValue(`#log-consumer`, fmt.Sprint(alice), chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#log-consumer').dispatchEvent(new Event('change'))`, nil),
+		chromedp.Evaluate(`document.querySelectorAll('#log-rows tr[data-id]').length`, &nAlice),
+		chromedp.Text(`#log-rows`, &rows, chromedp.ByQuery),
+	)
+	step("detail",
+		chromedp.Click(`#log-rows tr[data-id] td.mono`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#log-detail-panel`, chromedp.ByQuery),
+		chromedp.Text(`#log-detail-panel dl`, &detail, chromedp.ByQuery),
+	)
+	if n5 != 3 || nAlice != 9 || strings.Contains(rows, "broken-route") {
+		t.Errorf("filters: %d rows of 5xx (want 3), %d of alice (want 9): %q", n5, nAlice, rows)
+	}
+	if !strings.Contains(detail, "web-route") || !strings.Contains(detail, "alice") || !strings.Contains(detail, "web-svc") {
+		t.Errorf("detail: %q", detail)
+	}
+	shot(t, ctx, "log-detail")
+
+	var role string
+	step("the banner leads to creating the first admin",
+		chromedp.Click(`#open-banner-link`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#user-form`, chromedp.ByQuery),
+		chromedp.Value(`#user-form select[name=role]`, &role, chromedp.ByQuery),
+	)
+	if role != "admin" {
+		t.Errorf("first user's role: %q", role)
+	}
+}
