@@ -53,6 +53,7 @@ type Result struct {
 
 // function is what the decoder learns about one defined function.
 type function struct {
+	start, end   int // the body's extent in the module (after its size)
 	instructions int64
 	heavy        int64
 	calls        []uint32 // direct call targets, once per call site
@@ -60,10 +61,31 @@ type function struct {
 	indirect     bool     // calls through a table
 }
 
+func (f *function) add(in instr) {
+	f.instructions++
+	switch {
+	case in.op == 0x03:
+		f.loops = true
+	case in.op == 0x10:
+		f.calls = append(f.calls, in.callee)
+	case in.op == 0x11:
+		f.indirect = true
+	case in.heavy:
+		f.heavy++
+	}
+}
+
+// walk decodes defined function d of wasm (decoded as m) again, calling
+// visit with each instruction.
+func (m *module) walk(wasm []byte, d int, visit func(instr)) error {
+	f := m.funcs[d]
+	return walkBody(&reader{b: wasm[f.start:f.end], off: f.start}, visit)
+}
+
 // Analyze decodes wasm and tries the proof. A module the runtime rejects
 // may be reported either way; analyze only modules that compiled.
 func Analyze(wasm []byte, opt Options) Result {
-	m, err := decode(wasm, nil)
+	m, err := decode(wasm)
 	if err != nil {
 		return Result{Reason: err.Error()}
 	}

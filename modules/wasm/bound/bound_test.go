@@ -141,11 +141,15 @@ func TestMalformed(t *testing.T) {
 		t.Fatal("instructions after the end: bounded")
 	}
 	// an over-long LEB128
-	if _, err := (&reader{b: []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x00}}).u32(); err == nil {
-		t.Fatal("a 6-byte u32 was read")
-	}
-	if _, err := (&reader{b: []byte{0xff, 0xff, 0xff, 0xff, 0x1f}}).u32(); err == nil {
-		t.Fatal("a u32 over 32 bits was read")
+	for _, b := range [][]byte{
+		{0x80, 0x80, 0x80, 0x80, 0x80, 0x00}, // 6 bytes
+		{0xff, 0xff, 0xff, 0xff, 0x1f},       // over 32 bits
+		{0x80, 0x80},                         // truncated
+	} {
+		r := &reader{b: b}
+		if r.u32(); r.err == nil {
+			t.Fatalf("% x read as a u32", b)
+		}
 	}
 }
 

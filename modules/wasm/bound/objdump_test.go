@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/caddy-gateway/gateway/modules/wasm/internal/wasmtest"
 )
 
 // TestDecoderMatchesObjdump decodes real compiler output and WebAssembly
@@ -25,37 +27,8 @@ import (
 // (every other file) keep it quick. Without the module cache or
 // wabt the test skips (fails on CI).
 func TestDecoderMatchesObjdump(t *testing.T) {
-	objdump, err := exec.LookPath("wasm-objdump")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("wasm-objdump (Debian package wabt) is required on CI: %v", err)
-		}
-		t.Skip("wasm-objdump not installed (make test-deps installs wabt)")
-	}
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/tetratelabs/wazero").Output()
-	dir := strings.TrimSpace(string(out))
-	if err != nil || dir == "" {
-		t.Skipf("wazero's module directory not found: %v", err)
-	}
-	var files []string
-	for _, pattern := range []string{
-		"examples/*/testdata/*.wasm", "examples/*/*/testdata/*.wasm",
-		"imports/*/testdata/*.wasm", "imports/*/testdata/*/*.wasm", "imports/*/example/testdata/*/*.wasm",
-		"cmd/wazero/testdata/*/*.wasm", "internal/testing/*/testdata/*.wasm",
-	} {
-		m, _ := filepath.Glob(filepath.Join(dir, pattern))
-		files = append(files, m...)
-	}
-	for _, v := range []string{"v1", "v2"} {
-		m, _ := filepath.Glob(filepath.Join(dir, "internal/integration_test/spectest", v, "testdata/*.wasm"))
-		sort.Strings(m)
-		for i := 0; i < len(m); i += 2 {
-			files = append(files, m[i])
-		}
-	}
-	if len(files) < 100 {
-		t.Skipf("only %d .wasm files found under %s", len(files), dir)
-	}
+	objdump := wasmtest.Tool(t, "wasm-objdump")
+	_, files := wasmtest.Binaries(t, 2, "v1", "v2")
 	fixtures, _ := filepath.Glob("../../../adminext/tests/testdata/wasm/*/*.wasm")
 	files = append(files, fixtures...)
 	sort.Strings(files)
@@ -79,7 +52,10 @@ func TestDecoderMatchesObjdump(t *testing.T) {
 			_ = c.Close(ctx)
 		}
 		var got []int
-		_, err = decode(b, func(off int) { got = append(got, off) })
+		m, err := decode(b)
+		for d := 0; err == nil && d < len(m.funcs); d++ {
+			err = m.walk(b, d, func(in instr) { got = append(got, in.off) })
+		}
 		if err != nil {
 			if !errors.Is(err, errUnknown) {
 				t.Errorf("%s: accepted by wazero, but: %v", f, err)

@@ -5,9 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
+
+	"github.com/caddy-gateway/gateway/modules/wasm/internal/wasmtest"
 )
 
 // TestRoundTripToolchainBinaries takes real compiler output, the .wasm
@@ -19,28 +20,8 @@ import (
 func TestRoundTripToolchainBinaries(t *testing.T) {
 	bin := wat2wasmPath(t)
 	w2w := filepath.Join(filepath.Dir(bin), "wasm2wat")
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/tetratelabs/wazero").Output()
-	dir := strings.TrimSpace(string(out))
-	if err != nil || dir == "" {
-		t.Skipf("wazero's module directory not found: %v", err)
-	}
-	var files []string
-	for _, pattern := range []string{
-		"examples/*/testdata/*.wasm", "examples/*/*/testdata/*.wasm",
-		"imports/*/testdata/*.wasm", "imports/*/testdata/*/*.wasm", "imports/*/example/testdata/*/*.wasm",
-		"cmd/wazero/testdata/*/*.wasm",
-	} {
-		m, _ := filepath.Glob(filepath.Join(dir, pattern))
-		files = append(files, m...)
-	}
-	spec, _ := filepath.Glob(filepath.Join(dir, "internal/integration_test/spectest/v1/testdata/*.wasm"))
-	sort.Strings(spec)
-	for i := 0; i < len(spec); i += 32 { // a spread-out sample keeps this quick
-		files = append(files, spec[i])
-	}
-	if len(files) < 50 {
-		t.Skipf("only %d .wasm files found under %s", len(files), dir)
-	}
+	// a spread-out sample of the spec tests keeps this quick
+	dir, files := wasmtest.Binaries(t, 32, "v1")
 
 	tmp := t.TempDir()
 	same, unsupported, converted := 0, 0, 0

@@ -14,20 +14,13 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/caddy-gateway/gateway/modules/wasm/internal/wasmtest"
 )
 
 // wat2wasmPath returns wabt's assembler, the reference for the differential
 // test. `make test-deps` installs it; outside CI a missing one skips.
-func wat2wasmPath(t testing.TB) string {
-	p, err := exec.LookPath("wat2wasm")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("wat2wasm (Debian package wabt) is required on CI: %v", err)
-		}
-		t.Skip("wat2wasm not installed (make test-deps installs wabt)")
-	}
-	return p
-}
+func wat2wasmPath(t testing.TB) string { return wasmtest.Tool(t, "wat2wasm") }
 
 func wat2wasm(t *testing.T, bin, file string) []byte {
 	t.Helper()
