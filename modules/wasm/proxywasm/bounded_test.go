@@ -3,6 +3,7 @@ package proxywasm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -76,6 +77,16 @@ func TestUnboundedModulesAreStillCutOff(t *testing.T) {
   (table 1 funcref) (elem (i32.const 0) $h)
   (func $h (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
     (call_indirect (type $cb) (local.get 0) (local.get 1) (local.get 2) (i32.const 0)))`, "stack overflow|did not return within"},
+		// no loop at all: the watchdog sees them through the checkpoints
+		// the guard inserts (without, they would run for hours)
+		{"recursion without a loop (naive Fibonacci)", `(func $fib (param i32) (result i32)
+    (if (result i32) (i32.lt_u (local.get 0) (i32.const 2)) (then (i32.const 1))
+      (else (i32.add (call $fib (i32.sub (local.get 0) (i32.const 1))) (call $fib (i32.sub (local.get 0) (i32.const 2)))))))
+  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+    (drop (call $fib (i32.const 60))) (i32.const 0))`, "did not return within"},
+		{"a call tree of 4^30 calls", fanout(30) + `
+  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+    (call $f0) (i32.const 0))`, "did not return within"},
 		{"a loop reached through a table", `(type $v (func))
   (table 1 funcref) (elem (i32.const 0) $spin)
   (func $spin (loop $l (br $l)))
@@ -87,9 +98,28 @@ func TestUnboundedModulesAreStillCutOff(t *testing.T) {
 			if tp.module.Bounded {
 				t.Fatal("proven bounded")
 			}
-			expectFailedCall(t, tp, c.want)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				expectFailedCall(t, tp, c.want)
+			}()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("the call was not cut off within a minute")
+			}
 		})
 	}
+}
+
+// fanout is functions $f0..$f<depth> where each calls the next four times.
+func fanout(depth int) string {
+	var sb strings.Builder
+	for i := 0; i < depth; i++ {
+		fmt.Fprintf(&sb, "  (func $f%d (call $f%d) (call $f%d) (call $f%d) (call $f%d))\n", i, i+1, i+1, i+1, i+1)
+	}
+	fmt.Fprintf(&sb, "  (func $f%d)\n", depth)
+	return sb.String()
 }
 
 // TestBoundedModulesKeepTheSandbox: without the watchdog, a trap and a

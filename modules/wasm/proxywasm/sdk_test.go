@@ -63,11 +63,24 @@ func BenchmarkAssemblyScriptFilter(b *testing.B) {
 	if err != nil {
 		b.Skipf("fixture: %v", err)
 	}
-	m, err := Compile(context.Background(), wasm)
+	b.Run("guarded", func(b *testing.B) { benchmarkAS(b, wasm) })
+	// what the guard's checkpoints cost (the module then cannot be
+	// stopped in its recursions)
+	b.Run("unguarded", func(b *testing.B) {
+		guardUnbounded = false
+		defer func() { guardUnbounded = true }()
+		benchmarkAS(b, wasm)
+	})
+}
+
+func benchmarkAS(b *testing.B, wasm []byte) {
+	// compiled apart from the cache: the two variants share the bytes
+	m, err := compile(context.Background(), SHA256(wasm), wasm)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer m.Release()
+	m.refs = 1
+	defer func() { _ = m.rt.Close(context.Background()) }()
 	p, err := NewPlugin(context.Background(), m, PluginConfig{Name: "as", Configuration: []byte("configured"), CallTimeout: time.Minute})
 	if err != nil {
 		b.Fatal(err)
