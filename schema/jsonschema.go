@@ -179,7 +179,8 @@ func applyTags(s map[string]any, f *field, mode Mode) {
 			}
 		}
 	}
-	if elem.Kind() == reflect.String && elem != rawMessageType && len(f.enum) == 0 {
+	enum := f.values()
+	if elem.Kind() == reflect.String && elem != rawMessageType && len(enum) == 0 {
 		if f.str.minLength != nil {
 			target["minLength"] = *f.str.minLength
 		}
@@ -190,13 +191,13 @@ func applyTags(s map[string]any, f *field, mode Mode) {
 			target["pattern"] = f.str.kind.pattern()
 		}
 	}
-	if len(f.enum) > 0 {
-		vals := make([]any, 0, len(f.enum))
+	if len(enum) > 0 {
+		vals := make([]any, 0, len(enum))
 		isInt := false
 		if tt, _ := target["type"].(string); tt == "integer" {
 			isInt = true
 		}
-		for _, e := range f.enum {
+		for _, e := range enum {
 			if isInt {
 				n, _ := strconv.ParseInt(e, 10, 64)
 				vals = append(vals, n)

@@ -17,6 +17,8 @@
 //	min=N max=N       numeric bounds
 //	minLength=N maxLength=N minItems=N maxItems=N
 //	enum=a|b|c        allowed values (strings or integers); for slices: per item
+//	enum=@name        the values registered as name with RegisterEnum (lists
+//	                  known at run time, such as the plugin types)
 //	format=F          informative (date-time, email, uri …)
 //	placeholders      the value (a string, or each value of a string map or
 //	                  slice) reaches a Caddy replacer: only the placeholders
@@ -384,7 +386,7 @@ func checkValue(f *field, name string, v reflect.Value, depth int) error {
 	case reflect.Float32, reflect.Float64:
 		return checkNumber(f, name, v.Float(), "")
 	case reflect.String:
-		return checkString(f.str, f.enum, name, v.String())
+		return checkString(f.str, f.values(), name, v.String())
 	case reflect.Slice, reflect.Array:
 		if v.Type().Elem().Kind() == reflect.Uint8 {
 			return nil // bytes (json.RawMessage …): not text
@@ -433,8 +435,8 @@ func checkNumber(f *field, name string, n float64, asText string) error {
 	if f.max != nil && n > *f.max {
 		return Errorf(name, "must be at most %s", fmtNum(*f.max))
 	}
-	if len(f.enum) > 0 && asText != "" && !inEnum(f.enum, asText) {
-		return Errorf(name, "must be one of %s", strings.Join(f.enum, ", "))
+	if enum := f.values(); len(enum) > 0 && asText != "" && !inEnum(enum, asText) {
+		return Errorf(name, "must be one of %s", strings.Join(enum, ", "))
 	}
 	return nil
 }
@@ -562,6 +564,20 @@ func jsonKind(t reflect.Type) string {
 	return "a valid value"
 }
 
+// FieldIndex maps the JSON names of the fields of the declaration t (a
+// struct type), internal ones included, to their index in the struct.
+func FieldIndex(t reflect.Type) map[string]int {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	in := structInfo(t)
+	m := make(map[string]int, len(in.fields))
+	for _, f := range in.fields {
+		m[f.name] = f.index
+	}
+	return m
+}
+
 // ---- reflection cache ----
 
 var timeType = reflect.TypeOf(time.Time{})
@@ -579,7 +595,36 @@ type field struct {
 	keys               strRule // a map's keys
 	minItems, maxItems *int
 	enum               []string
+	enumRef            string // enum=@name: the values of RegisterEnum(name)
 	format, doc        string
+}
+
+// values are the field's allowed values (nil: any).
+func (f *field) values() []string {
+	if f.enumRef == "" {
+		return f.enum
+	}
+	enumMu.RLock()
+	fn := enums[f.enumRef]
+	enumMu.RUnlock()
+	if fn == nil {
+		return nil // nothing registered it (a program without the list's owner)
+	}
+	return fn()
+}
+
+var (
+	enumMu sync.RWMutex
+	enums  = map[string]func() []string{}
+)
+
+// RegisterEnum names a list of allowed values that is known only at run
+// time (the registered plugin types): a field tagged enum=@name allows the
+// values fn returns when it is checked or its JSON Schema is built.
+func RegisterEnum(name string, fn func() []string) {
+	enumMu.Lock()
+	defer enumMu.Unlock()
+	enums[name] = fn
 }
 
 type info struct{ fields []*field }
@@ -634,7 +679,11 @@ func structInfo(t reflect.Type) *info {
 			case "maxItems":
 				f.maxItems = parseI(v)
 			case "enum":
-				f.enum = strings.Split(v, "|")
+				if name, ok := strings.CutPrefix(v, "@"); ok {
+					f.enumRef = name
+				} else {
+					f.enum = strings.Split(v, "|")
+				}
 			case "format":
 				f.format = v
 			case "placeholders":

@@ -300,7 +300,7 @@ func ListenersCollide(a, b string) bool {
 // (package plugins).
 type Plugin struct {
 	ID        int64           `json:"id" gorm:"primaryKey" schema:"readonly"`
-	Type      string          `json:"type" gorm:"index" schema:"required,enum=key-auth|basic-auth|jwt|acl|ip-restriction|rate-limit|proxy-cache|request-size-limit|request-termination|redirect|cors|wasm|request-transform|response-transform|hsts|response-body-transform|http-log|request-id|response-compression"`
+	Type      string          `json:"type" gorm:"index" schema:"required,enum=@plugin-type"`
 	Scope     string          `json:"scope" schema:"required,enum=global|service|route"`
 	ServiceID *int64          `json:"service_id" gorm:"index" doc:"Required for scope service, null otherwise."`
 	Service   *Service        `json:"-" gorm:"constraint:OnDelete:CASCADE"`

@@ -9,9 +9,12 @@ package plugins
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,22 +33,42 @@ type Handler interface {
 	caddyhttp.MiddlewareHandler
 }
 
+// Plugin is everything a plugin type's module implements: Provision runs
+// schema.Check (the admin API's rules, so plain Caddy JSON is held to them
+// too) and Validate only the rules the tags cannot say. Register refuses a
+// type whose module is not one; each type asserts it at the bottom of its
+// file.
+type Plugin interface {
+	Handler
+	caddy.Provisioner
+	caddy.Validator
+	caddyfile.Unmarshaler
+	schema.Defaulter
+}
+
 // Type declares a plugin type.
 type Type struct {
 	// Name is the API's PluginType, e.g. "key-auth".
 	Name string
-	// Ordering is the default ordering of an instance.
+	// Ordering is the default ordering of an instance (plugins run in
+	// ascending ordering). It also places the type's Caddyfile directive
+	// (see caddyfileBands).
 	Ordering int
+	// Outer: the type observes the whole request whatever its ordering
+	// (http-log: in the gateway the router builds the request record for
+	// it), so its Caddyfile directive goes before every other gateway
+	// directive.
+	Outer bool
 	// Doc says what the type does, for people: the OpenAPI document and
 	// docs/plugins.md (generated) show it.
 	Doc string
 	// New returns a fresh config with no defaults applied (schema.Decode
 	// applies SetDefaults).
-	New func() Handler
+	New func() Plugin
 }
 
 // ModuleName is the handler name of the type's Caddy module
-// ("key-auth" → "gateway_key_auth").
+// ("key-auth" → "gateway_key_auth"), also its Caddyfile directive.
 func (t Type) ModuleName() string { return ModuleName(t.Name) }
 
 // ModuleName maps a plugin type name to its handler module name.
@@ -56,65 +79,136 @@ func ModuleName(typeName string) string {
 var (
 	mu    sync.RWMutex
 	types = map[string]Type{}
+	// banded holds the orderings already placed in each Caddyfile band.
+	banded = map[int][]int{}
 )
 
-// Register adds t to the registry and registers its Caddy module. Call it
-// from init.
-func Register(t Type) {
+// caddyfileBands place the gateway's Caddyfile directives among Caddy's
+// standard ones by their default ordering, so that a Caddyfile runs them in
+// the order the gateway does: a type goes into the first band whose upTo
+// exceeds its ordering (an Outer type into the first band), directly before
+// or after the band's anchor, a directive of Caddy's standard distribution
+// (Caddy allows no other anchor). Consecutive bands sit in consecutive
+// gaps of Caddy's order, so the gateway directives follow one another in
+// ordering order, with Caddy's own directives between groups (the auth
+// directives after forward_auth, the header transforms around encode …).
+var caddyfileBands = []struct {
+	upTo   int
+	pos    httpcaddyfile.Positional
+	anchor string
+}{
+	{0, httpcaddyfile.After, "log_level"},            // Outer: http-log
+	{300, httpcaddyfile.Before, "header"},            // request-id, ip-restriction
+	{400, httpcaddyfile.Before, "request_body"},      // cors
+	{500, httpcaddyfile.Before, "redir"},             // redirect
+	{700, httpcaddyfile.After, "forward_auth"},       // key-auth, basic-auth, jwt, acl
+	{800, httpcaddyfile.Before, "request_header"},    // rate-limit
+	{1000, httpcaddyfile.After, "request_header"},    // request-size-limit, request-termination
+	{1100, httpcaddyfile.Before, "encode"},           // proxy-cache
+	{1200, httpcaddyfile.After, "encode"},            // request-transform
+	{1300, httpcaddyfile.Before, "push"},             // wasm
+	{math.MaxInt32 + 1, httpcaddyfile.After, "push"}, // response-transform … hsts
+}
+
+func caddyfileBand(t Type) int {
+	if t.Outer {
+		return 0
+	}
+	for i := 1; i < len(caddyfileBands); i++ {
+		if t.Ordering < caddyfileBands[i].upTo {
+			return i
+		}
+	}
+	return len(caddyfileBands) - 1
+}
+
+// Register adds the types to the registry: it registers each one's Caddy
+// module, its Caddyfile directive (gateway_<name>, parsed by the module's
+// UnmarshalCaddyfile) and the directive's place in Caddy's directive order
+// (from its ordering, see caddyfileBands). Call it from init, once per
+// package with all the package's types: directives sharing a band are
+// inserted in ordering order, and a later call that would break that order
+// panics.
+func Register(ts ...Type) {
 	mu.Lock()
 	defer mu.Unlock()
+	ts = slices.Clone(ts)
+	slices.SortStableFunc(ts, func(a, b Type) int { return cmp.Compare(a.Ordering, b.Ordering) })
+	// Inserting directly after an anchor puts the later insert first.
+	for _, t := range slices.Backward(ts) {
+		if caddyfileBands[caddyfileBand(t)].pos == httpcaddyfile.After {
+			register(t)
+		}
+	}
+	for _, t := range ts {
+		if caddyfileBands[caddyfileBand(t)].pos == httpcaddyfile.Before {
+			register(t)
+		}
+	}
+}
+
+func register(t Type) {
 	if _, dup := types[t.Name]; dup {
 		panic("plugins: duplicate type " + t.Name)
+	}
+	if t.Ordering < 1 || t.Ordering > math.MaxInt32 {
+		panic(fmt.Sprintf("plugins: type %s has no default ordering (1..%d)", t.Name, math.MaxInt32))
 	}
 	mod := t.New()
 	if got, want := string(mod.CaddyModule().ID), "http.handlers."+t.ModuleName(); got != want {
 		panic(fmt.Sprintf("plugins: type %s has module ID %s, want %s", t.Name, got, want))
 	}
+	band := caddyfileBand(t)
+	b := caddyfileBands[band]
+	for _, o := range banded[band] {
+		if (b.pos == httpcaddyfile.Before && o > t.Ordering) || (b.pos == httpcaddyfile.After && o < t.Ordering) {
+			panic(fmt.Sprintf("plugins: type %s (ordering %d) registered after a type of ordering %d in the same Caddyfile band: register a package's types in one call", t.Name, t.Ordering, o))
+		}
+	}
+	banded[band] = append(banded[band], t.Ordering)
 	types[t.Name] = t
 	caddy.RegisterModule(defaulted{mod, t})
+	dir := t.ModuleName()
+	httpcaddyfile.RegisterHandlerDirective(dir, func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+		m := t.New()
+		if err := m.UnmarshalCaddyfile(h.Dispenser); err != nil {
+			return nil, err
+		}
+		return m, nil
+	})
+	httpcaddyfile.RegisterDirectiveOrder(dir, b.pos, b.anchor)
 }
 
 // defaulted registers a plugin type's module so that Caddy's instances
 // start from the type's defaults: plain Caddy JSON that leaves fields out
 // gets the same defaults as the admin API and the Caddyfile.
 type defaulted struct {
-	Handler
+	Plugin
 	t Type
 }
 
 func (d defaulted) CaddyModule() caddy.ModuleInfo {
-	info := d.Handler.CaddyModule()
+	info := d.Plugin.CaddyModule()
 	info.New = func() caddy.Module {
 		m := d.t.New()
-		if df, ok := m.(schema.Defaulter); ok {
-			df.SetDefaults()
-		}
+		m.SetDefaults()
 		return m
 	}
 	return info
 }
 
-// RegisterDirective makes the registered type name usable as the Caddyfile
-// directive gateway_<name>, parsed by the type's UnmarshalCaddyfile (the
-// directive's order is the caller's to register). Call it from init after
-// Register.
-func RegisterDirective(name string) {
-	t, ok := Lookup(name)
-	if !ok {
-		panic("plugins: directive for unregistered type " + name)
+// The registered type names are the values of the schema enum @plugin-type
+// (the type field of the stored plugin, the API's PluginType).
+func init() { schema.RegisterEnum("plugin-type", Names) }
+
+// Names lists the registered type names in default ordering.
+func Names() []string {
+	ts := Types()
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name
 	}
-	dir := t.ModuleName()
-	httpcaddyfile.RegisterHandlerDirective(dir, func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-		m := t.New()
-		u, ok := m.(caddyfile.Unmarshaler)
-		if !ok {
-			return nil, h.Errf("%s has no Caddyfile syntax", dir)
-		}
-		if err := u.UnmarshalCaddyfile(h.Dispenser); err != nil {
-			return nil, err
-		}
-		return m, nil
-	})
+	return out
 }
 
 // Lookup finds a registered type.
@@ -174,29 +268,14 @@ func HandlerJSON(typeName string, config json.RawMessage, internal map[string]an
 			return nil, fmt.Errorf("plugin config of type %s: %w", typeName, err)
 		}
 	}
-	declared := jsonFieldNames(t.New())
+	declared := schema.FieldIndex(reflect.TypeOf(t.New()))
 	for k, v := range internal {
-		if declared[k] {
+		if _, ok := declared[k]; ok {
 			m[k] = v
 		}
 	}
 	m["handler"] = ModuleName(typeName)
 	return json.Marshal(m)
-}
-
-func jsonFieldNames(v any) map[string]bool {
-	out := map[string]bool{}
-	rt := reflect.TypeOf(v)
-	for rt.Kind() == reflect.Pointer {
-		rt = rt.Elem()
-	}
-	for i := 0; i < rt.NumField(); i++ {
-		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			out[name] = true
-		}
-	}
-	return out
 }
 
 // RedactConfig returns a plugin config of type typeName with the values of
@@ -231,15 +310,13 @@ func RedactedInConfig(typeName string, config json.RawMessage) []string {
 
 // decodeLoose decodes a stored or imported config over the type's defaults,
 // without validating it.
-func decodeLoose(typeName string, config json.RawMessage) (Handler, bool) {
+func decodeLoose(typeName string, config json.RawMessage) (Plugin, bool) {
 	t, ok := Lookup(typeName)
 	if !ok {
 		return nil, false
 	}
 	cfg := t.New()
-	if d, ok := cfg.(schema.Defaulter); ok {
-		d.SetDefaults()
-	}
+	cfg.SetDefaults()
 	if len(config) > 0 && json.Unmarshal(config, cfg) != nil {
 		return nil, false
 	}

@@ -14,17 +14,15 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "acl", Ordering: 600, Doc: "Admits the authenticated consumer by its groups (allow: member of at least one listed group; deny: member of none). Runs after an auth plugin; without an authenticated consumer the answer is 403.", New: func() plugins.Handler { return new(ACL) }})
-	plugins.RegisterDirective("acl")
-}
+// aclType declares the acl plugin type (registered in common.go).
+var aclType = plugins.Type{Name: "acl", Ordering: 600, Doc: "Admits the authenticated consumer by its groups (allow: member of at least one listed group; deny: member of none). Runs after an auth plugin; without an authenticated consumer the answer is 403.", New: func() plugins.Plugin { return new(ACL) }}
 
 // ACL is the acl plugin: it admits the authenticated consumer by its groups
 // (allow: member of at least one listed group; deny: member of none). It
 // runs after an auth plugin; without an authenticated consumer it answers 403.
 type ACL struct {
-	Allow            []string `json:"allow" schema:"name" doc:"Groups admitted (exactly one of allow and deny is non-empty)."`
-	Deny             []string `json:"deny" schema:"name" doc:"Groups refused (exactly one of allow and deny is non-empty)."`
+	Allow            []string `json:"allow" schema:"name,minLength=1" doc:"Groups admitted (exactly one of allow and deny is non-empty)."`
+	Deny             []string `json:"deny" schema:"name,minLength=1" doc:"Groups refused (exactly one of allow and deny is non-empty)."`
 	HideGroupsHeader bool     `json:"hide_groups_header" doc:"Remove X-Consumer-Groups from the upstream request."`
 }
 
@@ -43,16 +41,6 @@ func (a *ACL) Provision(caddy.Context) error { return schema.Check(a) }
 func (a *ACL) Validate() error {
 	if (len(a.Allow) == 0) == (len(a.Deny) == 0) {
 		return schema.Errorf("allow", "exactly one of allow and deny must be non-empty")
-	}
-	for i, g := range a.Allow {
-		if g == "" {
-			return schema.Errorf("allow["+itoa(i)+"]", "must not be empty")
-		}
-	}
-	for i, g := range a.Deny {
-		if g == "" {
-			return schema.Errorf("deny["+itoa(i)+"]", "must not be empty")
-		}
 	}
 	return nil
 }
@@ -93,43 +81,18 @@ func (a *ACL) SetDefaults() {
 	a.HideGroupsHeader = false
 }
 
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
+// shared syntax (plugins.UnmarshalCaddyfile):
 //
 //	gateway_acl {
 //	    allow <group...>    # or: deny <group...>
 //	    hide_groups_header [true|false]
 //	}
 func (a *ACL) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	a.SetDefaults()
-	d.Next() // directive name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "allow":
-			a.Allow = append(a.Allow, d.RemainingArgs()...)
-		case "deny":
-			a.Deny = append(a.Deny, d.RemainingArgs()...)
-		case "hide_groups_header":
-			v, err := plugins.BoolArg(d)
-			if err != nil {
-				return err
-			}
-			a.HideGroupsHeader = v
-		default:
-			return d.Errf("unrecognized subdirective %q", d.Val())
-		}
-	}
-	return nil
+	return plugins.UnmarshalCaddyfile(d, a, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*ACL)(nil)
-	_ caddy.Validator             = (*ACL)(nil)
-	_ caddyhttp.MiddlewareHandler = (*ACL)(nil)
-	_ caddyfile.Unmarshaler       = (*ACL)(nil)
-	_ schema.Defaulter            = (*ACL)(nil)
-	_ plugins.Handler             = (*ACL)(nil)
+	_ plugins.Plugin = (*ACL)(nil)
 )

@@ -20,10 +20,8 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "basic-auth", Ordering: 510, Doc: "HTTP Basic credentials checked against the consumers' basic-auth credentials (bcrypt password hashes); otherwise 401 with WWW-Authenticate.", New: func() plugins.Handler { return new(BasicAuth) }})
-	plugins.RegisterDirective("basic-auth")
-}
+// basicAuthType declares the basic-auth plugin type (registered in common.go).
+var basicAuthType = plugins.Type{Name: "basic-auth", Ordering: 510, Doc: "HTTP Basic credentials checked against the consumers' basic-auth credentials (bcrypt password hashes); otherwise 401 with WWW-Authenticate.", New: func() plugins.Plugin { return new(BasicAuth) }}
 
 // BasicAuth is the basic-auth plugin: HTTP Basic credentials checked against
 // the consumers' basic-auth credentials (bcrypt password hashes).
@@ -49,9 +47,6 @@ func (*BasicAuth) CaddyModule() caddy.ModuleInfo {
 
 // Provision implements caddy.Provisioner.
 func (b *BasicAuth) Provision(caddy.Context) error {
-	if b.Realm == "" {
-		b.Realm = "gateway"
-	}
 	if err := schema.Check(b); err != nil {
 		return err
 	}
@@ -65,16 +60,8 @@ func (b *BasicAuth) Provision(caddy.Context) error {
 
 // Validate implements caddy.Validator and schema.Validator.
 func (b *BasicAuth) Validate() error {
-	if b.Realm == "" {
-		return schema.Errorf("realm", "must not be empty")
-	}
-	for _, c := range b.Realm {
-		if c < 0x20 || c == 0x7f {
-			return schema.Errorf("realm", "must not contain control characters")
-		}
-		if c == '"' || c == '\\' {
-			return schema.Errorf("realm", "must not contain quotes or backslashes (it is sent quoted in WWW-Authenticate)")
-		}
+	if strings.ContainsAny(b.Realm, `"\`) {
+		return schema.Errorf("realm", "must not contain quotes or backslashes (it is sent quoted in WWW-Authenticate)")
 	}
 	return nil
 }
@@ -137,7 +124,8 @@ func (b *BasicAuth) SetDefaults() {
 	b.HideCredentials = false
 }
 
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
+// shared syntax (plugins.UnmarshalCaddyfile):
 //
 //	gateway_basic_auth [<realm>] {
 //	    realm <realm>
@@ -145,35 +133,7 @@ func (b *BasicAuth) SetDefaults() {
 //	    consumer <username> { basic <user> <bcrypt-hash> ... }
 //	}
 func (b *BasicAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	b.SetDefaults()
-	d.Next() // directive name
-	if d.NextArg() {
-		b.Realm = d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "realm":
-			if !d.Args(&b.Realm) {
-				return d.ArgErr()
-			}
-		case "hide_credentials":
-			v, err := plugins.BoolArg(d)
-			if err != nil {
-				return err
-			}
-			b.HideCredentials = v
-		case "consumer":
-			if err := addConsumer(d, &b.Consumers); err != nil {
-				return err
-			}
-		default:
-			return d.Errf("unrecognized subdirective %q", d.Val())
-		}
-	}
-	return nil
+	return plugins.UnmarshalCaddyfile(d, b, plugins.Syntax{Args: []string{"realm"}, Blocks: consumerBlock(&b.Consumers)})
 }
 
 // ---- verification cache ----
@@ -276,10 +236,5 @@ func (c *verifyCache) len() int {
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*BasicAuth)(nil)
-	_ caddy.Validator             = (*BasicAuth)(nil)
-	_ caddyhttp.MiddlewareHandler = (*BasicAuth)(nil)
-	_ caddyfile.Unmarshaler       = (*BasicAuth)(nil)
-	_ schema.Defaulter            = (*BasicAuth)(nil)
-	_ plugins.Handler             = (*BasicAuth)(nil)
+	_ plugins.Plugin = (*BasicAuth)(nil)
 )

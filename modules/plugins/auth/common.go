@@ -17,24 +17,15 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/plugins"
 )
 
-// Caddyfile order: the auth directives run right after Caddy's own
-// forward_auth (so before request_header, encode, templates, handle, route,
-// respond and reverse_proxy), in the gateway's default plugin order
-// key-auth, basic-auth, jwt, acl. Each is inserted directly after
-// forward_auth, hence registered in reverse. (An anchor of Caddy's standard
-// distribution is required; anchoring all gateway directives to
-// reverse_proxy would make their relative order depend on package
-// initialization order.)
+// The package's plugin types, registered in one call (see plugins.Register).
 func init() {
-	for _, dir := range []string{"gateway_acl", "gateway_jwt", "gateway_basic_auth", "gateway_key_auth"} {
-		httpcaddyfile.RegisterDirectiveOrder(dir, httpcaddyfile.After, "forward_auth")
-	}
+	plugins.Register(keyAuthType, basicAuthType, jwtType, aclType)
 }
 
 // ownTable builds the table of an inline consumer list (nil when empty).
@@ -61,15 +52,18 @@ func authenticated(info *gwctx.Info, h http.Header, c *consumers.Consumer) {
 	consumers.SetHeaders(h, c)
 }
 
-// addConsumer reads one inline consumer block (parseConsumer) and appends it
-// to list, numbered by its position there.
-func addConsumer(d *caddyfile.Dispenser, list *[]consumers.Consumer) error {
-	c, err := parseConsumer(d, len(*list)+1)
-	if err != nil {
-		return err
-	}
-	*list = append(*list, c)
-	return nil
+// consumerBlock is the "consumer" subdirective of the auth plugins'
+// Caddyfile syntax: it reads one inline consumer block (parseConsumer) and
+// appends it to list, numbered by its position there.
+func consumerBlock(list *[]consumers.Consumer) map[string]func(*caddyfile.Dispenser) error {
+	return map[string]func(*caddyfile.Dispenser) error{"consumer": func(d *caddyfile.Dispenser) error {
+		c, err := parseConsumer(d, len(*list)+1)
+		if err != nil {
+			return err
+		}
+		*list = append(*list, c)
+		return nil
+	}}
 }
 
 // parseConsumer reads one inline consumer block (standalone use):
@@ -194,5 +188,3 @@ func checkConsumers(list []consumers.Consumer) error {
 	}
 	return nil
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -13,7 +13,6 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/golang-jwt/jwt/v5"
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -21,10 +20,8 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "jwt", Ordering: 520, Doc: "The request must carry a JSON Web Token signed with a consumer's jwt credential, found by the token's key_claim_name claim; the token's algorithm must be the credential's (HS256/HS384/HS512 with its secret, RS256/ES256 with its PEM public key).", New: func() plugins.Handler { return new(JWT) }})
-	plugins.RegisterDirective("jwt")
-}
+// jwtType declares the jwt plugin type (registered in common.go).
+var jwtType = plugins.Type{Name: "jwt", Ordering: 520, Doc: "The request must carry a JSON Web Token signed with a consumer's jwt credential, found by the token's key_claim_name claim; the token's algorithm must be the credential's (HS256/HS384/HS512 with its secret, RS256/ES256 with its PEM public key).", New: func() plugins.Plugin { return new(JWT) }}
 
 // JWT is the jwt plugin: the request must carry a JSON Web Token signed with
 // a consumer's jwt credential. The credential is found by the token's
@@ -32,9 +29,9 @@ func init() {
 // credential's (HS256, HS384, HS512 with its secret; RS256, ES256 with its
 // PEM public key).
 type JWT struct {
-	HeaderNames        []string `json:"header_names" schema:"header_name,maxItems=32" doc:"Request headers carrying the token as 'Bearer <token>'."`
-	QueryNames         []string `json:"query_names" schema:"maxItems=32,maxLength=256" doc:"Query parameters carrying the token."`
-	CookieNames        []string `json:"cookie_names" schema:"header_name,maxItems=32" doc:"Cookies carrying the token."`
+	HeaderNames        []string `json:"header_names" schema:"header_name,minLength=1,maxItems=32" doc:"Request headers carrying the token as 'Bearer <token>'."`
+	QueryNames         []string `json:"query_names" schema:"minLength=1,maxItems=32,maxLength=256" doc:"Query parameters carrying the token."`
+	CookieNames        []string `json:"cookie_names" schema:"header_name,minLength=1,maxItems=32" doc:"Cookies carrying the token."`
 	KeyClaimName       string   `json:"key_claim_name" schema:"minLength=1,maxLength=256" doc:"Claim whose value selects the consumer's jwt credential (its key)."`
 	ClaimsToVerify     []string `json:"claims_to_verify" schema:"enum=exp|nbf" doc:"Registered claims every token must carry and pass: exp (not expired), nbf (already valid). A listed claim that is missing is 401, as in Kong."`
 	MaximumExpirationS int64    `json:"maximum_expiration_s" schema:"min=0,max=315360000" doc:"When above 0, the token must carry exp and exp - now must not exceed this many seconds."`
@@ -58,9 +55,6 @@ func (*JWT) CaddyModule() caddy.ModuleInfo {
 
 // Provision implements caddy.Provisioner.
 func (j *JWT) Provision(caddy.Context) error {
-	if j.KeyClaimName == "" {
-		j.KeyClaimName = "iss"
-	}
 	if err := schema.Check(j); err != nil {
 		return err
 	}
@@ -82,32 +76,6 @@ func newJWTParser() *jwt.Parser {
 func (j *JWT) Validate() error {
 	if len(j.HeaderNames)+len(j.QueryNames)+len(j.CookieNames) == 0 {
 		return schema.Errorf("header_names", "at least one of header_names, query_names, cookie_names must be non-empty")
-	}
-	for i, n := range j.HeaderNames {
-		if !httpguts.ValidHeaderFieldName(n) {
-			return schema.Errorf("header_names["+itoa(i)+"]", "must be a valid header name")
-		}
-	}
-	for i, n := range j.QueryNames {
-		if n == "" {
-			return schema.Errorf("query_names["+itoa(i)+"]", "must not be empty")
-		}
-	}
-	for i, n := range j.CookieNames {
-		if !httpguts.ValidHeaderFieldName(n) { // cookie names are tokens too
-			return schema.Errorf("cookie_names["+itoa(i)+"]", "must be a valid cookie name")
-		}
-	}
-	if j.KeyClaimName == "" {
-		return schema.Errorf("key_claim_name", "must not be empty")
-	}
-	for i, c := range j.ClaimsToVerify {
-		if c != "exp" && c != "nbf" {
-			return schema.Errorf("claims_to_verify["+itoa(i)+"]", "must be one of exp, nbf")
-		}
-	}
-	if j.MaximumExpirationS < 0 {
-		return schema.Errorf("maximum_expiration_s", "must be at least 0")
 	}
 	return nil
 }
@@ -314,7 +282,8 @@ func (j *JWT) SetDefaults() {
 	j.MaximumExpirationS = 0
 }
 
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
+// shared syntax (plugins.UnmarshalCaddyfile):
 //
 //	gateway_jwt {
 //	    header_names <name...>         # give no names for none
@@ -326,48 +295,10 @@ func (j *JWT) SetDefaults() {
 //	    consumer <username> { jwt <key> <alg> <secret|PEM|pem-file> ... }
 //	}
 func (j *JWT) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	j.SetDefaults()
-	d.Next() // directive name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "header_names":
-			j.HeaderNames = append([]string{}, d.RemainingArgs()...)
-		case "query_names":
-			j.QueryNames = append([]string{}, d.RemainingArgs()...)
-		case "cookie_names":
-			j.CookieNames = append([]string{}, d.RemainingArgs()...)
-		case "key_claim_name":
-			if !d.Args(&j.KeyClaimName) {
-				return d.ArgErr()
-			}
-		case "claims_to_verify":
-			j.ClaimsToVerify = append([]string{}, d.RemainingArgs()...)
-		case "maximum_expiration_s":
-			n, err := plugins.IntArg(d)
-			if err != nil {
-				return err
-			}
-			j.MaximumExpirationS = n
-		case "consumer":
-			if err := addConsumer(d, &j.Consumers); err != nil {
-				return err
-			}
-		default:
-			return d.Errf("unrecognized subdirective %q", d.Val())
-		}
-	}
-	return nil
+	return plugins.UnmarshalCaddyfile(d, j, plugins.Syntax{Blocks: consumerBlock(&j.Consumers)})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*JWT)(nil)
-	_ caddy.Validator             = (*JWT)(nil)
-	_ caddyhttp.MiddlewareHandler = (*JWT)(nil)
-	_ caddyfile.Unmarshaler       = (*JWT)(nil)
-	_ schema.Defaulter            = (*JWT)(nil)
-	_ plugins.Handler             = (*JWT)(nil)
+	_ plugins.Plugin = (*JWT)(nil)
 )

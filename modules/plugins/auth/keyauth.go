@@ -6,7 +6,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -14,15 +13,13 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "key-auth", Ordering: 500, Doc: "The request must carry a consumer's API key (key-auth credential) in one of the key_names headers or query parameters; otherwise 401.", New: func() plugins.Handler { return new(KeyAuth) }})
-	plugins.RegisterDirective("key-auth")
-}
+// keyAuthType declares the key-auth plugin type (registered in common.go).
+var keyAuthType = plugins.Type{Name: "key-auth", Ordering: 500, Doc: "The request must carry a consumer's API key (key-auth credential) in one of the key_names headers or query parameters; otherwise 401.", New: func() plugins.Plugin { return new(KeyAuth) }}
 
 // KeyAuth is the key-auth plugin: the request must carry a consumer's API key
 // in one of the key_names headers or query parameters.
 type KeyAuth struct {
-	KeyNames        []string `json:"key_names" schema:"header_name,minItems=1,maxItems=32" doc:"Names looked up as request headers, then as query parameters, for the API key."`
+	KeyNames        []string `json:"key_names" schema:"header_name,minLength=1,minItems=1,maxItems=32" doc:"Names looked up as request headers, then as query parameters, for the API key."`
 	HideCredentials bool     `json:"hide_credentials" doc:"Remove the key (header or query parameter) before proxying."`
 
 	// Consumers is an inline consumer table for standalone use (Caddyfile);
@@ -42,9 +39,6 @@ func (*KeyAuth) CaddyModule() caddy.ModuleInfo {
 
 // Provision implements caddy.Provisioner.
 func (k *KeyAuth) Provision(caddy.Context) error {
-	if k.KeyNames == nil {
-		k.KeyNames = []string{"apikey"}
-	}
 	if err := schema.Check(k); err != nil {
 		return err
 	}
@@ -55,18 +49,9 @@ func (k *KeyAuth) Provision(caddy.Context) error {
 	return nil
 }
 
-// Validate implements caddy.Validator and schema.Validator.
-func (k *KeyAuth) Validate() error {
-	if len(k.KeyNames) == 0 {
-		return schema.Errorf("key_names", "must have at least 1 items")
-	}
-	for i, n := range k.KeyNames {
-		if !httpguts.ValidHeaderFieldName(n) {
-			return schema.Errorf("key_names["+itoa(i)+"]", "must be a valid header name")
-		}
-	}
-	return nil
-}
+// Validate implements caddy.Validator (the tags say everything; Provision
+// checks them).
+func (k *KeyAuth) Validate() error { return nil }
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
@@ -117,7 +102,8 @@ func (k *KeyAuth) SetDefaults() {
 	k.HideCredentials = false
 }
 
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
+// shared syntax (plugins.UnmarshalCaddyfile):
 //
 //	gateway_key_auth [<key_name...>] {
 //	    key_names <name...>
@@ -125,42 +111,10 @@ func (k *KeyAuth) SetDefaults() {
 //	    consumer <username> { ... }   # inline consumers, see parseConsumer
 //	}
 func (k *KeyAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	k.SetDefaults()
-	d.Next() // directive name
-	if args := d.RemainingArgs(); len(args) > 0 {
-		k.KeyNames = args
-	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "key_names":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			k.KeyNames = args
-		case "hide_credentials":
-			b, err := plugins.BoolArg(d)
-			if err != nil {
-				return err
-			}
-			k.HideCredentials = b
-		case "consumer":
-			if err := addConsumer(d, &k.Consumers); err != nil {
-				return err
-			}
-		default:
-			return d.Errf("unrecognized subdirective %q", d.Val())
-		}
-	}
-	return nil
+	return plugins.UnmarshalCaddyfile(d, k, plugins.Syntax{Args: []string{"key_names"}, Blocks: consumerBlock(&k.Consumers)})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*KeyAuth)(nil)
-	_ caddy.Validator             = (*KeyAuth)(nil)
-	_ caddyhttp.MiddlewareHandler = (*KeyAuth)(nil)
-	_ caddyfile.Unmarshaler       = (*KeyAuth)(nil)
-	_ schema.Defaulter            = (*KeyAuth)(nil)
-	_ plugins.Handler             = (*KeyAuth)(nil)
+	_ plugins.Plugin = (*KeyAuth)(nil)
 )

@@ -11,14 +11,11 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -30,11 +27,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "http-log", Ordering: 1500, Doc: "Sends one JSON record per request, in batches, to a collector URL; records beyond the queue are dropped and counted.", New: func() plugins.Handler { return new(HTTPLog) }})
-	plugins.RegisterDirective("http-log")
-	// Outside the auth, rate-limit and cache directives (and Caddy's own
-	// basic_auth), so that the 401/403/429 answers they make are logged too.
-	httpcaddyfile.RegisterDirectiveOrder("gateway_http_log", httpcaddyfile.Before, "basic_auth")
+	plugins.Register(plugins.Type{Name: "http-log", Ordering: 1500, Outer: true, Doc: "Sends one JSON record per request, in batches, to a collector URL; records beyond the queue are dropped and counted.", New: func() plugins.Plugin { return new(HTTPLog) }})
 }
 
 // HTTPLog is the http-log plugin.
@@ -106,30 +99,8 @@ func (h *HTTPLog) Validate() error {
 	if err := guard.CheckHostPort(u.Hostname(), port); err != nil {
 		return schema.Errorf("endpoint", "%v", err)
 	}
-	switch h.Method {
-	case "POST", "PUT", "PATCH":
-	default:
-		return schema.Errorf("method", "must be one of POST, PUT, PATCH")
-	}
-	for k, v := range h.Headers {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return schema.Errorf("headers", "%q is not a valid header name", k)
-		}
-		if strings.ContainsAny(v, "\r\n\x00") {
-			return schema.Errorf("headers."+k, "must not contain line breaks")
-		}
-	}
-	if h.BatchMaxSize < 1 || h.BatchMaxSize > 10000 {
-		return schema.Errorf("batch_max_size", "must be 1..10000")
-	}
-	if h.FlushIntervalMS < 1 {
-		return schema.Errorf("flush_interval_ms", "must be at least 1")
-	}
-	if h.TimeoutMS < 1 {
-		return schema.Errorf("timeout_ms", "must be at least 1")
-	}
-	if h.QueueMaxSize < 1 {
-		return schema.Errorf("queue_max_size", "must be at least 1")
+	if _, ok := h.Headers[""]; ok {
+		return schema.Errorf("headers", "keys must not be empty")
 	}
 	return nil
 }
@@ -347,11 +318,6 @@ func (h *HTTPLog) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*HTTPLog)(nil)
-	_ caddy.Validator             = (*HTTPLog)(nil)
-	_ caddy.CleanerUpper          = (*HTTPLog)(nil)
-	_ caddyhttp.MiddlewareHandler = (*HTTPLog)(nil)
-	_ caddyfile.Unmarshaler       = (*HTTPLog)(nil)
-	_ schema.Defaulter            = (*HTTPLog)(nil)
-	_ plugins.Handler             = (*HTTPLog)(nil)
+	_ plugins.Plugin     = (*HTTPLog)(nil)
+	_ caddy.CleanerUpper = (*HTTPLog)(nil)
 )

@@ -19,7 +19,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/net/http/httpguts"
 
@@ -31,12 +30,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "proxy-cache", Ordering: 1000, Doc: "Keeps upstream responses in memory and serves them again until they expire; the X-Cache-Status response header tells what the cache did. Entries survive config reloads; POST /api/v1/cache/purge empties the cache.", New: func() plugins.Handler { return new(ProxyCache) }})
-	plugins.RegisterDirective("proxy-cache")
-	// Right before reverse_proxy: after encode (cached bodies are the
-	// upstream's, compressed per client), after the auth and rate-limit
-	// directives (a hit is still authenticated and counted).
-	httpcaddyfile.RegisterDirectiveOrder("gateway_proxy_cache", httpcaddyfile.Before, "reverse_proxy")
+	plugins.Register(plugins.Type{Name: "proxy-cache", Ordering: 1000, Doc: "Keeps upstream responses in memory and serves them again until they expire; the X-Cache-Status response header tells what the cache did. Entries survive config reloads; POST /api/v1/cache/purge empties the cache.", New: func() plugins.Plugin { return new(ProxyCache) }})
 }
 
 // Header is the response header telling what the cache did.
@@ -49,7 +43,7 @@ type ProxyCache struct {
 	StatusCodes       []int    `json:"status_codes" schema:"minItems=1,min=100,max=599" doc:"Response statuses that are cached."`
 	ContentTypes      []string `json:"content_types" schema:"maxItems=100,maxLength=255" doc:"Media types cached (type/subtype or type/*); empty: any."`
 	MaxBodyBytes      int64    `json:"max_body_bytes" schema:"min=0,max=1073741824" doc:"Larger responses are not cached."`
-	VaryHeaders       []string `json:"vary_headers" schema:"header_name,maxItems=32" doc:"Request headers whose values are part of the cache key."`
+	VaryHeaders       []string `json:"vary_headers" schema:"header_name,minLength=1,maxItems=32" doc:"Request headers whose values are part of the cache key."`
 	HonorCacheControl bool     `json:"honor_cache_control" doc:"Obey Cache-Control: a request's no-cache/no-store bypasses the cache; a response's no-store, private, no-cache are not stored, its s-maxage/max-age set the TTL."`
 
 	// InstanceID is the plugin's id, set by the gateway's config compiler:
@@ -73,15 +67,6 @@ func (*ProxyCache) CaddyModule() caddy.ModuleInfo {
 
 // Provision implements caddy.Provisioner.
 func (p *ProxyCache) Provision(caddy.Context) error {
-	if p.TTLS == 0 {
-		p.TTLS = 300
-	}
-	if p.Methods == nil {
-		p.Methods = []string{"GET", "HEAD"}
-	}
-	if p.StatusCodes == nil {
-		p.StatusCodes = []int{200, 301, 404}
-	}
 	if err := schema.Check(p); err != nil {
 		return err
 	}
@@ -118,23 +103,9 @@ func (p *ProxyCache) instanceKey() string {
 
 // Validate implements caddy.Validator and schema.Validator.
 func (p *ProxyCache) Validate() error {
-	if p.TTLS < 1 {
-		return schema.Errorf("ttl_s", "must be at least 1")
-	}
-	if len(p.Methods) == 0 {
-		return schema.Errorf("methods", "must have at least 1 items")
-	}
 	for i, m := range p.Methods {
 		if !isToken(m) || strings.ToUpper(m) != m {
 			return schema.Errorf("methods["+strconv.Itoa(i)+"]", "must be an upper-case HTTP method")
-		}
-	}
-	if len(p.StatusCodes) == 0 {
-		return schema.Errorf("status_codes", "must have at least 1 items")
-	}
-	for i, s := range p.StatusCodes {
-		if s < 100 || s > 599 {
-			return schema.Errorf("status_codes["+strconv.Itoa(i)+"]", "must be 100..599")
 		}
 	}
 	for i, ct := range p.ContentTypes {
@@ -142,14 +113,6 @@ func (p *ProxyCache) Validate() error {
 		typ, sub, ok := strings.Cut(mt, "/")
 		if !ok || !isToken(typ) || (sub != "*" && !isToken(sub)) {
 			return schema.Errorf("content_types["+strconv.Itoa(i)+"]", "must be a media type (type/subtype or type/*)")
-		}
-	}
-	if p.MaxBodyBytes < 0 {
-		return schema.Errorf("max_body_bytes", "must be at least 0")
-	}
-	for i, h := range p.VaryHeaders {
-		if !isToken(h) {
-			return schema.Errorf("vary_headers["+strconv.Itoa(i)+"]", "must be a valid header name")
 		}
 	}
 	return nil
@@ -579,12 +542,7 @@ func (p *ProxyCache) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*ProxyCache)(nil)
-	_ caddy.Validator             = (*ProxyCache)(nil)
-	_ caddyhttp.MiddlewareHandler = (*ProxyCache)(nil)
-	_ caddyfile.Unmarshaler       = (*ProxyCache)(nil)
-	_ schema.Defaulter            = (*ProxyCache)(nil)
-	_ plugins.Handler             = (*ProxyCache)(nil)
-	_ http.ResponseWriter         = (*recorder)(nil)
-	_ io.ReaderFrom               = (*recorder)(nil)
+	_ plugins.Plugin      = (*ProxyCache)(nil)
+	_ http.ResponseWriter = (*recorder)(nil)
+	_ io.ReaderFrom       = (*recorder)(nil)
 )

@@ -14,9 +14,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
@@ -26,12 +24,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "rate-limit", Ordering: 700, Doc: "Sliding-window request limit per key (client ip, consumer, route, service, header value or one global counter); over the limit the answer is 429. Counters live for the process and survive config reloads.", New: func() plugins.Handler { return new(RateLimit) }})
-	plugins.RegisterDirective("rate-limit")
-	// After the gateway's auth directives (which follow forward_auth), so
-	// that key consumer sees the authenticated consumer; before
-	// reverse_proxy and the proxy cache.
-	httpcaddyfile.RegisterDirectiveOrder("gateway_rate_limit", httpcaddyfile.Before, "request_header")
+	plugins.Register(plugins.Type{Name: "rate-limit", Ordering: 700, Doc: "Sliding-window request limit per key (client ip, consumer, route, service, header value or one global counter); over the limit the answer is 429. Counters live for the process and survive config reloads.", New: func() plugins.Plugin { return new(RateLimit) }})
 }
 
 // RateLimit is the rate-limit plugin.
@@ -61,12 +54,6 @@ func (*RateLimit) CaddyModule() caddy.ModuleInfo {
 
 // Provision implements caddy.Provisioner.
 func (rl *RateLimit) Provision(caddy.Context) error {
-	if rl.WindowS == 0 {
-		rl.WindowS = 60
-	}
-	if rl.Key == "" {
-		rl.Key = "ip"
-	}
 	if err := schema.Check(rl); err != nil {
 		return err
 	}
@@ -79,23 +66,8 @@ func (rl *RateLimit) Provision(caddy.Context) error {
 
 // Validate implements caddy.Validator and schema.Validator.
 func (rl *RateLimit) Validate() error {
-	if rl.Limit < 1 {
-		return schema.Errorf("limit", "must be at least 1")
-	}
-	if rl.WindowS < 1 {
-		return schema.Errorf("window_s", "must be at least 1")
-	}
-	switch rl.Key {
-	case "ip", "consumer", "route", "service", "global":
-	case "header":
-		if rl.HeaderName == "" {
-			return schema.Errorf("header_name", "is required when key is header")
-		}
-	default:
-		return schema.Errorf("key", "must be one of ip, consumer, route, service, global, header")
-	}
-	if rl.HeaderName != "" && !httpguts.ValidHeaderFieldName(rl.HeaderName) {
-		return schema.Errorf("header_name", "must be a valid header name")
+	if rl.Key == "header" && rl.HeaderName == "" {
+		return schema.Errorf("header_name", "is required when key is header")
 	}
 	return nil
 }
@@ -231,10 +203,5 @@ func (rl *RateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*RateLimit)(nil)
-	_ caddy.Validator             = (*RateLimit)(nil)
-	_ caddyhttp.MiddlewareHandler = (*RateLimit)(nil)
-	_ caddyfile.Unmarshaler       = (*RateLimit)(nil)
-	_ schema.Defaulter            = (*RateLimit)(nil)
-	_ plugins.Handler             = (*RateLimit)(nil)
+	_ plugins.Plugin = (*RateLimit)(nil)
 )

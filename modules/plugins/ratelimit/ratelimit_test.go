@@ -14,6 +14,7 @@ import (
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	"github.com/caddy-gateway/gateway/modules/process"
+	"github.com/caddy-gateway/gateway/schema"
 )
 
 // The in-process Caddy of these tests is plugintest's.
@@ -51,7 +52,7 @@ func TestNormalize(t *testing.T) {
 	}
 	fresh := new(RateLimit)
 	fresh.SetDefaults()
-	if fresh.Validate() == nil {
+	if schema.Check(fresh) == nil {
 		t.Error("a fresh config without limit must not validate")
 	}
 }

@@ -40,7 +40,7 @@ func TestRegistry(t *testing.T) {
 }
 
 // The directives run in the gateway's default plugin order whatever order
-// they are written in (hsts first, see traffic.go).
+// they are written in (see plugins.Register).
 func TestCaddyfileDirectiveOrder(t *testing.T) {
 	minimal := map[string]string{
 		"ip-restriction": "{\n deny 10.0.0.1\n}",
@@ -59,10 +59,10 @@ func TestCaddyfileDirectiveOrder(t *testing.T) {
 	for _, h := range hs {
 		got = append(got, h["handler"].(string))
 	}
-	want := []string{"gateway_request_id", "gateway_hsts", "gateway_ip_restriction", "headers", "gateway_cors",
-		"gateway_redirect", "static_response", "gateway_request_size_limit", "gateway_request_termination",
-		"gateway_request_transform", "gateway_response_transform", "encode", "gateway_response_compression",
-		"gateway_response_body_transform", "reverse_proxy"}
+	want := []string{"gateway_request_id", "gateway_ip_restriction", "headers", "gateway_cors",
+		"gateway_redirect", "static_response", "gateway_request_size_limit", "gateway_request_termination", "encode",
+		"gateway_request_transform", "gateway_response_transform", "gateway_response_body_transform",
+		"gateway_response_compression", "gateway_hsts", "reverse_proxy"}
 	// the redir's handler is inside its own matcher route; keep the subroute out
 	got = slices.DeleteFunc(got, func(s string) bool { return s == "subroute" })
 	if !slices.Equal(got, want) {

@@ -16,10 +16,8 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "cors", Ordering: 300, Doc: "Answers CORS preflight requests itself (204, never proxied) and adds the CORS response headers to requests from allowed origins, replacing any the upstream sends.", New: func() plugins.Handler { return new(CORS) }})
-	plugins.RegisterDirective("cors")
-}
+// corsType declares the cors plugin type (registered in traffic.go).
+var corsType = plugins.Type{Name: "cors", Ordering: 300, Doc: "Answers CORS preflight requests itself (204, never proxied) and adds the CORS response headers to requests from allowed origins, replacing any the upstream sends.", New: func() plugins.Plugin { return new(CORS) }}
 
 // CORS is the cors plugin: it answers preflight requests itself (204, never
 // proxied) and adds the CORS response headers to requests from allowed
@@ -259,14 +257,10 @@ func (p originPattern) match(origin string) bool {
 //	    max_age_s 3600
 //	}
 func (h *CORS) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return unmarshalCaddyfile(d, h)
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*CORS)(nil)
-	_ caddy.Validator             = (*CORS)(nil)
-	_ caddyhttp.MiddlewareHandler = (*CORS)(nil)
-	_ caddyfile.Unmarshaler       = (*CORS)(nil)
-	_ schema.Defaulter            = (*CORS)(nil)
+	_ plugins.Plugin = (*CORS)(nil)
 )

@@ -12,10 +12,8 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "hsts", Ordering: 1450, Doc: "Strict-Transport-Security on responses to HTTPS requests (never on plain HTTP); replaces an upstream's own header.", New: func() plugins.Handler { return new(HSTS) }})
-	plugins.RegisterDirective("hsts")
-}
+// hstsType declares the hsts plugin type (registered in traffic.go).
+var hstsType = plugins.Type{Name: "hsts", Ordering: 1450, Doc: "Strict-Transport-Security on responses to HTTPS requests (never on plain HTTP); replaces an upstream's own header.", New: func() plugins.Plugin { return new(HSTS) }}
 
 // HSTS is the hsts plugin: Strict-Transport-Security on responses to HTTPS
 // requests (never on plain HTTP, where browsers ignore it). It replaces an
@@ -80,14 +78,10 @@ func (h *HSTS) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 //	    preload
 //	}
 func (h *HSTS) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return unmarshalCaddyfile(d, h)
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*HSTS)(nil)
-	_ caddy.Validator             = (*HSTS)(nil)
-	_ caddyhttp.MiddlewareHandler = (*HSTS)(nil)
-	_ caddyfile.Unmarshaler       = (*HSTS)(nil)
-	_ schema.Defaulter            = (*HSTS)(nil)
+	_ plugins.Plugin = (*HSTS)(nil)
 )

@@ -13,10 +13,8 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "ip-restriction", Ordering: 200, Doc: "Refuses clients by address (IPs or CIDRs); the client address honours the gateway's trusted_proxies. Deny wins over allow.", New: func() plugins.Handler { return new(IPRestriction) }})
-	plugins.RegisterDirective("ip-restriction")
-}
+// ipRestrictionType declares the ip-restriction plugin type (registered in traffic.go).
+var ipRestrictionType = plugins.Type{Name: "ip-restriction", Ordering: 200, Doc: "Refuses clients by address (IPs or CIDRs); the client address honours the gateway's trusted_proxies. Deny wins over allow.", New: func() plugins.Plugin { return new(IPRestriction) }}
 
 // IPRestriction is the ip-restriction plugin: it refuses clients by address.
 // The client address is the gateway's (trusted_proxies honoured), see
@@ -132,14 +130,10 @@ func parsePrefixes(field string, list []string) ([]netip.Prefix, error) {
 //	    message "not here"
 //	}
 func (h *IPRestriction) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return unmarshalCaddyfile(d, h)
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*IPRestriction)(nil)
-	_ caddy.Validator             = (*IPRestriction)(nil)
-	_ caddyhttp.MiddlewareHandler = (*IPRestriction)(nil)
-	_ caddyfile.Unmarshaler       = (*IPRestriction)(nil)
-	_ schema.Defaulter            = (*IPRestriction)(nil)
+	_ plugins.Plugin = (*IPRestriction)(nil)
 )

@@ -16,10 +16,8 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "redirect", Ordering: 400, Doc: "Redirects plain-HTTP requests to HTTPS (to_https), or every request to another place (location).", New: func() plugins.Handler { return new(Redirect) }})
-	plugins.RegisterDirective("redirect")
-}
+// redirectType declares the redirect plugin type (registered in traffic.go).
+var redirectType = plugins.Type{Name: "redirect", Ordering: 400, Doc: "Redirects plain-HTTP requests to HTTPS (to_https), or every request to another place (location).", New: func() plugins.Plugin { return new(Redirect) }}
 
 // Redirect is the redirect plugin: plain-HTTP requests to HTTPS (to_https),
 // or every request to another place (location).
@@ -146,14 +144,10 @@ func clientURI(r *http.Request) string {
 //	    keep_path false
 //	}
 func (h *Redirect) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return unmarshalCaddyfile(d, h)
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*Redirect)(nil)
-	_ caddy.Validator             = (*Redirect)(nil)
-	_ caddyhttp.MiddlewareHandler = (*Redirect)(nil)
-	_ caddyfile.Unmarshaler       = (*Redirect)(nil)
-	_ schema.Defaulter            = (*Redirect)(nil)
+	_ plugins.Plugin = (*Redirect)(nil)
 )

@@ -7,17 +7,14 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/google/uuid"
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "request-id", Ordering: 100, Doc: "Every request carries an id in a header, sent upstream and (echo_downstream) back to the client; it is also the request record's request_id and the placeholder {http.vars.request_id}.", New: func() plugins.Handler { return new(RequestID) }})
-	plugins.RegisterDirective("request-id")
-}
+// requestIDType declares the request-id plugin type (registered in traffic.go).
+var requestIDType = plugins.Type{Name: "request-id", Ordering: 100, Doc: "Every request carries an id in a header, sent upstream and (echo_downstream) back to the client; it is also the request record's request_id and the placeholder {http.vars.request_id}.", New: func() plugins.Plugin { return new(RequestID) }}
 
 // RequestID is the request-id plugin: every request carries an id in a
 // header, sent upstream and (echo_downstream) back to the client. The id is
@@ -56,13 +53,9 @@ func (h *RequestID) Provision(caddy.Context) error {
 	return nil
 }
 
-// Validate implements schema.Validator and caddy.Validator.
-func (h *RequestID) Validate() error {
-	if !httpguts.ValidHeaderFieldName(h.HeaderName) {
-		return schema.Errorf("header_name", "must be a valid HTTP header name")
-	}
-	return nil
-}
+// Validate implements caddy.Validator (the tags say everything; Provision
+// checks them).
+func (h *RequestID) Validate() error { return nil }
 
 // ServeHTTP assigns the id, then calls next.
 func (h *RequestID) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
@@ -111,14 +104,10 @@ func validIncomingID(id string) bool {
 //	    echo_downstream
 //	}
 func (h *RequestID) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return unmarshalCaddyfile(d, h)
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*RequestID)(nil)
-	_ caddy.Validator             = (*RequestID)(nil)
-	_ caddyhttp.MiddlewareHandler = (*RequestID)(nil)
-	_ caddyfile.Unmarshaler       = (*RequestID)(nil)
-	_ schema.Defaulter            = (*RequestID)(nil)
+	_ plugins.Plugin = (*RequestID)(nil)
 )

@@ -15,10 +15,8 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "request-size-limit", Ordering: 800, Doc: "413 for a request body over max_bytes, declared (Content-Length, refused before the upstream is contacted) or streamed (cut off while the upstream reads it).", New: func() plugins.Handler { return new(RequestSizeLimit) }})
-	plugins.RegisterDirective("request-size-limit")
-}
+// requestSizeLimitType declares the request-size-limit plugin type (registered in traffic.go).
+var requestSizeLimitType = plugins.Type{Name: "request-size-limit", Ordering: 800, Doc: "413 for a request body over max_bytes, declared (Content-Length, refused before the upstream is contacted) or streamed (cut off while the upstream reads it).", New: func() plugins.Plugin { return new(RequestSizeLimit) }}
 
 // RequestSizeLimit is the request-size-limit plugin: 413 for a request body
 // over max_bytes, whether declared (Content-Length, refused before the
@@ -95,14 +93,10 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 //	    max_bytes 10485760
 //	}
 func (h *RequestSizeLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return unmarshalCaddyfile(d, h)
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*RequestSizeLimit)(nil)
-	_ caddy.Validator             = (*RequestSizeLimit)(nil)
-	_ caddyhttp.MiddlewareHandler = (*RequestSizeLimit)(nil)
-	_ caddyfile.Unmarshaler       = (*RequestSizeLimit)(nil)
-	_ schema.Defaulter            = (*RequestSizeLimit)(nil)
+	_ plugins.Plugin = (*RequestSizeLimit)(nil)
 )

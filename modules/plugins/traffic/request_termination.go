@@ -14,10 +14,8 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "request-termination", Ordering: 900, Doc: "Answers every request itself, never proxying: {error: message} by default, or a raw body with content_type.", New: func() plugins.Handler { return new(RequestTermination) }})
-	plugins.RegisterDirective("request-termination")
-}
+// requestTerminationType declares the request-termination plugin type (registered in traffic.go).
+var requestTerminationType = plugins.Type{Name: "request-termination", Ordering: 900, Doc: "Answers every request itself, never proxying: {error: message} by default, or a raw body with content_type.", New: func() plugins.Plugin { return new(RequestTermination) }}
 
 // RequestTermination is the request-termination plugin: it answers every
 // request itself, never proxying: {error: message} by default, or a raw
@@ -96,14 +94,10 @@ func (h *RequestTermination) ServeHTTP(w http.ResponseWriter, r *http.Request, n
 //	    content_type "text/html; charset=utf-8"
 //	}
 func (h *RequestTermination) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return unmarshalCaddyfile(d, h)
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*RequestTermination)(nil)
-	_ caddy.Validator             = (*RequestTermination)(nil)
-	_ caddyhttp.MiddlewareHandler = (*RequestTermination)(nil)
-	_ caddyfile.Unmarshaler       = (*RequestTermination)(nil)
-	_ schema.Defaulter            = (*RequestTermination)(nil)
+	_ plugins.Plugin = (*RequestTermination)(nil)
 )

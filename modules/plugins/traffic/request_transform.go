@@ -12,10 +12,8 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "request-transform", Ordering: 1100, Doc: "Changes the headers (remove, rename, set, add) and query (remove, set) of the request the upstream receives; values may use Caddy placeholders.", New: func() plugins.Handler { return new(RequestTransform) }})
-	plugins.RegisterDirective("request-transform")
-}
+// requestTransformType declares the request-transform plugin type (registered in traffic.go).
+var requestTransformType = plugins.Type{Name: "request-transform", Ordering: 1100, Doc: "Changes the headers (remove, rename, set, add) and query (remove, set) of the request the upstream receives; values may use Caddy placeholders.", New: func() plugins.Plugin { return new(RequestTransform) }}
 
 // RequestTransform is the request-transform plugin: it changes the headers
 // and query of the request the upstream receives. Header operations run in
@@ -117,14 +115,10 @@ func (h *RequestTransform) ServeHTTP(w http.ResponseWriter, r *http.Request, nex
 //	    set_query source gateway
 //	}
 func (h *RequestTransform) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return unmarshalCaddyfile(d, h)
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*RequestTransform)(nil)
-	_ caddy.Validator             = (*RequestTransform)(nil)
-	_ caddyhttp.MiddlewareHandler = (*RequestTransform)(nil)
-	_ caddyfile.Unmarshaler       = (*RequestTransform)(nil)
-	_ schema.Defaulter            = (*RequestTransform)(nil)
+	_ plugins.Plugin = (*RequestTransform)(nil)
 )

@@ -21,10 +21,8 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "response-body-transform", Ordering: 1310, Doc: "Rewrites eligible response bodies (media type in content_types, at most max_body_bytes, identity/gzip/zstd encoded): regular-expression replacements, then for JSON bodies json_remove and json_set. Other responses stream through unchanged.", New: func() plugins.Handler { return new(ResponseBodyTransform) }})
-	plugins.RegisterDirective("response-body-transform")
-}
+// responseBodyTransformType declares the response-body-transform plugin type (registered in traffic.go).
+var responseBodyTransformType = plugins.Type{Name: "response-body-transform", Ordering: 1310, Doc: "Rewrites eligible response bodies (media type in content_types, at most max_body_bytes, identity/gzip/zstd encoded): regular-expression replacements, then for JSON bodies json_remove and json_set. Other responses stream through unchanged.", New: func() plugins.Plugin { return new(ResponseBodyTransform) }}
 
 // ResponseBodyTransform is the response-body-transform plugin. It buffers
 // eligible responses (media type in content_types, body at most
@@ -583,14 +581,10 @@ func jsonSet(doc any, path []string, val any) any {
 //	    max_body_bytes 262144
 //	}
 func (h *ResponseBodyTransform) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return unmarshalCaddyfile(d, h)
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*ResponseBodyTransform)(nil)
-	_ caddy.Validator             = (*ResponseBodyTransform)(nil)
-	_ caddyhttp.MiddlewareHandler = (*ResponseBodyTransform)(nil)
-	_ caddyfile.Unmarshaler       = (*ResponseBodyTransform)(nil)
-	_ schema.Defaulter            = (*ResponseBodyTransform)(nil)
+	_ plugins.Plugin = (*ResponseBodyTransform)(nil)
 )

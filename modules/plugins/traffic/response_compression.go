@@ -18,10 +18,8 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "response-compression", Ordering: 1400, Doc: "Compresses responses with Caddy's own encode handler (zstd, gzip), negotiated with the client's Accept-Encoding.", New: func() plugins.Handler { return new(ResponseCompression) }})
-	plugins.RegisterDirective("response-compression")
-}
+// responseCompressionType declares the response-compression plugin type (registered in traffic.go).
+var responseCompressionType = plugins.Type{Name: "response-compression", Ordering: 1400, Doc: "Compresses responses with Caddy's own encode handler (zstd, gzip), negotiated with the client's Accept-Encoding.", New: func() plugins.Plugin { return new(ResponseCompression) }}
 
 // ResponseCompression is the response-compression plugin: Caddy's own
 // encode handler (http.handlers.encode), configured from the plugin's
@@ -134,14 +132,10 @@ func (h *ResponseCompression) ServeHTTP(w http.ResponseWriter, r *http.Request, 
 //	    content_types application/json text/*
 //	}
 func (h *ResponseCompression) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return unmarshalCaddyfile(d, h)
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*ResponseCompression)(nil)
-	_ caddy.Validator             = (*ResponseCompression)(nil)
-	_ caddyhttp.MiddlewareHandler = (*ResponseCompression)(nil)
-	_ caddyfile.Unmarshaler       = (*ResponseCompression)(nil)
-	_ schema.Defaulter            = (*ResponseCompression)(nil)
+	_ plugins.Plugin = (*ResponseCompression)(nil)
 )

@@ -11,10 +11,8 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-func init() {
-	plugins.Register(plugins.Type{Name: "response-transform", Ordering: 1300, Doc: "Changes the headers of the response the client receives: remove, rename, set, add (in that order); values may use Caddy placeholders.", New: func() plugins.Handler { return new(ResponseTransform) }})
-	plugins.RegisterDirective("response-transform")
-}
+// responseTransformType declares the response-transform plugin type (registered in traffic.go).
+var responseTransformType = plugins.Type{Name: "response-transform", Ordering: 1300, Doc: "Changes the headers of the response the client receives: remove, rename, set, add (in that order); values may use Caddy placeholders.", New: func() plugins.Plugin { return new(ResponseTransform) }}
 
 // ResponseTransform is the response-transform plugin: it changes the
 // headers of the response the client receives, when the response header is
@@ -80,14 +78,10 @@ func (h *ResponseTransform) ServeHTTP(w http.ResponseWriter, r *http.Request, ne
 //	    add_headers X-Served-By gateway
 //	}
 func (h *ResponseTransform) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return unmarshalCaddyfile(d, h)
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*ResponseTransform)(nil)
-	_ caddy.Validator             = (*ResponseTransform)(nil)
-	_ caddyhttp.MiddlewareHandler = (*ResponseTransform)(nil)
-	_ caddyfile.Unmarshaler       = (*ResponseTransform)(nil)
-	_ schema.Defaulter            = (*ResponseTransform)(nil)
+	_ plugins.Plugin = (*ResponseTransform)(nil)
 )

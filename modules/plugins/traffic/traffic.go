@@ -6,7 +6,8 @@
 // Each type is one Caddy HTTP handler module (http.handlers.gateway_<type>)
 // whose struct is the whole declaration of its config (see package plugins),
 // and one Caddyfile directive (gateway_<type>) whose subdirectives are the
-// config's JSON field names, parsed generically from the struct (caddyfile.go).
+// config's JSON field names, parsed generically from the struct
+// (plugins.UnmarshalCaddyfile).
 package traffic
 
 import (
@@ -18,7 +19,6 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 	"golang.org/x/net/http/httpguts"
@@ -27,37 +27,11 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// Caddyfile order of the directives, relative to Caddy's standard ones. Each
-// is inserted directly before its anchor, so directives sharing an anchor
-// keep this list's order whatever the files' init order. The result follows
-// the gateway's default plugin ordering, except hsts, which runs early so
-// that it also marks responses made by the directives after it:
-//
-//	gateway_request_id, gateway_hsts, gateway_ip_restriction, header,
-//	gateway_cors, request_body, …, gateway_redirect, redir, …, forward_auth,
-//	(auth, rate-limit), gateway_request_size_limit, gateway_request_termination,
-//	request_header, gateway_request_transform, gateway_response_transform,
-//	encode, gateway_response_compression, gateway_response_body_transform,
-//	push, …, reverse_proxy
-//
-// response_body_transform sits inside response_compression so it sees
-// uncompressed bodies (it also handles gzip and zstd bodies itself).
+// The package's plugin types, registered in one call (see plugins.Register).
 func init() {
-	for _, o := range [][2]string{
-		{"request-id", "header"},
-		{"hsts", "header"},
-		{"ip-restriction", "header"},
-		{"cors", "request_body"},
-		{"redirect", "redir"},
-		{"request-size-limit", "request_header"},
-		{"request-termination", "request_header"},
-		{"request-transform", "encode"},
-		{"response-transform", "encode"},
-		{"response-compression", "push"},
-		{"response-body-transform", "push"},
-	} {
-		httpcaddyfile.RegisterDirectiveOrder(plugins.ModuleName(o[0]), httpcaddyfile.Before, o[1])
-	}
+	plugins.Register(requestIDType, ipRestrictionType, corsType, redirectType, requestSizeLimitType,
+		requestTerminationType, requestTransformType, responseTransformType, responseBodyTransformType,
+		responseCompressionType, hstsType)
 }
 
 // replacer is the request's Caddy replacer (a fresh one when the request did

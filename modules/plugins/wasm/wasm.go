@@ -19,23 +19,17 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
-	"github.com/caddy-gateway/gateway/modules/plugins/traffic"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "wasm", Ordering: 1200, Doc: "Runs an uploaded proxy-wasm (ABI 0.2.0/0.2.1) HTTP filter module on every request: header and body callbacks, local responses; a module that traps, times out or exhausts its memory fails only that request (500).", New: func() plugins.Handler { return new(Wasm) }})
-	plugins.RegisterDirective("wasm")
-	// with the header transforms: after the request is authenticated and
-	// transformed, before compression and the proxy
-	httpcaddyfile.RegisterDirectiveOrder("gateway_wasm", httpcaddyfile.Before, "encode")
+	plugins.Register(plugins.Type{Name: "wasm", Ordering: 1200, Doc: "Runs an uploaded proxy-wasm (ABI 0.2.0/0.2.1) HTTP filter module on every request: header and body callbacks, local responses; a module that traps, times out or exhausts its memory fails only that request (500).", New: func() plugins.Plugin { return new(Wasm) }})
 }
 
 // Limits of the handler.
@@ -504,6 +498,13 @@ func (w *responseHook) finishBody() {
 	_, _ = w.ResponseWriter.Write(ex.ResponseBody)
 }
 
+// SetDefaults implements schema.Defaulter: module is required, config
+// defaults to null.
+func (h *Wasm) SetDefaults() {
+	h.Module = ""
+	h.Config = nil
+}
+
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
 //
 //	gateway_wasm {
@@ -514,14 +515,11 @@ func (w *responseHook) finishBody() {
 //
 // config is parsed as JSON when it is valid JSON, else taken as a string.
 func (h *Wasm) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return traffic.UnmarshalCaddyfile(d, h)
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards
 var (
-	_ caddy.Provisioner           = (*Wasm)(nil)
-	_ caddy.Validator             = (*Wasm)(nil)
-	_ caddy.CleanerUpper          = (*Wasm)(nil)
-	_ caddyhttp.MiddlewareHandler = (*Wasm)(nil)
-	_ caddyfile.Unmarshaler       = (*Wasm)(nil)
+	_ plugins.Plugin     = (*Wasm)(nil)
+	_ caddy.CleanerUpper = (*Wasm)(nil)
 )

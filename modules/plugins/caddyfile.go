@@ -1,26 +1,39 @@
-package traffic
+package plugins
 
 import (
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"strconv"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// unmarshalCaddyfile is the Caddyfile syntax of every plugin type in this
-// package, derived from the declaration v (a pointer to the plugin struct):
+// Syntax is what a type's Caddyfile syntax has beyond the generic one
+// (UnmarshalCaddyfile): arguments on the directive line and subdirectives
+// that are not config fields.
+type Syntax struct {
+	// Args names the JSON fields the directive's arguments set, in order
+	// (gateway_key_auth apikey x-key); a list field takes every remaining
+	// argument.
+	Args []string
+	// Blocks are subdirectives that are not config fields (an auth
+	// plugin's inline consumer blocks); each reads its own line and block
+	// at the dispenser's cursor.
+	Blocks map[string]func(*caddyfile.Dispenser) error
+}
+
+// UnmarshalCaddyfile is the Caddyfile syntax of every plugin type, derived
+// from the declaration v (a pointer to the plugin struct):
 //
-//	gateway_<type> {
+//	gateway_<type> [<args...>] {
 //	    <json_field> <args...>
 //	}
 //
 // The block is optional (no block: all defaults). Defaults are applied first;
-// each subdirective is a JSON field name of v:
+// each subdirective is a JSON field name of v (or one of syn.Blocks):
 //
 //	string, integer     one argument
 //	bool                no argument (true) or true/false
@@ -33,20 +46,44 @@ import (
 //	                    values (json_set) are parsed as JSON when they are
 //	                    valid JSON, else taken as a string
 //
-// The result is checked with the same rules as the admin API (schema.Check).
-func unmarshalCaddyfile(d *caddyfile.Dispenser, v any) error {
+// Arguments on the directive line set syn.Args. The result is checked with
+// the same rules as the admin API (schema.Check).
+func UnmarshalCaddyfile(d *caddyfile.Dispenser, v any, syn Syntax) error {
 	d.Next() // directive name
-	if d.NextArg() {
-		return d.Errf("unexpected argument %q: options go in a block, one subdirective per line", d.Val())
-	}
 	if def, ok := v.(schema.Defaulter); ok {
 		def.SetDefaults()
 	}
 	rv := reflect.ValueOf(v).Elem()
-	fields := jsonFieldIndex(rv.Type())
+	fields := schema.FieldIndex(rv.Type())
 	seen := map[string]bool{}
+	if args := d.RemainingArgs(); len(args) > 0 {
+		if len(syn.Args) == 0 {
+			return d.Errf("unexpected argument %q: options go in a block, one subdirective per line", args[0])
+		}
+		for i, name := range syn.Args {
+			if len(args) == 0 {
+				break
+			}
+			f := rv.Field(fields[name])
+			take := 1
+			if f.Kind() == reflect.Slice || i == len(syn.Args)-1 {
+				take = len(args)
+			}
+			if err := setFromArgs(f, args[:take], true); err != nil {
+				return d.Errf("%s: %v", name, err)
+			}
+			args = args[take:]
+			seen[name] = true
+		}
+	}
 	for d.NextBlock(0) {
 		name := d.Val()
+		if block, ok := syn.Blocks[name]; ok {
+			if err := block(d); err != nil {
+				return err
+			}
+			continue
+		}
 		i, ok := fields[name]
 		if !ok {
 			return d.Errf("unrecognized subdirective %q", name)
@@ -64,26 +101,6 @@ func unmarshalCaddyfile(d *caddyfile.Dispenser, v any) error {
 		return d.Errf("%v", err)
 	}
 	return nil
-}
-
-// jsonFieldIndex maps the JSON names of t's exported fields to their index.
-func jsonFieldIndex(t reflect.Type) map[string]int {
-	m := map[string]int{}
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		if !sf.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = sf.Name
-		}
-		m[name] = i
-	}
-	return m
 }
 
 var rawMessageType = reflect.TypeFor[json.RawMessage]()
@@ -197,7 +214,3 @@ func setScalar(f reflect.Value, args []string) error {
 	}
 	return nil
 }
-
-// UnmarshalCaddyfile is the Caddyfile syntax above for plugin types declared
-// in other packages (v: a pointer to the plugin struct).
-func UnmarshalCaddyfile(d *caddyfile.Dispenser, v any) error { return unmarshalCaddyfile(d, v) }
