@@ -217,6 +217,7 @@ type instr struct {
 	op       byte   // opcode (0xfc for the prefixed ones)
 	callee   uint32 // call's function index
 	heavy    bool   // its cost grows with data (memory.grow, bulk memory)
+	exits    bool   // may leave the function (return, a branch to its block, its final end)
 }
 
 // walkBody reads one function body: its locals, then its instructions up
@@ -236,6 +237,15 @@ func walkBody(r *reader, visit func(instr)) error {
 			depth++
 		case 0x0b: // end
 			depth--
+			in.exits = depth == 0
+		case 0x0c, 0x0d: // br, br_if label
+			in.exits = r.u32() == uint32(depth-1)
+		case 0x0e: // br_table labels default
+			for n, i := r.u32(), uint64(0); i <= uint64(n) && r.err == nil; i++ {
+				in.exits = r.u32() == uint32(depth-1) || in.exits
+			}
+		case 0x0f: // return
+			in.exits = true
 		case 0x10: // call
 			in.callee = r.u32()
 		case 0x11: // call_indirect type table
@@ -270,19 +280,13 @@ func (r *reader) blockType() {
 }
 
 // immediates skips the immediates of an instruction other than the
-// control instructions walkBody handles, and says whether its cost grows
+// control and branch instructions walkBody handles, and says whether its cost grows
 // with data (memory.grow, bulk memory and table operations). Opcodes are
 // those of WebAssembly 2.0 without SIMD; any other is refused.
 func (r *reader) immediates(op byte) (heavy bool) {
 	switch {
-	case op == 0x00 || op == 0x01 || op == 0x05 || op == 0x0f || op == 0x1a || op == 0x1b:
-		// unreachable, nop, else, return, drop, select
-	case op == 0x0c || op == 0x0d: // br, br_if
-		r.u32()
-	case op == 0x0e: // br_table: labels, default
-		for n, i := r.u32(), uint64(0); i <= uint64(n) && r.err == nil; i++ {
-			r.u32()
-		}
+	case op == 0x00 || op == 0x01 || op == 0x05 || op == 0x1a || op == 0x1b:
+		// unreachable, nop, else, drop, select
 	case op == 0x1c: // select t*
 		r.bytes(r.u32())
 	case op >= 0x20 && op <= 0x26: // local.*, global.*, table.get/set

@@ -36,9 +36,10 @@ type summary struct {
 
 // Guard returns wasm with checkpoints inserted so that every execution
 // path passes a loop header at least every segmentBudget cost units: at
-// the entry of every function that may recurse, before and after every
-// call_indirect (whose target is unknown), and wherever straight-line code,
-// including the calls it makes, would exceed the budget. It returns
+// the entry and exits of a set of functions that breaks every cycle of
+// calls, before and after every call_indirect (whose target is unknown),
+// and wherever straight-line code, including the calls it makes, would
+// exceed the budget. It returns
 // how many checkpoints it inserted (zero: wasm itself). Modules the decoder
 // does not know (SIMD …) are an error: the caller keeps them unguarded.
 func Guard(wasm []byte) ([]byte, int, error) {
@@ -75,10 +76,12 @@ func Guard(wasm []byte) ([]byte, int, error) {
 			total += len(inserts[d])
 			continue
 		}
-		// A recursive group: each function checks at its entry, and a
-		// call within the group may return from any depth of recursion,
-		// each frame adding its tail: the caller checks right after it.
-		for _, d := range group {
+		// A recursive group: the functions of a set that breaks every
+		// cycle of calls (the "checked" ones) check at their entry and
+		// before they return, so that descending and unwinding recursion
+		// both pass a check at least once per cycle; the others form an
+		// acyclic remainder, scanned callees first like any function.
+		for _, d := range g.breakCycles(group) {
 			if inserts[d], err = g.scan(d); err != nil {
 				return nil, 0, err
 			}
@@ -97,13 +100,107 @@ type guard struct {
 	wasm []byte
 	comp []int
 	sums []summary // of the functions scanned
+	// cut marks the functions of recursive groups that check at their
+	// entry and exits
+	cut map[int]bool
+}
+
+// breakCycles chooses the functions of a recursive group that check at
+// their entry and exits (added to g.cut) so that the rest of the group
+// calls no cycle, and returns the group in scanning order: the rest with
+// callees first, then the chosen. It prefers functions with few call
+// sites (a runtime's hot helpers, such as reference counting, have many).
+func (g *guard) breakCycles(group []int) []int {
+	if g.cut == nil {
+		g.cut = map[int]bool{}
+	}
+	nImp := uint32(len(g.m.imports))
+	in := map[int]bool{}
+	for _, d := range group {
+		in[d] = true
+	}
+	callers := map[int]int{}
+	for _, f := range g.m.funcs {
+		for _, c := range f.calls {
+			if c >= nImp && in[int(c-nImp)] {
+				callers[int(c-nImp)]++
+			}
+		}
+	}
+	// a depth-first search of the remainder: a call back to a function
+	// on the search path closes a cycle; cut its least called function
+	// and search again (each round cuts one function)
+	for {
+		const (
+			unseen = iota
+			onPath
+			finished
+		)
+		state := map[int]int{}
+		var post, path []int
+		var cycle []int
+		var visit func(d int) bool
+		visit = func(d int) bool {
+			state[d] = onPath
+			path = append(path, d)
+			for _, c := range g.m.funcs[d].calls {
+				if c < nImp {
+					continue
+				}
+				e := int(c - nImp)
+				if !in[e] || g.cut[e] {
+					continue
+				}
+				switch state[e] {
+				case onPath:
+					i := len(path) - 1
+					for path[i] != e {
+						i--
+					}
+					cycle = path[i:]
+					return false
+				case unseen:
+					if !visit(e) {
+						return false
+					}
+				}
+			}
+			state[d] = finished
+			path = path[:len(path)-1]
+			post = append(post, d)
+			return true
+		}
+		ok := true
+		for _, d := range group {
+			if !g.cut[d] && state[d] == unseen {
+				if ok = visit(d); !ok {
+					break
+				}
+			}
+		}
+		if ok {
+			for _, d := range group {
+				if g.cut[d] {
+					post = append(post, d)
+				}
+			}
+			return post
+		}
+		best := cycle[0]
+		for _, d := range cycle {
+			if callers[d] < callers[best] {
+				best = d
+			}
+		}
+		g.cut[best] = true
+	}
 }
 
 // scan computes where defined function d needs checkpoints and its
 // summary, given its callees' summaries (outside its recursive group).
 func (g *guard) scan(d int) ([]int, error) {
 	nImp := uint32(len(g.m.imports))
-	recursive := g.comp[d] >= 0
+	cut := g.cut[d]
 	var s summary
 	var ins []int
 	acc := int64(0)
@@ -127,10 +224,13 @@ func (g *guard) scan(d int) ([]int, error) {
 	}
 	first := true
 	err := g.m.walk(g.wasm, d, func(in instr) {
-		if first && recursive {
-			insert(in.off) // the entry check of a recursive function
+		if first && cut {
+			insert(in.off) // the entry check
 		}
 		first = false
+		if in.exits && cut {
+			insert(in.off) // a check before leaving
+		}
 		switch {
 		case in.op == 0x03: // loop: its header checks
 			acc++
@@ -143,12 +243,10 @@ func (g *guard) scan(d int) ([]int, error) {
 			insert(in.end)
 		case in.op == 0x10 && in.callee < nImp:
 			add(heavyCost, in.off)
-		case in.op == 0x10 && g.comp[in.callee-nImp] == g.comp[d]:
-			// within the recursive group: the callee checks at entry;
-			// unwinding adds up the tails of every frame: count the
-			// whole budget, so that the next instruction checks
+		case in.op == 0x10 && g.cut[int(in.callee-nImp)]:
+			// the callee checks at its entry and before it returns
 			add(1, in.off)
-			reached(segmentBudget)
+			reached(1)
 		case in.op == 0x10:
 			c := g.sums[in.callee-nImp]
 			if !c.checked {

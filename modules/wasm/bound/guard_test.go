@@ -28,14 +28,21 @@ func TestGuard(t *testing.T) {
 	}{
 		{"straight line", `(module (func (export "f") (param i32) (result i32) (i32.add (local.get 0) (i32.const 1))))`, 0},
 		{"loop", `(module (func (export "f") (loop $l (br $l))))`, 0},
-		// at the entry of each recursive function and after each call
-		// within its group (returns from deep recursion add up)
+		// at the entry and before the end of one function of each cycle
 		{"recursion", `(module (func $fib (export "f") (param i32) (result i32)
   (if (result i32) (i32.lt_u (local.get 0) (i32.const 2)) (then (i32.const 1))
-    (else (i32.add (call $fib (i32.sub (local.get 0) (i32.const 1))) (call $fib (i32.sub (local.get 0) (i32.const 2))))))))`, 3},
+    (else (i32.add (call $fib (i32.sub (local.get 0) (i32.const 1))) (call $fib (i32.sub (local.get 0) (i32.const 2))))))))`, 2},
 		{"mutual recursion", `(module
   (func $a (export "a") (param i32) (if (local.get 0) (then (call $b (local.get 0)))))
-  (func $b (param i32) (call $a (i32.sub (local.get 0) (i32.const 1)))))`, 4},
+  (func $b (param i32) (call $a (i32.sub (local.get 0) (i32.const 1)))))`, 2},
+		// returns and branches out of the function check too
+		// entry, return, br_if and br_table to the function, end
+		{"exits", `(module (func $f (export "f") (param i32) (result i32)
+  (block $b (br_if $b (local.get 0)))
+  (if (local.get 0) (then (return (i32.const 1))))
+  (drop (br_if 0 (i32.const 2) (local.get 0)))
+  (drop (block (result i32) (br_table 0 1 (i32.const 3) (local.get 0))))
+  (call $f (local.get 0))))`, 5},
 		{"call_indirect", `(module (type $t (func)) (table 1 funcref) (elem (i32.const 0) $f)
   (func $f (export "f") (call_indirect (type $t) (i32.const 0))))`, 2},
 		// 4^30 calls without recursion: checks wherever a call tree
