@@ -23,12 +23,12 @@ import (
 // gateway's fixtures, and requires the decoder to find exactly the
 // instructions wabt's wasm-objdump finds, at the same offsets, in every
 // module the gateway's runtime accepts; a module it cannot decode must be
-// refused as unknown (SIMD), never misread. Half the spec test binaries
+// refused as unknown (SIMD), never misread. A quarter of the spec test binaries
 // (every other file) keep it quick. Without the module cache or
 // wabt the test skips (fails on CI).
 func TestDecoderMatchesObjdump(t *testing.T) {
 	objdump := wasmtest.Tool(t, "wasm-objdump")
-	_, files := wasmtest.Binaries(t, 2, "v1", "v2")
+	_, files := wasmtest.Binaries(t, 4, "v1", "v2")
 	fixtures, _ := filepath.Glob("../../../adminext/tests/testdata/wasm/*/*.wasm")
 	files = append(files, fixtures...)
 	sort.Strings(files)
