@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/modules/guard"
+	"github.com/caddy-gateway/gateway/modules/router/pathexpr"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
@@ -189,19 +190,10 @@ func ValidateHostPattern(h string) error {
 	return nil
 }
 
-// ValidatePathPattern checks a literal prefix ("/…") or "~regex".
-func ValidatePathPattern(p string) error {
-	if strings.HasPrefix(p, "~") {
-		if _, err := regexp.Compile("^(?:" + p[1:] + ")"); err != nil {
-			return errString("invalid regular expression: " + err.Error())
-		}
-		return nil
-	}
-	if !strings.HasPrefix(p, "/") {
-		return errString("must start with / (literal prefix) or ~ (regular expression)")
-	}
-	return nil
-}
+// ValidatePathPattern checks a literal prefix ("/…") or "~regex" with the
+// router's own rules (package pathexpr), so that a path the API accepts is
+// one the router loads.
+func ValidatePathPattern(p string) error { return pathexpr.Validate(p) }
 
 type errString string
 

@@ -80,6 +80,8 @@ func TestValidationErrorsNameTheField(t *testing.T) {
 		{"POST", "/api/v1/routes", map[string]any{"name": "r"}, "service_id"},
 		{"POST", "/api/v1/routes", map[string]any{"name": "r", "service_id": 999}, "service_id"},
 		{"POST", "/api/v1/routes", map[string]any{"name": "r", "service_id": sid, "paths": []string{"~("}}, "paths[0]"},
+		// Wrapped as ^(?:a)(b) this compiles; the router refuses it.
+		{"POST", "/api/v1/routes", map[string]any{"name": "r", "service_id": sid, "paths": []string{"/ok", "~a)(b"}}, "paths[1]"},
 		{"POST", "/api/v1/routes", map[string]any{"name": "r", "service_id": sid, "paths": []string{"api"}}, "paths[0]"},
 		{"POST", "/api/v1/routes", map[string]any{"name": "r", "service_id": sid, "hosts": []string{"a.*.com"}}, "hosts[0]"},
 		{"POST", "/api/v1/routes", map[string]any{"name": "r", "service_id": sid, "splits": []any{map[string]any{"service_id": sid, "weight": 0}}}, "splits[0].weight"},

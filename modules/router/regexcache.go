@@ -1,8 +1,9 @@
 package router
 
 import (
-	"regexp"
 	"sync"
+
+	"github.com/caddy-gateway/gateway/modules/router/pathexpr"
 )
 
 // Compiled path regexes are reused from one table to the next: every
@@ -60,19 +61,9 @@ func (c *regexCache) end() {
 // compilePathRegex compiles a path expression anchored at the start of the
 // path, with the literal prefix every match starts with.
 func compilePathRegex(expr string) (pathRegex, error) {
-	// Compile the bare expression first: it validates it on its own (so
-	// "a)(b" cannot sneak through the wrapping below), and its
-	// LiteralPrefix is the literal prefix of every match; the anchored form
-	// hides that prefix from LiteralPrefix although both match the same
-	// language.
-	bare, err := regexp.Compile(expr)
+	re, prefix, err := pathexpr.Compile(expr)
 	if err != nil {
 		return pathRegex{}, err
 	}
-	re, err := regexp.Compile("^(?:" + expr + ")")
-	if err != nil {
-		return pathRegex{}, err
-	}
-	prefix, _ := bare.LiteralPrefix()
 	return pathRegex{re: re, prefix: prefix}, nil
 }
