@@ -2,16 +2,13 @@ package controlplane
 
 import (
 	"crypto/tls"
-	"encoding/json"
 	"sync/atomic"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
-	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/adminext/compiler"
 	"github.com/caddy-gateway/gateway/modules/router"
-	"github.com/caddy-gateway/gateway/modules/streams"
 )
 
 // Bootstrap is what the gateway needs before it can read its store: where
@@ -48,23 +45,9 @@ type Bootstrap struct {
 	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
 }
 
-// Generated is what the control plane compiles from the store.
-type Generated struct {
-	// Version increases with every applied change.
-	Version     int64     `json:"version"`
-	CompiledAt  time.Time `json:"compiled_at"`
-	HTTPListen  string    `json:"http_listen,omitempty"`
-	HTTPSListen string    `json:"https_listen,omitempty"`
-	HTTPS       bool      `json:"https_enabled,omitempty"`
-	// RouterRaw is the gateway_router handler serving proxied traffic.
-	RouterRaw json.RawMessage `json:"router,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
-	// Health lists every target to check.
-	Health []health.Spec `json:"health,omitempty"`
-	// Streams are the enabled TCP stream routes.
-	Streams []streams.Route `json:"streams,omitempty"`
-	// Counts of the compiled configuration (for /api/v1/config).
-	Counts map[string]int `json:"counts,omitempty"`
-}
+// Generated is what the control plane compiles from the store (package
+// compiler).
+type Generated = compiler.Generated
 
 // SetDefaults fills in the defaults of the bootstrap fields.
 func (a *Bootstrap) SetDefaults() {

@@ -29,7 +29,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext/api"
-	"github.com/caddy-gateway/gateway/adminext/controlplane"
+	"github.com/caddy-gateway/gateway/adminext/compiler"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 	"github.com/caddy-gateway/gateway/modules/wasm/wat"
@@ -51,7 +51,7 @@ const PluginType = "wasm"
 
 func init() {
 	pluginapi.RegisterConfigCheck(PluginType, checkPluginModule)
-	controlplane.RegisterTypeInternals(PluginType, moduleInternals)
+	compiler.RegisterTypeInternals(PluginType, moduleInternals)
 	storage.RegisterSnapshotLoader(loadSources)
 }
 

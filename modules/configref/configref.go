@@ -14,6 +14,7 @@ package configref
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,5 +97,17 @@ func Versions() []int64 {
 	for v := range values {
 		out = append(out, v)
 	}
+	return out
+}
+
+// Names lists the names stored under a version, sorted (tests).
+func Names(version int64) []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]string, 0, len(values[version]))
+	for name := range values[version] {
+		out = append(out, name)
+	}
+	sort.Strings(out)
 	return out
 }

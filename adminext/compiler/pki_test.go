@@ -1,4 +1,4 @@
-package controlplane
+package compiler
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ func TestCompilePKIAppNeverInstallsTrust(t *testing.T) {
 	apps := map[string]json.RawMessage{
 		"pki": json.RawMessage(`{"certificate_authorities":{"mine":{"name":"Mine","install_trust":true},"other":{}}}`),
 	}
-	if err := compilePKIApp(apps); err != nil {
+	if err := mergePKIApp(apps); err != nil {
 		t.Fatal(err)
 	}
 	var pki struct {

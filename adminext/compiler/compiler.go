@@ -1,0 +1,213 @@
+// Package compiler turns a store snapshot into the Caddy config the gateway
+// loads. Every part is built from Caddy's own config types (caddy.Config's
+// admin section, reverseproxy.Handler, caddytls.TLS, caddypki.PKI) and the
+// gateway modules' own structs (router.Router, router.Transport,
+// router.Selection, gwtls.ACMEIssuer …), encoded once at the end; nothing
+// is assembled from untyped maps. The golden tests beside it
+// (testdata/*.golden, regenerated with `go test ./adminext/compiler -update`)
+// pin the config compiled for representative stores.
+//
+// Secrets and bulk tables (credentials, private keys, the routing table)
+// never enter the JSON: they are put into package configref under the
+// version being compiled, and the config carries references. The caller
+// keeps or drops them with the load's outcome.
+package compiler
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/modules/streams"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+// Generated is the gateway app's compiled part: what the control plane
+// compiles from the store and the gateway app provisions.
+type Generated struct {
+	// Version increases with every applied change.
+	Version     int64     `json:"version"`
+	CompiledAt  time.Time `json:"compiled_at"`
+	HTTPListen  string    `json:"http_listen,omitempty"`
+	HTTPSListen string    `json:"https_listen,omitempty"`
+	HTTPS       bool      `json:"https_enabled,omitempty"`
+	// RouterRaw is the gateway_router handler serving proxied traffic.
+	RouterRaw json.RawMessage `json:"router,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
+	// Health lists every target to check.
+	Health []health.Spec `json:"health,omitempty"`
+	// Streams are the enabled TCP stream routes.
+	Streams []streams.Route `json:"streams,omitempty"`
+	// Counts of the compiled configuration (for /api/v1/config).
+	Counts map[string]int `json:"counts,omitempty"`
+}
+
+// Options are the compile inputs that do not come from the store.
+type Options struct {
+	// Version is the config version being compiled; values handed by
+	// reference are stored under it.
+	Version int64
+	// Now stamps Generated.CompiledAt.
+	Now time.Time
+	// Bootstrap is the gateway app's own JSON object (its Caddyfile
+	// fields), into which "generated" is added.
+	Bootstrap json.RawMessage
+	// Base is the rest of the running Caddy config (top-level keys), kept
+	// by every generated config: the user's own apps and sites.
+	Base map[string]json.RawMessage
+	// ACME settings of the bootstrap (see adminext.Bootstrap).
+	ACMETrustedRoots []string
+	ACMEDNSResolvers []string
+	CloudflareAPIURL string
+}
+
+// Config compiles snap into the full Caddy config: opt.Base with the
+// gateway app replaced by the compiled one, the stored certificates merged
+// into the tls app, local CAs kept out of the host's trust store, and
+// config autosave off.
+func Config(snap *storage.Snapshot, opt Options) ([]byte, error) {
+	gen, err := Compile(snap, opt.Version)
+	if err != nil {
+		return nil, err
+	}
+	gen.Version = opt.Version
+	gen.CompiledAt = opt.Now
+	return Assemble(snap, gen, opt)
+}
+
+// Assemble builds the full config around a compiled gateway app.
+func Assemble(snap *storage.Snapshot, gen *Generated, opt Options) ([]byte, error) {
+	appJSON, err := gatewayApp(opt.Bootstrap, gen)
+	if err != nil {
+		return nil, err
+	}
+	cfg := make(map[string]json.RawMessage, len(opt.Base)+1)
+	for k, v := range opt.Base {
+		cfg[k] = v
+	}
+	apps := map[string]json.RawMessage{}
+	if raw, ok := cfg["apps"]; ok {
+		if err := json.Unmarshal(raw, &apps); err != nil {
+			return nil, fmt.Errorf("reading base config apps: %w", err)
+		}
+	}
+	apps["gateway"] = appJSON
+	if err := mergeTLSApp(apps, snap, opt); err != nil {
+		return nil, err
+	}
+	if err := mergePKIApp(apps); err != nil {
+		return nil, err
+	}
+	if cfg["apps"], err = json.Marshal(apps); err != nil {
+		return nil, err
+	}
+	if cfg["admin"], err = adminConfig(cfg["admin"]); err != nil {
+		return nil, err
+	}
+	return json.Marshal(cfg)
+}
+
+// gatewayApp is the gateway app's JSON: its bootstrap fields and the
+// compiled part under "generated".
+func gatewayApp(bootstrap json.RawMessage, gen *Generated) (json.RawMessage, error) {
+	app := map[string]json.RawMessage{}
+	if len(bootstrap) > 0 {
+		if err := json.Unmarshal(bootstrap, &app); err != nil {
+			return nil, fmt.Errorf("reading the gateway bootstrap: %w", err)
+		}
+	}
+	raw, err := json.Marshal(gen)
+	if err != nil {
+		return nil, fmt.Errorf("encoding gateway app: %w", err)
+	}
+	app["generated"] = raw
+	return json.Marshal(app)
+}
+
+// Compile compiles the gateway part of the config.
+func Compile(snap *storage.Snapshot, version int64) (*Generated, error) {
+	idx := indexSnapshot(snap)
+	s := snap.Settings
+	gen := &Generated{
+		HTTPListen:  s.HTTPListen,
+		HTTPSListen: s.HTTPSListen,
+		HTTPS:       s.HTTPSEnabled,
+		Counts: map[string]int{
+			"services":      len(snap.Services),
+			"targets":       len(snap.Targets),
+			"routes":        len(snap.Routes),
+			"stream_routes": len(snap.StreamRoutes),
+			"plugins":       len(snap.Plugins),
+			"consumers":     len(snap.Consumers),
+			"credentials":   len(snap.Credentials),
+			"certificates":  len(snap.Certificates()),
+			"wasm_modules":  len(snap.WasmModules()),
+		},
+	}
+	raw, err := compileRouter(snap, idx, version)
+	if err != nil {
+		return nil, err
+	}
+	gen.RouterRaw = raw
+	gen.Health = compileHealth(snap, idx)
+	gen.Streams = compileStreams(snap, idx)
+	return gen, nil
+}
+
+// snapIndex looks up a snapshot's services and their targets by id; built
+// once per compile.
+type snapIndex struct {
+	services map[int64]*storage.Service
+	targets  map[int64][]storage.Target // by service id, in id order
+}
+
+func indexSnapshot(snap *storage.Snapshot) *snapIndex {
+	idx := &snapIndex{services: make(map[int64]*storage.Service, len(snap.Services)), targets: map[int64][]storage.Target{}}
+	for i := range snap.Services {
+		idx.services[snap.Services[i].ID] = &snap.Services[i]
+	}
+	for _, t := range snap.Targets {
+		idx.targets[t.ServiceID] = append(idx.targets[t.ServiceID], t)
+	}
+	return idx
+}
+
+// compileHealth lists every target of every service, routed or not.
+func compileHealth(snap *storage.Snapshot, idx *snapIndex) []health.Spec {
+	var out []health.Spec
+	for _, t := range snap.Targets {
+		svc := idx.services[t.ServiceID]
+		if svc == nil {
+			continue
+		}
+		spec := health.Spec{
+			ServiceID: svc.ID, TargetID: t.ID, Host: t.Host, Port: t.Port,
+			HTTPS:   svc.Protocol == "https",
+			Timeout: time.Duration(svc.ConnectTimeoutMS) * time.Millisecond,
+		}
+		if svc.HealthPath != nil {
+			spec.Path = *svc.HealthPath
+		}
+		if svc.TLSSNI != nil {
+			spec.SNI = *svc.TLSSNI
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
+// compileStreams lists the enabled stream routes with their service's
+// targets and balancing settings.
+func compileStreams(snap *storage.Snapshot, idx *snapIndex) []streams.Route {
+	var out []streams.Route
+	for _, sr := range snap.StreamRoutes {
+		svc := idx.services[sr.ServiceID]
+		if !sr.Enabled || svc == nil {
+			continue
+		}
+		addrs, weights := liveTargets(idx.targets[svc.ID])
+		out = append(out, streams.Route{ID: sr.ID, ListenAddr: sr.ListenAddr, ServiceID: svc.ID, Algorithm: svc.LBAlgorithm,
+			ConnectTimeoutMS: svc.ConnectTimeoutMS, Retries: int(svc.Retries), Targets: addrs, Weights: weights})
+	}
+	return out
+}

@@ -1,0 +1,97 @@
+package compiler
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/caddy-gateway/gateway/modules/lb"
+	"github.com/caddy-gateway/gateway/modules/router"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+// streamCloseDelay keeps proxied WebSockets and other hijacked streams open
+// across config reloads (Caddy closes them when the old proxy is cleaned up
+// otherwise; caddy issues #5471, #7222).
+const streamCloseDelay = 24 * time.Hour
+
+// passive health: failed proxied connections count against a target.
+const (
+	passiveFailDuration = 10 * time.Second
+	passiveMaxFails     = 2
+)
+
+// compileProxy is the reverse_proxy handler of one service: its live
+// targets, the gateway transport (Caddy's http transport with guarded
+// dials) with the service's timeouts, the gateway selection policy, passive
+// health, and the Host header the router decides per request.
+func compileProxy(svc *storage.Service, targets []storage.Target) json.RawMessage {
+	addrs, weights := liveTargets(targets)
+	ups := make(reverseproxy.UpstreamPool, 0, len(addrs))
+	for _, a := range addrs {
+		ups = append(ups, &reverseproxy.Upstream{Dial: a})
+	}
+	transport := &router.Transport{HTTPTransport: reverseproxy.HTTPTransport{
+		DialTimeout:           ms(svc.ConnectTimeoutMS),
+		ResponseHeaderTimeout: ms(svc.ReadTimeoutMS),
+		ReadTimeout:           ms(svc.ReadTimeoutMS),
+		WriteTimeout:          ms(svc.WriteTimeoutMS),
+	}}
+	if svc.Protocol == "https" {
+		transport.TLS = &reverseproxy.TLSConfig{}
+		if svc.TLSSNI != nil {
+			transport.TLS.ServerName = *svc.TLSSNI
+		}
+	}
+	policy := &router.Selection{Balancer: lb.Balancer{Algorithm: svc.LBAlgorithm, ServiceID: svc.ID}}
+	if svc.LBAlgorithm == "weighted" {
+		policy.Weights = weights
+	}
+	h := &reverseproxy.Handler{
+		Upstreams:    ups,
+		TransportRaw: caddyconfig.JSONModuleObject(transport, "protocol", "gateway_http", nil),
+		LoadBalancing: &reverseproxy.LoadBalancing{
+			SelectionPolicyRaw: caddyconfig.JSONModuleObject(policy, "policy", "gateway", nil),
+			Retries:            int(svc.Retries),
+		},
+		HealthChecks: &reverseproxy.HealthChecks{Passive: &reverseproxy.PassiveHealthChecks{
+			FailDuration: caddy.Duration(passiveFailDuration),
+			MaxFails:     passiveMaxFails,
+		}},
+		Headers: &headers.Handler{Request: &headers.HeaderOps{
+			Set: http.Header{"Host": {router.UpstreamHostHeader}},
+		}},
+		StreamCloseDelay: caddy.Duration(streamCloseDelay),
+	}
+	return caddyconfig.JSONModuleObject(h, "handler", "reverse_proxy", nil)
+}
+
+// liveTargets are the dial addresses of the targets that take traffic (weight
+// 0 or enabled false takes a target out), with their summed weights.
+func liveTargets(targets []storage.Target) (addrs []string, weights map[string]int) {
+	weights = map[string]int{}
+	for _, t := range targets {
+		if !t.Enabled || t.Weight <= 0 {
+			continue
+		}
+		if _, dup := weights[t.Addr()]; !dup {
+			addrs = append(addrs, t.Addr())
+		}
+		weights[t.Addr()] += int(t.Weight)
+	}
+	return addrs, weights
+}
+
+// ms is a Caddy duration of n milliseconds; 0 (no timeout given) leaves
+// Caddy's default.
+func ms(n int64) caddy.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return caddy.Duration(time.Duration(n) * time.Millisecond)
+}

@@ -1,0 +1,198 @@
+package compiler
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/modules/caddypki"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"github.com/mholt/acmez/v3/acme"
+
+	"github.com/caddy-gateway/gateway/modules/configref"
+	"github.com/caddy-gateway/gateway/modules/dnsproviders/cloudflare"
+	"github.com/caddy-gateway/gateway/modules/gwtls"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+// CertificateTag tags a certificate loaded from the store in the tls app.
+func CertificateTag(id int64) string { return "gateway-certificate-" + strconv.FormatInt(id, 10) }
+
+// mergeTLSApp merges the stored certificates into the tls app of the base
+// config (the user's own tls app is kept): uploaded pairs are loaded by the
+// tls.certificates.gateway loader, tagged with their id; ACME names are
+// added to certificates.automate with an automation policy per
+// certificate, placed before the user's policies (the first matching policy
+// wins). Certificates are then selected by SNI by the HTTPS listener's
+// empty connection policy.
+//
+// Private keys, the Cloudflare token and EAB keys are secrets: they reach
+// the tls app's modules by reference (package configref, modules/gwtls):
+// uploaded pairs through the loader, EAB through the
+// tls.issuance.gateway_acme issuer, the token through the Cloudflare
+// provider's api_token_ref.
+func mergeTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, opt Options) error {
+	certs := snap.Certificates()
+	if len(certs) == 0 {
+		return nil
+	}
+	tlsApp := new(caddytls.TLS)
+	if raw, ok := apps["tls"]; ok {
+		if err := json.Unmarshal(raw, tlsApp); err != nil {
+			return fmt.Errorf("reading the base config's tls app: %w", err)
+		}
+	}
+	if tlsApp.CertificatesRaw == nil {
+		tlsApp.CertificatesRaw = caddy.ModuleMap{}
+	}
+	var automate []string
+	if raw, ok := tlsApp.CertificatesRaw["automate"]; ok {
+		if err := json.Unmarshal(raw, &automate); err != nil {
+			return fmt.Errorf("reading the base config's tls certificates.automate: %w", err)
+		}
+	}
+	var pairs []gwtls.Pair
+	var policies []*caddytls.AutomationPolicy
+	for _, c := range certs {
+		if !c.ACME {
+			pairs = append(pairs, gwtls.Pair{CertPEM: c.CertPEM, KeyPEM: c.KeyPEM, Tags: []string{CertificateTag(c.ID)}})
+			continue
+		}
+		token := snap.CloudflareToken()
+		if c.Challenge == "dns-01" && token == "" {
+			continue // no DNS provider credentials: not managed (stays pending)
+		}
+		automate = append(automate, c.Domains...)
+		policies = append(policies, &caddytls.AutomationPolicy{
+			SubjectsRaw: c.Domains,
+			IssuersRaw:  []json.RawMessage{acmeIssuer(snap, &c, token, opt)},
+		})
+	}
+	if len(pairs) > 0 {
+		loader := &gwtls.Loader{Ref: configref.Put(opt.Version, "certificates", pairs)}
+		tlsApp.CertificatesRaw["gateway"] = caddyconfig.JSON(loader, nil)
+	}
+	if len(automate) > 0 {
+		tlsApp.CertificatesRaw["automate"] = caddyconfig.JSON(automate, nil)
+	}
+	if len(policies) > 0 {
+		if tlsApp.Automation == nil {
+			tlsApp.Automation = new(caddytls.AutomationConfig)
+		}
+		tlsApp.Automation.Policies = append(policies, tlsApp.Automation.Policies...)
+	}
+	raw, err := json.Marshal(tlsApp)
+	if err != nil {
+		return fmt.Errorf("encoding the tls app: %w", err)
+	}
+	apps["tls"] = raw
+	return nil
+}
+
+// acmeIssuer is the issuer of one ACME certificate: the settings' directory
+// and contact, the EAB of that directory by reference, and exactly the
+// certificate's challenge enabled.
+func acmeIssuer(snap *storage.Snapshot, c *storage.Certificate, token string, opt Options) json.RawMessage {
+	s := snap.Settings
+	dir := storage.NormalizeACMEDirectory(s.ACMEDirectoryURL)
+	iss := &gwtls.ACMEIssuer{ACMEIssuer: caddytls.ACMEIssuer{
+		CA:                   dir,
+		Email:                s.ACMEEmail,
+		TrustedRootsPEMFiles: opt.ACMETrustedRoots,
+	}}
+	if eab := snap.EABFor(dir); eab != nil {
+		iss.ExternalAccountRef = configref.Put(opt.Version, "eab/"+dir, &acme.EAB{KeyID: eab.KeyID, MACKey: eab.MACKey})
+	}
+	ch := new(caddytls.ChallengesConfig)
+	switch c.Challenge {
+	case "tls-alpn-01":
+		ch.HTTP = &caddytls.HTTPChallengeConfig{Disabled: true}
+		ch.TLSALPN = &caddytls.TLSALPNChallengeConfig{AlternatePort: listenPort(s.HTTPSListen)}
+	case "dns-01":
+		provider := &cloudflare.Provider{
+			APITokenRef: configref.Put(opt.Version, "cloudflare_token", token),
+			BaseURL:     opt.CloudflareAPIURL,
+		}
+		ch.DNS = &caddytls.DNSChallengeConfig{
+			ProviderRaw: caddyconfig.JSONModuleObject(provider, "name", "cloudflare", nil),
+		}
+		if len(opt.ACMEDNSResolvers) > 0 {
+			ch.DNS.Resolvers = opt.ACMEDNSResolvers
+			ch.DNS.PropagationTimeout = -1
+		}
+		ch.HTTP = &caddytls.HTTPChallengeConfig{Disabled: true}
+		ch.TLSALPN = &caddytls.TLSALPNChallengeConfig{Disabled: true}
+	default: // http-01: answered by the gateway's HTTP listener
+		ch.TLSALPN = &caddytls.TLSALPNChallengeConfig{Disabled: true}
+		ch.HTTP = &caddytls.HTTPChallengeConfig{AlternatePort: listenPort(s.HTTPListen)}
+	}
+	iss.Challenges = ch
+	return caddyconfig.JSONModuleObject(iss, "module", "gateway_acme", nil)
+}
+
+// listenPort is the port of a host:port listener address, 0 when it has
+// none.
+func listenPort(addr string) int {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(port)
+	return n
+}
+
+// mergePKIApp makes sure Caddy never installs a local CA root into the
+// host's trust store (Caddy's skip_install_trust): every CA of the base
+// config's pki app, and the default "local" CA that Caddy's internal issuer
+// would otherwise create with trust installation on (for a user site on
+// localhost or an IP), get install_trust false. A gateway must not change
+// the trust of the machine it runs on.
+func mergePKIApp(apps map[string]json.RawMessage) error {
+	pki := new(caddypki.PKI)
+	if raw, ok := apps["pki"]; ok {
+		if err := json.Unmarshal(raw, pki); err != nil {
+			return fmt.Errorf("reading the base config's pki app: %w", err)
+		}
+	}
+	if pki.CAs == nil {
+		pki.CAs = map[string]*caddypki.CA{}
+	}
+	if _, ok := pki.CAs[caddypki.DefaultCAID]; !ok {
+		pki.CAs[caddypki.DefaultCAID] = new(caddypki.CA)
+	}
+	no := false
+	for id, ca := range pki.CAs {
+		if ca == nil {
+			ca = new(caddypki.CA)
+			pki.CAs[id] = ca
+		}
+		ca.InstallTrust = &no
+	}
+	raw, err := json.Marshal(pki)
+	if err != nil {
+		return fmt.Errorf("encoding the pki app: %w", err)
+	}
+	apps["pki"] = raw
+	return nil
+}
+
+// adminConfig is the base config's admin section with autosave off: the
+// store is the source of truth, and generated configs reference the live
+// version's values, which a saved copy would outlive.
+func adminConfig(raw json.RawMessage) (json.RawMessage, error) {
+	admin := new(caddy.AdminConfig)
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, admin); err != nil {
+			return nil, fmt.Errorf("reading the base config's admin section: %w", err)
+		}
+	}
+	if admin.Config == nil {
+		admin.Config = new(caddy.ConfigSettings)
+	}
+	no := false
+	admin.Config.Persist = &no
+	return json.Marshal(admin)
+}
