@@ -108,8 +108,10 @@ declare -a sum_rps sum_p99 errs
 for i in 0 1 2 3; do sum_rps[$i]=0; sum_p99[$i]=0; errs[$i]=""; done
 for round in $(seq 1 "$ROUNDS"); do
 	for i in 0 1 2 3; do
-		if [ "$i" = 2 ] && [ -n "${PROFILE:-}" ] && [ "$round" = 1 ]; then
-			(sleep 2; curl -s "http://127.0.0.1:19105/debug/pprof/profile?seconds=5" > /tmp/chain.pprof) &
+		# PROFILE=chain or PROFILE=wasm: a CPU profile of the gateway
+		# serving that route, in /tmp/<route>.pprof
+		if [ -n "${PROFILE:-}" ] && [ "$round" = 1 ] && [ "${urls[$i]##*/}" = "$PROFILE" ] && [ "$i" != 0 ]; then
+			(sleep 2; curl -s "http://127.0.0.1:19105/debug/pprof/profile?seconds=5" > "/tmp/$PROFILE.pprof") &
 		fi
 		r=$(run "${names[$i]}" "${urls[$i]}" "apikey: bench-key")
 		IFS='|' read -r _ rps p99 e <<<"$r"

@@ -179,3 +179,31 @@ func expectFailedCall(t *testing.T, tp *testPlugin, want string) {
 		t.Fatalf("created %d → %d: the failed instance was reused?", created, tp.Created())
 	}
 }
+
+// TestPoolKeepsInstancesForConcurrentRequests: as many instances as
+// requests were in flight stay pooled, so the next burst of that size
+// instantiates nothing.
+func TestPoolKeepsInstancesForConcurrentRequests(t *testing.T) {
+	tp := newTestPlugin(t, module(headerAdder), PluginConfig{})
+	burst := func() {
+		var ins []*Instance
+		for i := 0; i < 48; i++ {
+			in, err := tp.Get(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ins = append(ins, in)
+		}
+		for _, in := range ins {
+			tp.Put(in)
+		}
+	}
+	burst()
+	created := tp.Created()
+	for i := 0; i < 3; i++ {
+		burst()
+	}
+	if tp.Created() != created {
+		t.Fatalf("%d instances created by bursts of 48 after the first", tp.Created()-created)
+	}
+}

@@ -28,7 +28,13 @@ type PluginConfig struct {
 	Logger *zap.Logger
 	// CallTimeout bounds each callback (default DefaultCallTimeout).
 	CallTimeout time.Duration
-	// MaxIdle bounds the idle instances kept (default GOMAXPROCS*4).
+	// MaxIdle bounds the idle instances kept (default MaxInstances). An
+	// instance serves a request from its request headers to its response,
+	// upstream round trip included, so as many are busy as requests are in
+	// flight: keeping fewer idle makes every burst beyond them instantiate
+	// modules again (measured: 12% of the proxy's CPU at 50 connections
+	// with 8 kept). Keeping them does not raise the memory bound, which
+	// MaxInstances sets.
 	MaxIdle int
 	// MaxInstances bounds the instances alive at once, idle or serving
 	// (default max(64, GOMAXPROCS*32)); Get waits for one beyond.
@@ -45,11 +51,11 @@ func (c PluginConfig) withDefaults() PluginConfig {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = DefaultCallTimeout
 	}
-	if c.MaxIdle <= 0 {
-		c.MaxIdle = runtime.GOMAXPROCS(0) * 4
-	}
 	if c.MaxInstances <= 0 {
 		c.MaxInstances = max(64, runtime.GOMAXPROCS(0)*32)
+	}
+	if c.MaxIdle <= 0 {
+		c.MaxIdle = c.MaxInstances
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = 5 * time.Second
