@@ -43,6 +43,7 @@ func withFeatures(cp *controlplane.ControlPlane) error {
 	}
 	cp.SetObserver(rec)
 	cp.SetAdmin(a)
+	cp.SetReadyHook(func() { logSummary(cp) })
 	return nil
 }
 

@@ -320,7 +320,30 @@ func (a *API) serve(ep *Endpoint, w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	if ep.Method != http.MethodGet && ep.Role != RolePublic {
+		a.logChange(ep, r)
+	}
 	WriteJSON(w, http.StatusOK, v)
+}
+
+// logChange writes one line per change made through the API: who, what,
+// and the configuration version live afterwards.
+func (a *API) logChange(ep *Endpoint, r *http.Request) {
+	who := "open mode"
+	if p := PrincipalFrom(r.Context()); p != nil {
+		switch {
+		case p.User != nil:
+			who = p.User.Email
+		case p.Method == "token":
+			who = "admin token"
+		}
+	}
+	var version int64
+	if g, _ := a.cp.Applied(); g != nil {
+		version = g.Version
+	}
+	a.logger.Info("admin change", zap.String("who", who), zap.String("what", r.Method+" "+r.URL.Path),
+		zap.String("action", ep.Summary), zap.Int64("config_version", version))
 }
 
 // Call is one admin request.

@@ -129,6 +129,13 @@ type mode struct {
 
 func (m mode) enabled() bool { return m.tokenHash != "" || m.usersExist }
 
+// Open reports whether the admin API is open: no admin token and no user
+// exists, so every caller is admin.
+func Open(db *gorm.DB) (bool, error) {
+	m, err := loadMode(db)
+	return !m.enabled(), err
+}
+
 func loadMode(db *gorm.DB) (mode, error) {
 	var m mode
 	var toks []storage.AdminToken

@@ -57,6 +57,7 @@ type ControlPlane struct {
 	listeners map[string]*proxyListener
 
 	observer Observer
+	onReady  func()
 
 	readyOnce sync.Once
 	ready     chan struct{}
@@ -285,11 +286,21 @@ func (cp *ControlPlane) bootstrap(a *Instance) {
 	if cp.active.Load() != a {
 		return // a newer config took over meanwhile
 	}
+	quietLogging(base)
 	cp.base = base
 	if err := cp.reloadLocked(); err != nil {
 		cp.logger.Error("loading the stored gateway configuration", zap.Error(err))
+		return
+	}
+	if cp.onReady != nil {
+		cp.onReady()
 	}
 }
+
+// SetReadyHook installs what runs each time the stored configuration has
+// been loaded on top of a hand-written one (process start, `caddy reload`):
+// the app's startup summary.
+func (cp *ControlPlane) SetReadyHook(fn func()) { cp.onReady = fn }
 
 // captureBase reads the running config from Caddy's admin API. It waits
 // for the load in progress (the one that started a), so it runs in a

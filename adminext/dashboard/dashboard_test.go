@@ -207,7 +207,8 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(`#plugins-table`, chromedp.ByQuery),
 		chromedp.Click(`//button[text()="New plugin"]`, chromedp.BySearch),
 		chromedp.SetValue(`#plugin-form select[name=type]`, "rate-limit", chromedp.ByQuery),
-		chromedp.SetValue(`#plugin-form textarea[name=config]`, `{"limit": 1000}`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#plugin-form select[name=type]').dispatchEvent(new Event('change'))`, nil),
+		chromedp.SetValue(`#plugin-form input[name="config.limit"]`, "1000", chromedp.ByQuery),
 		chromedp.Click(`#plugin-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//table[@id="plugins-table"]//strong[text()="rate-limit"]`, chromedp.BySearch),
 		chromedp.Navigate(g.AdminURL+"/#consumers"),
@@ -659,7 +660,7 @@ func TestBrowserWasmModules(t *testing.T) {
 		chromedp.WaitVisible(`#plugins-table`, chromedp.ByQuery),
 		chromedp.Click(`//button[text()="New plugin"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`#plugin-form`, chromedp.ByQuery),
-		chromedp.Evaluate(`[...document.querySelectorAll('#plugin-form select[name=type] option')].map(o => o.value)`, &offered),
+		chromedp.Evaluate(`[...document.querySelectorAll('#plugin-form select[name=type] option')].map(o => o.value).filter(v => v)`, &offered),
 	)
 	var want []string
 	for _, typ := range plugins.Types() {

@@ -161,3 +161,109 @@ func TestBrowserTraffic(t *testing.T) {
 		t.Errorf("first user's role: %q", role)
 	}
 }
+
+// TestBrowserPluginForm: the plugin form is generated from the type's
+// declaration: nothing is chosen or pre-filled (no global rate limit of
+// one request), every invalid field shows its own error before anything is
+// sent, defaults are placeholders that the server applies, an edit shows
+// the stored values, the raw JSON toggle carries the config both ways, and
+// an API error is shown at the field it names.
+func TestBrowserPluginForm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	bin := chromium(t)
+	g := testgw.Start(t, nil)
+	svc := g.Service("form-svc")
+	route := g.Route("form-route", svc, map[string]any{"paths": []string{"/f"}})
+	ctx := browser(t, bin)
+	step := stepper(t, ctx)
+
+	var typ, scope, limit, windowPH, keyOpt string
+	var fields int
+	step("a new plugin: no type, the route scope",
+		chromedp.Navigate(g.AdminURL+"/#plugins"),
+		chromedp.WaitVisible(`#plugins-table`, chromedp.ByQuery),
+		chromedp.Click(`//button[text()="New plugin"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#plugin-form`, chromedp.ByQuery),
+		chromedp.Value(`#plugin-form select[name=type]`, &typ, chromedp.ByQuery),
+		chromedp.Value(`#plugin-form select[name=scope]`, &scope, chromedp.ByQuery),
+	)
+	if typ != "" || scope != "route" {
+		t.Errorf("new plugin form: type %q scope %q", typ, scope)
+	}
+	step("choosing rate-limit shows its declared fields",
+		chromedp.SetValue(`#plugin-form select[name=type]`, "rate-limit", chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#plugin-form select[name=type]').dispatchEvent(new Event('change'))`, nil),
+		chromedp.WaitVisible(`#plugin-form input[name="config.limit"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll('#plugin-config [data-kind]').length`, &fields),
+		chromedp.Value(`#plugin-form input[name="config.limit"]`, &limit, chromedp.ByQuery),
+		chromedp.AttributeValue(`#plugin-form input[name="config.window_s"]`, "placeholder", &windowPH, nil, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#plugin-form select[name="config.key"] option').textContent`, &keyOpt),
+	)
+	if fields != 4 || limit != "" || windowPH != "default: 60" || keyOpt != "default (ip)" {
+		t.Errorf("rate-limit fields: %d, limit %q, window placeholder %q, key %q", fields, limit, windowPH, keyOpt)
+	}
+	var errs []string
+	step("every invalid field shows its error",
+		chromedp.SetValue(`#plugin-form input[name="config.window_s"]`, "0", chromedp.ByQuery),
+		chromedp.SetValue(`#plugin-form input[name="config.header_name"]`, "bad name", chromedp.ByQuery),
+		chromedp.Click(`#plugin-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#plugin-form .field-err`, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll('#plugin-form .field-err')].map(e => e.closest('label').querySelector('[name]').name)`, &errs),
+	)
+	if strings.Join(errs, ",") != "config.header_name,config.limit,config.window_s" {
+		t.Errorf("fields with errors: %v", errs)
+	}
+	shot(t, ctx, "plugin-form-errors")
+	var ps []map[string]any
+	if g.JSON("GET", "/api/v1/plugins", nil, &ps); len(ps) != 0 {
+		t.Fatalf("an invalid form was sent: %v", ps)
+	}
+	step("a valid form creates the plugin",
+		chromedp.SetValue(`#plugin-form input[name="config.limit"]`, "100", chromedp.ByQuery),
+		chromedp.SetValue(`#plugin-form input[name="config.window_s"]`, "30", chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#plugin-form input[name="config.header_name"]').value = ''`, nil),
+		chromedp.Click(`#plugin-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="plugins-table"]//strong[text()="rate-limit"]`, chromedp.BySearch),
+	)
+	g.JSON("GET", "/api/v1/plugins", nil, &ps)
+	if len(ps) != 1 || ps[0]["route_id"] != float64(route) || fmt.Sprint(ps[0]["config"]) != "map[header_name: key:ip limit:100 window_s:30]" {
+		t.Fatalf("plugin created by the form: %v", ps)
+	}
+	var editLimit, rawJSON string
+	step("editing shows the stored values; the JSON toggle carries them",
+		chromedp.Click(`//table[@id="plugins-table"]//button[text()="Edit"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#plugin-form input[name="config.limit"]`, chromedp.ByQuery),
+		chromedp.Value(`#plugin-form input[name="config.limit"]`, &editLimit, chromedp.ByQuery),
+		chromedp.SetValue(`#plugin-form input[name="config.limit"]`, "250", chromedp.ByQuery),
+		chromedp.Click(`#plugin-form input[name=raw_config]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#plugin-form textarea[name=config]`, chromedp.ByQuery),
+		chromedp.Value(`#plugin-form textarea[name=config]`, &rawJSON, chromedp.ByQuery),
+	)
+	if editLimit != "100" || !strings.Contains(rawJSON, `"limit": 250`) {
+		t.Errorf("edit: limit %q, raw %q", editLimit, rawJSON)
+	}
+	var apiErr string
+	step("an API error is shown at its field",
+		chromedp.SetValue(`#plugin-form textarea[name=config]`, `{"limit": 5, "bogus": 1}`, chromedp.ByQuery),
+		chromedp.Click(`#plugin-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#plugin-form label.invalid textarea[name=config]`, chromedp.ByQuery),
+		chromedp.Text(`#plugin-form label.invalid .field-err`, &apiErr, chromedp.ByQuery),
+	)
+	if !strings.Contains(apiErr, "bogus") {
+		t.Errorf("API error at the field: %q", apiErr)
+	}
+	shot(t, ctx, "plugin-form-json")
+	step("back to the fields",
+		chromedp.SetValue(`#plugin-form textarea[name=config]`, `{"limit": 7, "key": "consumer"}`, chromedp.ByQuery),
+		chromedp.Click(`#plugin-form input[name=raw_config]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#plugin-form input[name="config.limit"]`, chromedp.ByQuery),
+		chromedp.Value(`#plugin-form input[name="config.limit"]`, &editLimit, chromedp.ByQuery),
+		chromedp.Value(`#plugin-form select[name="config.key"]`, &keyOpt, chromedp.ByQuery),
+	)
+	if editLimit != "7" || keyOpt != "consumer" {
+		t.Errorf("fields from JSON: limit %q key %q", editLimit, keyOpt)
+	}
+	shot(t, ctx, "plugin-form")
+}

@@ -9,6 +9,7 @@
   // ---- helpers ---------------------------------------------------------
   function h(tag, attrs, ...kids) {
     const e = document.createElement(tag);
+    if (tag === 'form') e.noValidate = true; // every error is shown at its field (submit listener below)
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === undefined || v === null || v === false) continue;
       if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
@@ -49,7 +50,13 @@
   async function guard(errBox, btn, fn) {
     errBox.textContent = '';
     if (btn) btn.disabled = true;
-    try { return await fn(); } catch (e) { errBox.textContent = e.message || String(e); return undefined; } finally { if (btn) btn.disabled = false; }
+    const form = errBox.closest('form');
+    if (form) clearFieldErrors(form);
+    try { return await fn(); } catch (e) {
+      errBox.textContent = e.message || String(e);
+      if (form) apiFieldError(form, e.message);
+      return undefined;
+    } finally { if (btn) btn.disabled = false; }
   }
   function confirmDelete(what) { return window.confirm('Delete ' + what + '?'); }
   function field(label, input, cls) { return h('label', { className: cls || '' }, label, input); }
@@ -596,20 +603,124 @@
     return Object.entries(schemas).filter(([k]) => k.startsWith('PluginConfig_'))
       .map(([k, v]) => v.title || k.slice('PluginConfig_'.length).replace(/_/g, '-')).sort();
   }
-  async function pluginTemplate(type) {
-    // A starting config from the OpenAPI document: required fields and
-    // their defaults.
-    try {
-      await loadSchemas();
-      const s = configSchemas['PluginConfig_' + type.replace(/-/g, '_')];
-      if (!s || !s.properties) return {};
-      const out = {};
-      for (const [k, p] of Object.entries(s.properties)) {
-        if ('default' in p && p.default !== null && !(Array.isArray(p.default) && !p.default.length) && !(typeof p.default === 'object' && !Array.isArray(p.default) && !Object.keys(p.default).length) && p.default !== '') out[k] = p.default;
-        else if ((s.required || []).includes(k)) out[k] = p.type === 'integer' || p.type === 'number' ? 1 : p.type === 'boolean' ? false : p.type === 'array' ? [] : p.type === 'object' ? {} : '';
+  // ---- forms: every error next to its field ---------------------------------------
+  // Forms do not use the browser's one-message-at-a-time validation: on
+  // submit every invalid field gets its own message, and an API error that
+  // names a field ("config.limit: …") is shown next to that field too.
+  function clearFieldErrors(form) {
+    for (const e of form.querySelectorAll('.field-err')) e.remove();
+    for (const e of form.querySelectorAll('.invalid')) e.classList.remove('invalid');
+  }
+  function fieldError(form, name, message) {
+    const el = form.elements[name];
+    const input = el instanceof RadioNodeList ? el[0] : el;
+    if (!input) return false;
+    const box = input.closest('label') || input.parentElement;
+    box.classList.add('invalid');
+    box.append(txt('span', message, 'field-err'));
+    return true;
+  }
+  // Shows an API error at its field: the longest field path of the form
+  // that starts the message.
+  function apiFieldError(form, message) {
+    const m = /^([A-Za-z0-9_.[\]-]+): (.*)$/s.exec(message || '');
+    if (!m) return;
+    let path = m[1];
+    while (path) {
+      const el = form.elements[path];
+      // At a containing field (the raw JSON), the message keeps the rest of the path.
+      if (el && !(el.closest && el.closest('[hidden]'))) { fieldError(form, path, path === m[1] ? m[2] : m[1].slice(path.length).replace(/^\./, '') + ': ' + m[2]); return; }
+      const cut = Math.max(path.lastIndexOf('.'), path.lastIndexOf('['));
+      path = cut > 0 ? path.slice(0, cut) : '';
+    }
+  }
+  document.addEventListener('submit', ev => {
+    const form = ev.target;
+    clearFieldErrors(form);
+    const bad = [...form.elements].filter(e => e.willValidate && !e.closest('[hidden]') && !e.checkValidity());
+    for (const e of form.elements) if (e.dataset && e.dataset.check) { const msg = e.closest('[hidden]') ? '' : checkers[e.dataset.check](e); if (msg) { bad.push(e); e.setCustomValidity(msg); } }
+    if (!bad.length) return;
+    ev.preventDefault(); ev.stopImmediatePropagation();
+    for (const e of bad) { fieldError(form, e.name, e.validationMessage); e.setCustomValidity(''); }
+    bad[0].focus();
+  }, true);
+  // Checks beyond the browser's constraints (data-check on an input).
+  const checkers = {
+    // Declared patterns are RE2; the browser's pattern attribute would
+    // read them as JavaScript's v-mode expressions.
+    pattern: e => { if (!e.value) return ''; try { return new RegExp(e.dataset.pattern).test(e.value) ? '' : 'contains characters that are not allowed'; } catch (x) { return ''; } },
+    json: e => { if (!e.value.trim()) return ''; try { JSON.parse(e.value); return ''; } catch (x) { return 'not valid JSON: ' + x.message; } },
+    list: e => {
+      const spec = JSON.parse(e.dataset.items || '{}');
+      for (const v of list(e.value)) {
+        if (spec.enum && !spec.enum.map(String).includes(v)) return v + ': must be one of ' + spec.enum.join(', ');
+        if ((spec.type === 'integer' || spec.type === 'number') && !(Number.isFinite(Number(v)))) return v + ': not a number';
+        if (spec.type === 'integer' && (spec.minimum !== undefined && Number(v) < spec.minimum || spec.maximum !== undefined && Number(v) > spec.maximum)) return v + ': must be from ' + spec.minimum + ' to ' + spec.maximum;
+        if (spec.maxLength && v.length > spec.maxLength) return v + ': longer than ' + spec.maxLength;
+        if (spec.pattern && !new RegExp(spec.pattern).test(v)) return v + ': contains characters that are not allowed';
       }
-      return out;
-    } catch (e) { return {}; }
+      return '';
+    },
+  };
+
+  // ---- plugin config forms from the declarations ------------------------------------
+  // One field per property of the type's config schema (the OpenAPI
+  // document's PluginConfig_<type>, the declaration that validates the
+  // API): enums are choices, scalars are inputs with their bounds, lists of
+  // scalars are comma-separated, anything nested is JSON. A field left empty
+  // is not sent: the server applies the declared default, which the field
+  // shows as its placeholder. Nothing is pre-filled.
+  function configSchema(type) { return (configSchemas || {})['PluginConfig_' + String(type).replace(/-/g, '_')]; }
+  const typeOf = p => Array.isArray(p.type) ? p.type.find(t => t !== 'null') : p.type;
+  const scalar = t => t === 'string' || t === 'integer' || t === 'number';
+  const showDefault = v => v === undefined || v === null || v === '' || (Array.isArray(v) && !v.length) || (typeof v === 'object' && !Array.isArray(v) && !Object.keys(v).length) ? '' : (typeof v === 'object' ? JSON.stringify(v) : Array.isArray(v) ? v.join(', ') : String(v));
+  function configFields(schema, cfg) {
+    const req = new Set(schema.required || []);
+    return Object.entries(schema.properties || {}).map(([k, p]) => {
+      const name = 'config.' + k, t = typeOf(p), has = cfg && k in cfg && cfg[k] !== null, v = has ? cfg[k] : undefined;
+      const def = showDefault(p.default);
+      let input, kind;
+      if (p.enum && scalar(t)) {
+        kind = 'enum';
+        input = select(name, [['', def ? 'default (' + def + ')' : (req.has(k) ? 'choose…' : 'not set')]].concat(p.enum.map(String)), has ? v : '');
+        if (req.has(k) && !def) input.required = true;
+      } else if (t === 'boolean') {
+        kind = 'bool';
+        input = select(name, [['', 'default (' + (p.default ? 'yes' : 'no') + ')'], ['true', 'yes'], ['false', 'no']], has ? String(v) : '');
+      } else if (scalar(t)) {
+        kind = t;
+        input = h('input', { name, type: t === 'string' ? (p.format === 'password' || p.writeOnly ? 'password' : 'text') : 'number', value: has ? String(v) : '', placeholder: def ? 'default: ' + def : '',
+          required: req.has(k) && !def, min: p.minimum, max: p.maximum, step: t === 'integer' ? 1 : 'any', maxlength: p.maxLength, 'data-check': p.pattern && t === 'string' ? 'pattern' : undefined, 'data-pattern': p.pattern, autocomplete: 'off' });
+      } else if (t === 'array' && p.items && scalar(typeOf(p.items)) ) {
+        kind = 'list';
+        input = h('input', { name, value: has ? v.join(', ') : '', placeholder: def ? 'default: ' + def : (p.items.enum ? p.items.enum.join(', ') : 'comma-separated'), 'data-check': 'list', 'data-items': JSON.stringify(Object.assign({ type: typeOf(p.items) }, p.items)), required: req.has(k) && !def });
+      } else {
+        kind = 'json';
+        input = h('textarea', { name, rows: 3, spellcheck: 'false', placeholder: def ? 'default: ' + def : 'JSON', 'data-check': 'json', required: req.has(k) && !def });
+        input.value = has ? JSON.stringify(v, null, 2) : '';
+      }
+      input.dataset.kind = kind; input.dataset.key = k;
+      const desc = p.description || '';
+      return h('label', { className: kind === 'json' ? 'wide' : '' },
+        h('span', {}, k, req.has(k) ? ' *' : '', p.enum || (p.items && p.items.enum) ? h('span', { className: 'hint' }, ' ' + (p.enum || p.items.enum).join(' | ')) : null),
+        input, desc ? txt('span', desc, 'desc') : null);
+    });
+  }
+  // The config object of the generated fields (empty fields left out).
+  function readConfig(form) {
+    const out = {};
+    for (const e of form.querySelectorAll('[data-kind]')) {
+      const k = e.dataset.key, v = e.value.trim();
+      if (v === '') continue;
+      switch (e.dataset.kind) {
+        case 'integer': case 'number': out[k] = Number(v); break;
+        case 'bool': out[k] = v === 'true'; break;
+        case 'list': { const items = list(v); const it = JSON.parse(e.dataset.items); out[k] = it.type === 'integer' || it.type === 'number' ? items.map(Number) : items; break; }
+        case 'json': out[k] = JSON.parse(v); break;
+        default: out[k] = v;
+      }
+    }
+    return out;
   }
 
   function plugins(root) {
@@ -641,32 +752,53 @@
 
     function editForm(p) {
       const ferr = txt('div', '', 'err');
-      const cfg = h('textarea', { name: 'config', rows: 8, spellcheck: 'false' });
-      cfg.value = p ? JSON.stringify(p.config, null, 2) : '{}';
-      const offered = types.length ? types.slice() : [p ? p.type : 'rate-limit'];
+      const offered = types.length ? types.slice() : (p ? [p.type] : []);
       if (p && !offered.includes(p.type)) offered.push(p.type);
-      const typeSel = select('type', offered, p ? p.type : (offered.includes('rate-limit') ? 'rate-limit' : offered[0]));
-      const scopeSel = select('scope', ['global', 'service', 'route'], p ? p.scope : 'global');
+      // No type, and the narrowest scope, until the operator chooses.
+      const typeSel = select('type', [['', 'choose a type…']].concat(offered), p ? p.type : '');
+      typeSel.required = true;
+      const scopeSel = select('scope', ['global', 'service', 'route'], p ? p.scope : (rts.length ? 'route' : svcs.length ? 'service' : 'global'));
       const svcSel = select('service_id', svcs.map(s => [s.id, s.name + ' (#' + s.id + ')']), p && p.service_id);
       const rtSel = select('route_id', rts.map(r => [r.id, r.name + ' (#' + r.id + ')']), p && p.route_id);
       const svcField = field('Service', svcSel), rtField = field('Route', rtSel);
       const sync = () => { svcField.hidden = scopeSel.value !== 'service'; rtField.hidden = scopeSel.value !== 'route'; };
       scopeSel.addEventListener('change', sync); sync();
-      let touched = !!p;
-      cfg.addEventListener('input', () => { touched = true; });
-      const fill = async () => { if (!touched) cfg.value = JSON.stringify(await pluginTemplate(typeSel.value), null, 2); };
-      typeSel.addEventListener('change', fill); fill();
+      // The config: fields from the type's declaration, or raw JSON.
+      const about = h('p', { className: 'hint wide', id: 'plugin-about' });
+      const cfgBox = h('div', { className: 'subgrid wide', id: 'plugin-config' });
+      const raw = h('textarea', { name: 'config', rows: 8, spellcheck: 'false', 'data-check': 'json' });
+      const rawField = field(h('span', {}, 'Config (JSON) ', h('span', { className: 'hint' }, 'every field is in ', h('a', { href: '/docs', target: '_blank' }, '/docs'))), raw, 'wide');
+      const rawToggle = h('input', { type: 'checkbox', name: 'raw_config' });
+      let current = p ? (p.config || {}) : {};
+      function renderFields() {
+        const sch = configSchema(typeSel.value);
+        about.textContent = sch ? sch.description || '' : '';
+        cfgBox.replaceChildren(...(sch ? configFields(sch, current) : []));
+        if (typeSel.value && !sch) rawToggle.checked = true; // a type without a declaration here: JSON only
+        const asRaw = rawToggle.checked;
+        rawField.hidden = !asRaw; cfgBox.hidden = asRaw;
+        if (asRaw) raw.value = JSON.stringify(current, null, 2);
+      }
+      rawToggle.addEventListener('change', () => {
+        clearFieldErrors(f);
+        if (rawToggle.checked) { try { current = readConfig(f); } catch (e) { rawToggle.checked = false; ferr.textContent = e.message; return; } }
+        else { try { current = raw.value.trim() ? JSON.parse(raw.value) : {}; } catch (e) { rawToggle.checked = true; fieldError(f, 'config', 'not valid JSON: ' + e.message); return; } }
+        renderFields();
+      });
+      typeSel.addEventListener('change', () => { current = p && p.type === typeSel.value ? p.config : {}; clearFieldErrors(f); renderFields(); });
       const f = h('form', { className: 'grid', id: 'plugin-form' },
         field('Type', typeSel), field('Scope', scopeSel), svcField, rtField,
         field(h('span', {}, 'Ordering ', h('span', { className: 'hint' }, 'blank: type default')), h('input', { name: 'ordering', type: 'number', value: p ? p.ordering : '' })),
         check('Enabled', 'enabled', p ? p.enabled : true),
-        field(h('span', {}, 'Config (JSON) ', h('span', { className: 'hint' }, 'fields of the type are listed in ', h('a', { href: '/docs', target: '_blank' }, '/docs'))), cfg, 'wide'),
+        about, cfgBox, rawField,
+        h('label', { className: 'check wide' }, rawToggle, 'Edit the config as JSON'),
         h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, p ? 'Save plugin' : 'Create plugin'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
         h('div', { className: 'wide' }, ferr));
+      renderFields();
       f.addEventListener('submit', ev => {
         ev.preventDefault();
         let config;
-        try { config = cfg.value.trim() ? JSON.parse(cfg.value) : null; } catch (e) { ferr.textContent = 'Config is not valid JSON: ' + e.message; return; }
+        try { config = rawToggle.checked ? (raw.value.trim() ? JSON.parse(raw.value) : null) : readConfig(f); } catch (e) { ferr.textContent = 'Config: ' + e.message; return; }
         const scope = scopeSel.value;
         const body = { type: typeSel.value, scope, service_id: scope === 'service' ? Number(svcSel.value) || null : null, route_id: scope === 'route' ? Number(rtSel.value) || null : null,
           enabled: bool(f, 'enabled'), config };

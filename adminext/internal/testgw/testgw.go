@@ -52,6 +52,9 @@ type Options struct {
 	HealthInterval time.Duration
 	// Gateway adds fields to the gateway app's bootstrap config.
 	Gateway map[string]any
+	// LogFile receives the process's default log at level INFO (tests of
+	// the log lines); default: errors only, on stderr.
+	LogFile string
 	// NoOpenAPICheck turns off the validation of admin answers against the
 	// served OpenAPI document.
 	NoOpenAPICheck bool
@@ -124,9 +127,13 @@ func Start(t testing.TB, opts *Options) *Gateway {
 		for k, v := range opts.Apps {
 			apps[k] = v
 		}
+		defaultLog := map[string]any{"level": "ERROR"}
+		if opts.LogFile != "" {
+			defaultLog = map[string]any{"level": "INFO", "writer": map[string]any{"output": "file", "filename": opts.LogFile}}
+		}
 		cfg := map[string]any{
 			"admin":   map[string]any{"listen": g.CaddyAdmin},
-			"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+			"logging": map[string]any{"logs": map[string]any{"default": defaultLog}},
 			"apps":    apps,
 		}
 		raw, _ := json.Marshal(cfg)
