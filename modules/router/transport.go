@@ -31,8 +31,21 @@ func (Transport) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
+// maxIdleConnsPerHost is the default of idle upstream connections kept
+// per target. Caddy's default (32) is below a gateway's usual concurrency:
+// at 50 client connections a CPU profile showed 13% of the gateway's CPU
+// dialing (and guard-checking) fresh upstream connections. Traefik keeps
+// 200.
+const maxIdleConnsPerHost = 256
+
 // Provision sets up Caddy's transport, then wraps its dialer.
 func (t *Transport) Provision(ctx caddy.Context) error {
+	if t.KeepAlive == nil {
+		t.KeepAlive = new(reverseproxy.KeepAlive)
+	}
+	if t.KeepAlive.MaxIdleConnsPerHost == 0 {
+		t.KeepAlive.MaxIdleConnsPerHost = maxIdleConnsPerHost
+	}
 	if err := t.HTTPTransport.Provision(ctx); err != nil {
 		return err
 	}
