@@ -267,3 +267,115 @@ func TestBrowserPluginForm(t *testing.T) {
 	}
 	shot(t, ctx, "plugin-form")
 }
+
+// TestBrowserCoverage: an app is exposed from one screen after probing its
+// upstream; the certificates page sets the Cloudflare token and EAB
+// credentials; the plugins page purges the cache; a route's traffic
+// splits are edited by service name; a target's host and port are edited.
+func TestBrowserCoverage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	bin := chromium(t)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "app") }))
+	defer upstream.Close()
+	g := testgw.Start(t, nil)
+	ctx := browser(t, bin)
+	step := stepper(t, ctx)
+
+	var probe, result string
+	step("expose an app after probing its upstream",
+		chromedp.Navigate(g.AdminURL+"/#apps"),
+		chromedp.WaitVisible(`#app-form`, chromedp.ByQuery),
+		chromedp.SendKeys(`#app-form input[name=name]`, "shop", chromedp.ByQuery),
+		chromedp.SendKeys(`#app-form input[name=domain]`, "shop.example.test", chromedp.ByQuery),
+		chromedp.SendKeys(`#app-form input[name=upstream_url]`, upstream.URL, chromedp.ByQuery),
+		chromedp.Click(`#probe-button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#probe-result p`, chromedp.ByQuery),
+		chromedp.Text(`#probe-result`, &probe, chromedp.ByQuery),
+		chromedp.Click(`#app-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#app-result .ok`, chromedp.ByQuery),
+		chromedp.Text(`#app-result`, &result, chromedp.ByQuery),
+	)
+	if !strings.Contains(probe, "Reachable") || !strings.Contains(probe, "HTTP 200") {
+		t.Errorf("probe: %q", probe)
+	}
+	if !strings.Contains(result, "http://shop.example.test") {
+		t.Errorf("app result: %q", result)
+	}
+	if st, body, _ := g.Get("shop.example.test", "/"); st != 200 || body != "app" {
+		t.Errorf("the exposed app answers %d %q", st, body)
+	}
+	shot(t, ctx, "apps")
+
+	var cfState string
+	step("the Cloudflare token and EAB credentials",
+		chromedp.Navigate(g.AdminURL+"/#certificates"),
+		chromedp.WaitVisible(`#cloudflare-form`, chromedp.ByQuery),
+		chromedp.SendKeys(`#cloudflare-form input[name=token]`, "cf-token-123", chromedp.ByQuery),
+		chromedp.Click(`#cloudflare-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//div[@id="acme-panel"]//strong[text()="configured"]`, chromedp.BySearch),
+		chromedp.Text(`#acme-panel`, &cfState, chromedp.ByQuery),
+		chromedp.SendKeys(`#eab-form input[name=directory_url]`, "zerossl", chromedp.ByQuery),
+		chromedp.SendKeys(`#eab-form input[name=key_id]`, "kid-1", chromedp.ByQuery),
+		chromedp.SendKeys(`#eab-form input[name=hmac_key]`, "aGVsbG8td29ybGQ", chromedp.ByQuery),
+		chromedp.Click(`#eab-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('#eab-status').textContent.startsWith('Saved')`, nil),
+	)
+	if strings.Contains(cfState, "cf-token-123") {
+		t.Error("the token is shown")
+	}
+	if m := g.Must("GET", "/api/v1/acme/cloudflare-token", nil); m["configured"] != true {
+		t.Errorf("cloudflare token: %v", m)
+	}
+	if m := g.Must("GET", "/api/v1/acme/eab?directory_url=zerossl", nil); m["configured"] != true {
+		t.Errorf("eab: %v", m)
+	}
+	shot(t, ctx, "certificates")
+
+	var purged string
+	step("purge the cache",
+		chromedp.Navigate(g.AdminURL+"/#plugins"),
+		chromedp.WaitVisible(`#plugins-table`, chromedp.ByQuery),
+		chromedp.Click(`//button[text()="Purge cache"]`, chromedp.BySearch),
+		chromedp.Poll(`document.querySelector('#purge-result').textContent !== ''`, nil),
+		chromedp.Text(`#purge-result`, &purged, chromedp.ByQuery),
+	)
+	if purged != "Purged 0 cached responses." {
+		t.Errorf("purge: %q", purged)
+	}
+
+	var apps []map[string]any
+	g.JSON("GET", "/api/v1/routes", nil, &apps)
+	green := g.Service("green", strings.TrimPrefix(upstream.URL, "http://"))
+	step("edit a route's splits by service name",
+		chromedp.Navigate(g.AdminURL+"/#routes"),
+		chromedp.WaitVisible(`#routes-table`, chromedp.ByQuery),
+		chromedp.Click(`//table[@id="routes-table"]//tr[.//strong[text()="shop"]]//button[text()="Edit"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#route-form input[name=splits]`, chromedp.ByQuery),
+		chromedp.SetValue(`#route-form input[name=splits]`, "shop=90, green=10", chromedp.ByQuery),
+		chromedp.Click(`#route-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="routes-table"]//td[contains(text(), "split: shop 90, green 10")]`, chromedp.BySearch),
+	)
+	var rt map[string]any
+	g.JSON("GET", fmt.Sprintf("/api/v1/routes/%v", apps[0]["id"]), nil, &rt)
+	if fmt.Sprint(rt["splits"]) != fmt.Sprintf("[map[service_id:%v weight:90] map[service_id:%d weight:10]]", apps[0]["service_id"], green) {
+		t.Errorf("splits: %v", rt["splits"])
+	}
+	shot(t, ctx, "routes")
+
+	var targets []map[string]any
+	step("edit a target's host and port",
+		chromedp.Navigate(fmt.Sprintf("%s/#services/%d", g.AdminURL, green)),
+		chromedp.WaitVisible(`#targets-table`, chromedp.ByQuery),
+		chromedp.Click(`//table[@id="targets-table"]//button[text()="Edit"]`, chromedp.BySearch),
+		chromedp.SetValue(`#target-form input[name=port]`, "1", chromedp.ByQuery),
+		chromedp.Click(`#target-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="targets-table"]//tr[td[3][text()="1"]]`, chromedp.BySearch),
+	)
+	g.JSON("GET", fmt.Sprintf("/api/v1/services/%d/targets", green), nil, &targets)
+	if len(targets) != 1 || targets[0]["port"] != 1.0 {
+		t.Errorf("targets after the edit: %v", targets)
+	}
+	shot(t, ctx, "services")
+}

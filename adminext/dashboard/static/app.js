@@ -358,7 +358,7 @@
   }
 
   // ---- views ------------------------------------------------------------
-  const views = { overview, services, routes, plugins, consumers, streams, certificates, wasm: wasmView, log: logView, router: routerView, settings: settingsView, users: usersView, backup: backupView, account: accountView };
+  const views = { overview, apps: appsView, services, routes, plugins, consumers, streams, certificates, wasm: wasmView, log: logView, router: routerView, settings: settingsView, users: usersView, backup: backupView, account: accountView };
   window.addEventListener('hashchange', () => { if (S.me) route(); });
   function stopTimers() { if (S.timer) { clearInterval(S.timer); S.timer = null; } }
   function route() {
@@ -567,9 +567,10 @@
         field(h('span', {}, 'Paths ', h('span', { className: 'hint' }, 'prefixes, or ~regex')), h('input', { name: 'paths', value: r ? r.paths.join(', ') : '', placeholder: '/api' })),
         field(h('span', {}, 'Methods ', h('span', { className: 'hint' }, 'blank: any')), h('input', { name: 'methods', value: r ? r.methods.join(', ') : '', placeholder: 'GET, POST' })),
         field(h('span', {}, 'Headers ', h('span', { className: 'hint' }, 'Name:value, … (* = present)')), h('input', { name: 'headers', value: r ? Object.entries(r.headers || {}).map(([k, v]) => k + ':' + v).join(', ') : '' }), 'wide'),
+        field(h('span', {}, 'Traffic splits ', h('span', { className: 'hint' }, 'service=weight, … (empty: all to the service)')), h('input', { name: 'splits', value: r ? splitsText(r.splits, svcs) : '', placeholder: 'blue=90, green=10' }), 'wide'),
         check('Strip matched path', 'strip_path', r && r.strip_path), check('Preserve Host header', 'preserve_host', r && r.preserve_host), check('Enabled', 'enabled', r ? r.enabled : true),
         h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, r ? 'Save route' : 'Create route'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel'),
-          r && r.splits && r.splits.length ? txt('span', 'Traffic splits are kept as they are.', 'hint') : null),
+          null),
         h('div', { className: 'wide' }, ferr));
       f.addEventListener('submit', ev => {
         ev.preventDefault();
@@ -577,8 +578,9 @@
         for (const p of list(str(f, 'headers'))) { const i = p.indexOf(':'); if (i > 0) headers[p.slice(0, i).trim()] = p.slice(i + 1).trim(); }
         const body = { name: str(f, 'name'), service_id: Number(str(f, 'service_id')), priority: num(f, 'priority') || 0,
           hosts: list(str(f, 'hosts')), paths: list(str(f, 'paths')), methods: list(str(f, 'methods')).map(m => m.toUpperCase()), headers,
-          splits: r ? r.splits : [], strip_path: bool(f, 'strip_path'), preserve_host: bool(f, 'preserve_host'), enabled: bool(f, 'enabled') };
+          splits: [], strip_path: bool(f, 'strip_path'), preserve_host: bool(f, 'preserve_host'), enabled: bool(f, 'enabled') };
         guard(ferr, f.querySelector('button[type=submit]'), async () => {
+          body.splits = parseSplits(str(f, 'splits'), svcs);
           await (r ? api('PUT', '/api/v1/routes/' + r.id, body) : api('POST', '/api/v1/routes', body));
           formBox.hidden = true; load();
         });
@@ -728,7 +730,10 @@
     const tbl = h('div', { className: 'tablewrap' });
     const formBox = h('div', { className: 'panel mut', hidden: true });
     let svcs = [], rts = [];
-    root.append(h('div', { className: 'row' }, txt('h2', 'Plugins'), h('span', { className: 'spacer' }), mutBtn('New plugin', 'primary', () => editForm(null))), formBox, err, tbl);
+    const purged = h('span', { className: 'ok', id: 'purge-result' });
+    root.append(h('div', { className: 'row' }, txt('h2', 'Plugins'), h('span', { className: 'spacer' }), purged,
+      mutBtn('Purge cache', '', async ev => { purged.textContent = ''; const r = await guard(err, ev.target, () => api('POST', '/api/v1/cache/purge')); if (r) purged.textContent = 'Purged ' + r.purged + ' cached response' + (r.purged === 1 ? '' : 's') + '.'; }),
+      mutBtn('New plugin', 'primary', () => editForm(null))), formBox, err, tbl);
     const input = p => ({ type: p.type, scope: p.scope, service_id: p.service_id, route_id: p.route_id, ordering: p.ordering, enabled: p.enabled, config: p.config });
     const scopeText = p => p.scope === 'global' ? 'global' : p.scope === 'service' ? 'service ' + ((svcs.find(s => s.id === p.service_id) || {}).name || '#' + p.service_id) : 'route ' + ((rts.find(r => r.id === p.route_id) || {}).name || '#' + p.route_id);
 
@@ -965,6 +970,93 @@
       h('details', {}, h('summary', {}, 'Record (JSON)'), h('pre', { className: 'json' }, JSON.stringify(r, null, 2)))));
   }
 
+  // ---- applications: expose an app in one screen ----------------------------------
+  function appsView(root) {
+    const err = txt('div', '', 'err');
+    const probeOut = h('div', { id: 'probe-result' });
+    const out = h('div', { id: 'app-result' });
+    const f = h('form', { className: 'grid mut', id: 'app-form' },
+      field('Name', h('input', { name: 'name', required: true, maxlength: 100, placeholder: 'shop' })),
+      field(h('span', {}, 'Domain ', h('span', { className: 'hint' }, 'exact host name')), h('input', { name: 'domain', required: true, placeholder: 'shop.example.com' })),
+      field(h('span', {}, 'Upstream ', h('span', { className: 'hint' }, 'http(s)://host:port')), h('input', { name: 'upstream_url', required: true, placeholder: 'http://10.0.0.5:8080' }), 'wide'),
+      check('Redirect HTTP to HTTPS', 'https', false), check('HSTS (needs HTTPS)', 'hsts', false),
+      field(h('span', {}, 'Allowed clients ', h('span', { className: 'hint' }, 'IPs or CIDRs, comma-separated; empty: anyone')), h('input', { name: 'allowed_cidrs' }), 'wide'),
+      h('div', { className: 'row wide' }, h('button', { type: 'button', id: 'probe-button', onclick: ev => {
+        probeOut.replaceChildren();
+        guard(err, ev.target, async () => {
+          const r = await api('POST', '/api/v1/applications/test-upstream', { upstream_url: str(f, 'upstream_url') });
+          probeOut.replaceChildren(h('p', {}, txt('strong', r.reachable ? 'Reachable' : 'Not reachable', r.reachable ? 'ok' : 's5'),
+            r.status ? ' · HTTP ' + r.status : '', ' · ' + r.latency_ms + ' ms · ' + r.message));
+        });
+      } }, 'Test upstream'), h('button', { type: 'submit', className: 'primary' }, 'Expose the app')),
+      h('div', { className: 'wide' }, probeOut, err));
+    f.addEventListener('submit', ev => {
+      ev.preventDefault();
+      const body = { name: str(f, 'name'), domain: str(f, 'domain'), upstream_url: str(f, 'upstream_url'), https: bool(f, 'https'), hsts: bool(f, 'hsts'), allowed_cidrs: list(str(f, 'allowed_cidrs')) };
+      guard(err, f.querySelector('button[type=submit]'), async () => {
+        const r = await api('POST', '/api/v1/applications', body);
+        N.at = 0;
+        out.replaceChildren(h('div', { className: 'panel' }, h('p', {}, txt('strong', 'Exposed ' + r.name + ' at ', 'ok'), h('code', {}, r.url)),
+          h('p', {}, 'Created: service ', ref('services', r.service_id, r.name), ', route ', ref('routes', r.route_id, r.name),
+            r.plugin_ids.length ? ', ' + r.plugin_ids.length + ' plugin(s) on the route' : '', '.')));
+        f.reset();
+      });
+    });
+    root.append(txt('h2', 'Expose an app'),
+      h('p', { className: 'muted hint' }, 'One domain to one upstream: a service with its target, a route for the domain and its plugins, created together (nothing is created when any part is refused).'),
+      h('div', { className: 'panel' }, canEdit() ? f : txt('p', 'Editors and admins expose apps.', 'muted')), out);
+  }
+
+  // ---- ACME account settings: Cloudflare token (dns-01) and EAB (certificates view) ----
+  function acmePanel() {
+    const box = h('div', { className: 'cols', id: 'acme-panel' });
+    const err = txt('div', '', 'err');
+    async function load() {
+      let cf = { configured: false };
+      try { cf = await api('GET', '/api/v1/acme/cloudflare-token'); } catch (e) { err.textContent = e.message; }
+      const tf = h('form', { className: 'grid', id: 'cloudflare-form' },
+        field('API token', h('input', { name: 'token', type: 'password', autocomplete: 'off', required: true, placeholder: cf.configured ? 'set · a new one replaces it' : 'Zone:Read, DNS:Edit' }), 'wide'),
+        h('div', { className: 'row wide' }, admBtn('Save token', 'primary', null), cf.configured ? admBtn('Remove token', 'danger', async ev => {
+          if (!window.confirm('Remove the Cloudflare token? dns-01 certificates stay pending until a token is set.')) return;
+          await guard(err, ev.target, () => api('DELETE', '/api/v1/acme/cloudflare-token')); load();
+        }) : null));
+      tf.querySelector('button.primary').type = 'submit';
+      tf.addEventListener('submit', ev => { ev.preventDefault(); guard(err, null, async () => { await api('PUT', '/api/v1/acme/cloudflare-token', { token: tf.elements.token.value }); load(); }); });
+      const ef = h('form', { className: 'grid', id: 'eab-form' },
+        field('Directory', h('input', { name: 'directory_url', required: true, list: 'acme-dirs-eab', placeholder: 'zerossl' }), 'wide'),
+        h('datalist', { id: 'acme-dirs-eab' }, ['letsencrypt', 'letsencrypt-staging', 'zerossl', 'google', 'google-staging'].map(v => h('option', { value: v }))),
+        field('Key id', h('input', { name: 'key_id', autocomplete: 'off', required: true })),
+        field('HMAC key', h('input', { name: 'hmac_key', type: 'password', autocomplete: 'off', required: true })),
+        h('div', { className: 'row wide' }, admBtn('Save EAB', 'primary', null),
+          admBtn('Status', 'small', async ev => { const st = await guard(err, ev.target, () => api('GET', '/api/v1/acme/eab?directory_url=' + encodeURIComponent(str(ef, 'directory_url')))); if (st) eabOut.textContent = st.directory_url + ': ' + (st.configured ? 'credentials stored' : 'no credentials') + ', ' + (st.account_registered ? 'account registered' : 'no account yet'); })),
+        h('div', { className: 'wide', id: 'eab-status' }));
+      const eabOut = ef.querySelector('#eab-status');
+      ef.querySelector('button.primary').type = 'submit';
+      ef.addEventListener('submit', ev => {
+        ev.preventDefault();
+        guard(err, null, async () => { await api('PUT', '/api/v1/acme/eab', { directory_url: str(ef, 'directory_url'), key_id: str(ef, 'key_id'), hmac_key: ef.elements.hmac_key.value }); ef.elements.hmac_key.value = ''; eabOut.textContent = 'Saved for ' + str(ef, 'directory_url') + '.'; });
+      });
+      box.replaceChildren(
+        h('div', { className: 'panel' }, txt('h3', 'Cloudflare (dns-01)'), h('p', {}, 'Token: ', cf.configured ? txt('strong', 'configured', 'ok') : txt('strong', 'not set', 'off'), txt('span', ' · never shown again', 'hint')), isAdmin() ? tf : null),
+        h('div', { className: 'panel' }, txt('h3', 'External account binding'), h('p', { className: 'hint' }, 'For CAs that need it (ZeroSSL, Google): used once to register the ACME account.'), isAdmin() ? ef : txt('p', 'Admins manage EAB credentials.', 'muted')),
+        err);
+    }
+    load();
+    return box;
+  }
+
+  // ---- route splits: "service name=weight, …" ----------------------------------------
+  const splitsText = (splits, svcs) => (splits || []).map(x => ((svcs.find(s => s.id === x.service_id) || {}).name || '#' + x.service_id) + '=' + x.weight).join(', ');
+  function parseSplits(text, svcs) {
+    return list(text).map(p => {
+      const [n, w] = p.split('=').map(x => x.trim());
+      const s = svcs.find(x => x.name === n || '#' + x.id === n);
+      if (!s) throw new Error('splits: no service named ' + n);
+      if (!/^\d+$/.test(w || '')) throw new Error('splits: ' + p + ': the weight must be a whole number');
+      return { service_id: s.id, weight: Number(w) };
+    });
+  }
+
   // ---- router dry run ------------------------------------------------------------
   function routerView(root) {
     const pre = S.routerPrefill || {}; S.routerPrefill = null;
@@ -1057,6 +1149,7 @@
     root.append(h('div', { className: 'row' }, txt('h2', 'Certificates'), h('span', { className: 'spacer' }), mutBtn('New certificate', 'primary', () => editForm())),
       h('p', { className: 'muted hint' }, 'TLS certificates served by SNI on the HTTPS listener. Private keys are never shown. ACME certificates use the directory and e-mail of ', h('a', { href: '#settings' }, 'Settings'), '.'),
       formBox, err, tbl);
+    root.append(txt('h3', 'ACME accounts'), acmePanel());
     const fmtDate = t => t ? new Date(t).toLocaleString() : '–';
 
     async function load() {
