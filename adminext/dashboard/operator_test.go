@@ -21,12 +21,8 @@ import (
 // opens a row's details; the open-mode banner leads to creating the first
 // admin.
 func TestBrowserTraffic(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser test in -short mode")
-	}
-	bin := chromium(t)
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
-	defer upstream.Close()
+	bin := needBrowser(t)
+	upstream := textServer(t, "ok")
 	g := testgw.Start(t, nil)
 	svc := g.Service("web-svc", strings.TrimPrefix(upstream.URL, "http://"))
 	web := g.Route("web-route", svc, map[string]any{"paths": []string{"/web"}})
@@ -169,10 +165,7 @@ func TestBrowserTraffic(t *testing.T) {
 // the stored values, the raw JSON toggle carries the config both ways, and
 // an API error is shown at the field it names.
 func TestBrowserPluginForm(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser test in -short mode")
-	}
-	bin := chromium(t)
+	bin := needBrowser(t)
 	g := testgw.Start(t, nil)
 	svc := g.Service("form-svc")
 	route := g.Route("form-route", svc, map[string]any{"paths": []string{"/f"}})
@@ -273,12 +266,8 @@ func TestBrowserPluginForm(t *testing.T) {
 // credentials; the plugins page purges the cache; a route's traffic
 // splits are edited by service name; a target's host and port are edited.
 func TestBrowserCoverage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser test in -short mode")
-	}
-	bin := chromium(t)
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "app") }))
-	defer upstream.Close()
+	bin := needBrowser(t)
+	upstream := textServer(t, "app")
 	g := testgw.Start(t, nil)
 	ctx := browser(t, bin)
 	step := stepper(t, ctx)
@@ -378,4 +367,19 @@ func TestBrowserCoverage(t *testing.T) {
 		t.Errorf("targets after the edit: %v", targets)
 	}
 	shot(t, ctx, "services")
+}
+
+// needBrowser skips a browser test in -short mode and finds Chromium.
+func needBrowser(t *testing.T) string {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	return chromium(t)
+}
+
+// textServer is an upstream answering body to every request.
+func textServer(t *testing.T, body string) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, body) }))
+	t.Cleanup(s.Close)
+	return s
 }
