@@ -1,22 +1,49 @@
 package storage
 
 import (
+	"cmp"
+	"database/sql"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
-// routeCache keeps the rows of the routes table between snapshots, so a
-// mutation with 10,000 routes reads 10,000 (id, updated_at) pairs and the
-// changed rows, not every row. Every write to routes goes through GORM's
-// model methods, which set updated_at; a row whose stamp differs from the
-// cached one (or that is new) is read again. A rolled-back write leaves a
-// stale entry at worst, which the next differing stamp replaces or the
-// next missing id drops.
+// RouteChanges are the routes that changed since the previous snapshot:
+// rows written (new or updated, as they are now) and ids no longer in the
+// store. The compiler applies them to the routing table it keeps instead
+// of building it again from every row.
+type RouteChanges struct {
+	Upserted []Route
+	Removed  []int64
+}
+
+// routeCache keeps the rows of the routes table between snapshots, so that
+// a change at 50,000 routes reads the rows it wrote, not every row.
+//
+// Writes are seen through GORM callbacks on the store's handle (every
+// session and transaction derived from it): a create, update or delete of
+// routes whose ids GORM knows (the model's id, a delete by primary key)
+// marks those ids dirty; anything else that may change routes (a bulk
+// update or delete by condition, a deleted service whose routes the
+// database deletes by cascade, raw SQL naming routes or services) marks
+// the whole cache for a full check, which compares every row's updated_at
+// with the cached one and reads the rows that differ. Writes by anything
+// other than this process (another node on the same PostgreSQL) are not
+// seen: Verify forces the full check.
 type routeCache struct {
-	mu   sync.Mutex
-	rows map[int64]Route
+	mu sync.Mutex
+	// rows are every route, sorted by id; valid once a full check ran.
+	rows  []Route
+	valid bool
+	full  bool
+	dirty map[int64]bool
+	// applied are the ids the last load read (to be read again if its
+	// transaction rolls back).
+	applied []int64
 }
 
 type routeStamp struct {
@@ -24,40 +51,290 @@ type routeStamp struct {
 	UpdatedAt time.Time
 }
 
-func (c *routeCache) load(db *gorm.DB) ([]Route, error) {
+// track registers the callbacks that see route writes.
+func (c *routeCache) track(db *gorm.DB) error {
+	cb := db.Callback()
+	if err := cb.Create().After("gorm:create").Register("gateway:routes_create", c.written); err != nil {
+		return err
+	}
+	if err := cb.Update().After("gorm:update").Register("gateway:routes_update", c.written); err != nil {
+		return err
+	}
+	if err := cb.Delete().After("gorm:delete").Register("gateway:routes_delete", c.written); err != nil {
+		return err
+	}
+	return cb.Raw().After("gorm:raw").Register("gateway:routes_raw", c.raw)
+}
+
+// written is the callback of creates, updates and deletes.
+func (c *routeCache) written(db *gorm.DB) {
+	st := db.Statement
+	switch st.Table {
+	case "routes":
+	case "services":
+		// Deleting a service deletes its routes by cascade.
+		if _, isDelete := st.Clauses["DELETE"]; isDelete {
+			c.markFull()
+		}
+		return
+	default:
+		return
+	}
+	ids := modelIDs(st)
+	if len(ids) == 0 {
+		ids = wherePrimaryKeys(st)
+	}
+	if len(ids) == 0 {
+		c.markFull()
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var stamps []routeStamp
-	if err := db.Model(&Route{}).Select("id, updated_at").Order("id").Scan(&stamps).Error; err != nil {
-		return nil, err
+	if c.dirty == nil {
+		c.dirty = map[int64]bool{}
 	}
-	if c.rows == nil {
-		c.rows = map[int64]Route{}
+	for _, id := range ids {
+		c.dirty[id] = true
+	}
+}
+
+// raw is the callback of Exec: SQL that may write routes forces a full
+// check.
+func (c *routeCache) raw(db *gorm.DB) {
+	sqlText := strings.ToLower(db.Statement.SQL.String())
+	if strings.Contains(sqlText, "route") || strings.Contains(sqlText, "service") {
+		c.markFull()
+	}
+}
+
+func (c *routeCache) markFull() {
+	c.mu.Lock()
+	c.full = true
+	c.mu.Unlock()
+}
+
+// modelIDs are the non-zero ids of the statement's model value (a *Route
+// or a slice of them).
+func modelIDs(st *gorm.Statement) []int64 {
+	rv := st.ReflectValue
+	if !rv.IsValid() {
+		return nil
+	}
+	var ids []int64
+	add := func(r *Route) bool {
+		if r.ID == 0 {
+			return false
+		}
+		ids = append(ids, r.ID)
+		return true
+	}
+	switch v := rv.Interface().(type) {
+	case Route:
+		if !add(&v) {
+			return nil
+		}
+	case *Route:
+		if v == nil || !add(v) {
+			return nil
+		}
+	case []Route:
+		for i := range v {
+			if !add(&v[i]) {
+				return nil
+			}
+		}
+	case []*Route:
+		for _, r := range v {
+			if r == nil || !add(r) {
+				return nil
+			}
+		}
+	}
+	return ids
+}
+
+// wherePrimaryKeys are the ids of a statement whose only condition is its
+// primary key (GORM's Delete(&Route{}, id) form), nil otherwise.
+func wherePrimaryKeys(st *gorm.Statement) []int64 {
+	c, ok := st.Clauses["WHERE"]
+	if !ok {
+		return nil
+	}
+	where, ok := c.Expression.(clause.Where)
+	if !ok || len(where.Exprs) != 1 {
+		return nil
+	}
+	var col any
+	var values []any
+	switch e := where.Exprs[0].(type) {
+	case clause.IN:
+		col, values = e.Column, e.Values
+	case clause.Eq:
+		col, values = e.Column, []any{e.Value}
+	default:
+		return nil
+	}
+	if cc, ok := col.(clause.Column); !ok || (cc.Name != clause.PrimaryKey && cc.Name != "id") {
+		return nil
+	}
+	ids := make([]int64, 0, len(values))
+	for _, v := range values {
+		switch n := v.(type) {
+		case int64:
+			ids = append(ids, n)
+		case int:
+			ids = append(ids, int64(n))
+		default:
+			return nil
+		}
+	}
+	return ids
+}
+
+// load returns every route in id order and, when the cache could tell,
+// the changes since the previous load (nil: unknown, the caller must treat
+// every row as new). The slice is the cache's own: callers must not modify
+// it, and it is valid until the next load.
+func (c *routeCache) load(db *gorm.DB) ([]Route, *RouteChanges, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.valid || c.full {
+		return c.check(db)
+	}
+	ids := make([]int64, 0, len(c.dirty))
+	for id := range c.dirty {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	fresh, err := readRoutes(db, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	ch := &RouteChanges{}
+	byID := make(map[int64]*Route, len(fresh))
+	for i := range fresh {
+		byID[fresh[i].ID] = &fresh[i]
+	}
+	for _, id := range ids {
+		i, found := c.find(id)
+		r, exists := byID[id]
+		switch {
+		case exists && found:
+			c.rows[i] = *r
+			ch.Upserted = append(ch.Upserted, *r)
+		case exists:
+			c.rows = slices.Insert(c.rows, i, *r)
+			ch.Upserted = append(ch.Upserted, *r)
+		case found:
+			c.rows = slices.Delete(c.rows, i, i+1)
+			ch.Removed = append(ch.Removed, id)
+		}
+	}
+	c.applied, c.dirty = ids, nil
+	return c.rows, ch, nil
+}
+
+// check compares every row's stamp with the cache and reads the rows that
+// differ (the full check).
+func (c *routeCache) check(db *gorm.DB) ([]Route, *RouteChanges, error) {
+	stamps, err := readStamps(db)
+	if err != nil {
+		return nil, nil, err
 	}
 	var stale []int64
 	for _, st := range stamps {
-		if r, ok := c.rows[st.ID]; !ok || !r.UpdatedAt.Equal(st.UpdatedAt) {
+		if i, ok := c.find(st.ID); !ok || !c.rows[i].UpdatedAt.Equal(st.UpdatedAt) || c.dirty[st.ID] {
 			stale = append(stale, st.ID)
 		}
 	}
-	for i := 0; i < len(stale); i += 500 {
-		end := min(i+500, len(stale))
-		var fresh []Route
-		if err := db.Where("id IN ?", stale[i:end]).Find(&fresh).Error; err != nil {
+	fresh, err := readRoutes(db, stale)
+	if err != nil {
+		return nil, nil, err
+	}
+	byID := make(map[int64]*Route, len(fresh))
+	for i := range fresh {
+		byID[fresh[i].ID] = &fresh[i]
+	}
+	ch := &RouteChanges{}
+	rows := make([]Route, 0, len(stamps))
+	j := 0 // walks c.rows, also in id order
+	for _, st := range stamps {
+		for ; j < len(c.rows) && c.rows[j].ID < st.ID; j++ {
+			ch.Removed = append(ch.Removed, c.rows[j].ID)
+		}
+		if r, ok := byID[st.ID]; ok {
+			rows = append(rows, *r)
+			ch.Upserted = append(ch.Upserted, *r)
+		} else if j < len(c.rows) && c.rows[j].ID == st.ID {
+			rows = append(rows, c.rows[j])
+		}
+		if j < len(c.rows) && c.rows[j].ID == st.ID {
+			j++
+		}
+	}
+	for ; j < len(c.rows); j++ {
+		ch.Removed = append(ch.Removed, c.rows[j].ID)
+	}
+	if !c.valid {
+		ch = nil
+	}
+	c.rows, c.valid, c.full, c.dirty = rows, true, false, nil
+	c.applied = stale
+	return c.rows, ch, nil
+}
+
+// rolledBack reads the rows of the last load again next time: its
+// transaction did not commit.
+func (c *routeCache) rolledBack() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dirty == nil {
+		c.dirty = map[int64]bool{}
+	}
+	for _, id := range c.applied {
+		c.dirty[id] = true
+	}
+	c.applied = nil
+}
+
+// verify makes the next load a full check.
+func (c *routeCache) verify() { c.markFull() }
+
+func (c *routeCache) find(id int64) (int, bool) {
+	return slices.BinarySearchFunc(c.rows, id, func(r Route, id int64) int { return cmp.Compare(r.ID, id) })
+}
+
+// readStamps reads every route's (id, updated_at) with database/sql
+// directly: at 50,000 rows GORM's reflection costs more than the query.
+func readStamps(db *gorm.DB) ([]routeStamp, error) {
+	rows, err := db.Model(&Route{}).Select("id, updated_at").Order("id").Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []routeStamp
+	for rows.Next() {
+		var st routeStamp
+		var at sql.NullTime
+		if err := rows.Scan(&st.ID, &at); err != nil {
 			return nil, err
 		}
-		for _, r := range fresh {
-			c.rows[r.ID] = r
-		}
+		st.UpdatedAt = at.Time
+		out = append(out, st)
 	}
-	out := make([]Route, 0, len(stamps))
-	keep := make(map[int64]Route, len(stamps))
-	for _, st := range stamps {
-		if r, ok := c.rows[st.ID]; ok {
-			out = append(out, r)
-			keep[st.ID] = r
+	return out, rows.Err()
+}
+
+// readRoutes reads the rows with the ids, in batches.
+func readRoutes(db *gorm.DB, ids []int64) ([]Route, error) {
+	var out []Route
+	for i := 0; i < len(ids); i += 500 {
+		end := min(i+500, len(ids))
+		var fresh []Route
+		if err := db.Where("id IN ?", ids[i:end]).Find(&fresh).Error; err != nil {
+			return nil, err
 		}
+		out = append(out, fresh...)
 	}
-	c.rows = keep
 	return out, nil
 }

@@ -75,6 +75,10 @@ func Open(kind, dsn string) (*Store, error) {
 		sqlDB.SetMaxOpenConns(1)
 	}
 	s := &Store{DB: db, Kind: kind}
+	if err := s.routes.track(db); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("registering store callbacks: %w", err)
+	}
 	if err := db.AutoMigrate(models...); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("migrating %s database: %w", kind, err)
@@ -136,10 +140,16 @@ func IsForeignKey(err error) bool { return errors.Is(err, gorm.ErrForeignKeyViol
 // Snapshot is the whole routing configuration as one transaction sees it:
 // what the config compiler turns into Caddy JSON.
 type Snapshot struct {
-	Settings     Settings
-	Services     []Service
-	Targets      []Target
-	Routes       []Route
+	Settings Settings
+	Services []Service
+	Targets  []Target
+	// Routes are every route in id order. The slice belongs to the store's
+	// route cache: read-only, and valid until the next LoadSnapshot.
+	Routes []Route
+	// RouteChanges are the routes changed since the previous LoadSnapshot,
+	// or nil when the store cannot tell (the first snapshot, after
+	// VerifyRoutes): then every route is to be treated as new.
+	RouteChanges *RouteChanges
 	StreamRoutes []StreamRoute
 	Plugins      []Plugin
 	Consumers    []Consumer
@@ -148,6 +158,15 @@ type Snapshot struct {
 	// loaded by the loaders registered with RegisterSnapshotLoader.
 	Extra map[string]any
 }
+
+// RolledBack tells the store that the transaction of the last
+// LoadSnapshot did not commit: the rows it read are read again next time.
+func (s *Store) RolledBack() { s.routes.rolledBack() }
+
+// VerifyRoutes makes the next LoadSnapshot compare every route with the
+// database (after writes this process did not make, such as another
+// node's).
+func (s *Store) VerifyRoutes() { s.routes.verify() }
 
 // SnapshotLoader loads one kind of extra rows into a snapshot.
 type SnapshotLoader func(db *gorm.DB, snap *Snapshot) error
@@ -159,17 +178,18 @@ func RegisterSnapshotLoader(l SnapshotLoader) { snapshotLoaders = append(snapsho
 
 // LoadSnapshot reads everything the compiler needs, in id order. Routes,
 // the table that grows largest, come through the store's route cache: only
-// rows whose updated_at changed since the last snapshot are read again.
+// the rows written since the last snapshot are read again (routecache.go).
 func (s *Store) LoadSnapshot(db *gorm.DB) (*Snapshot, error) {
 	snap := &Snapshot{Extra: map[string]any{}}
 	if err := db.First(&snap.Settings, 1).Error; err != nil {
 		return nil, fmt.Errorf("reading settings: %w", err)
 	}
-	routes, err := s.routes.load(db)
+	routes, changes, err := s.routes.load(db)
 	if err != nil {
+		s.routes.verify()
 		return nil, fmt.Errorf("reading routes: %w", err)
 	}
-	snap.Routes = routes
+	snap.Routes, snap.RouteChanges = routes, changes
 	for _, q := range []struct {
 		name string
 		dst  any

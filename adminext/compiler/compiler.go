@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/modules/streams"
 	"github.com/caddy-gateway/gateway/storage"
 )
@@ -55,24 +56,40 @@ type Options struct {
 	// Base is the rest of the running Caddy config (top-level keys), kept
 	// by every generated config: the user's own apps and sites.
 	Base map[string]json.RawMessage
+	// Previous is the routing table of the live config (nil: none), which
+	// the snapshot's route changes update (Snapshot.RouteChanges).
+	Previous *router.Table
 	// ACME settings of the bootstrap (see adminext.Bootstrap).
 	ACMETrustedRoots []string
 	ACMEDNSResolvers []string
 	CloudflareAPIURL string
 }
 
+// Compiled is a compiled configuration.
+type Compiled struct {
+	// Config is the full Caddy config to load.
+	Config []byte
+	// Table is its routing table: Options.Previous of the next compile
+	// once this config is live.
+	Table *router.Table
+}
+
 // Config compiles snap into the full Caddy config: opt.Base with the
 // gateway app replaced by the compiled one, the stored certificates merged
 // into the tls app, local CAs kept out of the host's trust store, and
 // config autosave off.
-func Config(snap *storage.Snapshot, opt Options) ([]byte, error) {
-	gen, err := Compile(snap, opt.Version)
+func Config(snap *storage.Snapshot, opt Options) (*Compiled, error) {
+	gen, table, err := Compile(snap, opt.Version, opt.Previous)
 	if err != nil {
 		return nil, err
 	}
 	gen.Version = opt.Version
 	gen.CompiledAt = opt.Now
-	return Assemble(snap, gen, opt)
+	cfg, err := Assemble(snap, gen, opt)
+	if err != nil {
+		return nil, err
+	}
+	return &Compiled{Config: cfg, Table: table}, nil
 }
 
 // Assemble builds the full config around a compiled gateway app.
@@ -124,8 +141,9 @@ func gatewayApp(bootstrap json.RawMessage, gen *Generated) (json.RawMessage, err
 	return json.Marshal(app)
 }
 
-// Compile compiles the gateway part of the config.
-func Compile(snap *storage.Snapshot, version int64) (*Generated, error) {
+// Compile compiles the gateway part of the config, updating prev (the live
+// routing table, or nil) with the snapshot's route changes.
+func Compile(snap *storage.Snapshot, version int64, prev *router.Table) (*Generated, *router.Table, error) {
 	idx := indexSnapshot(snap)
 	s := snap.Settings
 	gen := &Generated{
@@ -144,14 +162,14 @@ func Compile(snap *storage.Snapshot, version int64) (*Generated, error) {
 			"wasm_modules":  len(snap.WasmModules()),
 		},
 	}
-	raw, err := compileRouter(snap, idx, version)
+	raw, table, err := compileRouter(snap, idx, version, prev)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	gen.RouterRaw = raw
 	gen.Health = compileHealth(snap, idx)
 	gen.Streams = compileStreams(snap, idx)
-	return gen, nil
+	return gen, table, nil
 }
 
 // snapIndex looks up a snapshot's services and their targets by id; built

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/storage"
 
 	// The plugin types the fixtures configure.
@@ -256,10 +258,11 @@ func compileFixture(t *testing.T, fx store) []byte {
 	opt := fx.opt
 	opt.Version, opt.Now, opt.Base = version, epoch, fx.base
 	opt.Bootstrap = json.RawMessage(`{"admin_listen":"127.0.0.1:9080","database":"sqlite","dsn":"gateway.db"}`)
-	cfg, err := Config(fx.snap, opt)
+	out, err := Config(fx.snap, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := out.Config
 	// Decoded and indented again, so that the golden file reads as one
 	// document.
 	var doc any
@@ -271,6 +274,9 @@ func compileFixture(t *testing.T, fx store) []byte {
 	refs := map[string]any{}
 	for _, n := range configref.Names(version) {
 		v, _ := configref.Lookup(strings.Join([]string{itoa(version), n}, "/"))
+		if tbl, ok := v.(*router.Table); ok {
+			v = tbl.Routes()
+		}
 		if tbl, ok := v.(*consumers.Table); ok {
 			// The table's lookups are private; show what it serves.
 			var list []*consumers.Consumer
@@ -281,13 +287,13 @@ func compileFixture(t *testing.T, fx store) []byte {
 		}
 		refs[n] = v
 	}
-	out, err := json.MarshalIndent(map[string]any{"config": doc, "refs": refs}, "", "  ")
+	golden, err := json.MarshalIndent(map[string]any{"config": doc, "refs": refs}, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// References name the version; the golden files do not.
-	out = bytes.ReplaceAll(out, []byte(`"`+itoa(version)+`/`), []byte(`"V/`))
-	return append(out, '\n')
+	golden = bytes.ReplaceAll(golden, []byte(`"`+itoa(version)+`/`), []byte(`"V/`))
+	return append(golden, '\n')
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
@@ -320,15 +326,70 @@ func TestSecretsStayOutOfTheConfig(t *testing.T) {
 	for name, fx := range fixtures() {
 		opt := fx.opt
 		opt.Version, opt.Now, opt.Base = goldenVersion, epoch, fx.base
-		cfg, err := Config(fx.snap, opt)
+		out, err := Config(fx.snap, opt)
 		configref.Drop(goldenVersion)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range secrets {
-			if bytes.Contains(cfg, []byte(s)) {
+			if bytes.Contains(out.Config, []byte(s)) {
 				t.Errorf("%s: the config contains %q", name, s)
 			}
 		}
+	}
+}
+
+// A compile that updates the live table with the snapshot's route changes
+// produces the same config and routing table as a compile from scratch.
+func TestIncrementalCompileEqualsFull(t *testing.T) {
+	fx := fixtures()["plugins_three_scopes"]
+	first := *fx.snap
+	opt := Options{Version: goldenVersion, Now: epoch}
+	out1, err := Config(&first, opt)
+	configref.Drop(goldenVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Route 1 changes, route 2 is disabled, route 3 is deleted, route 4 is
+	// enabled, route 5 is new.
+	next := first
+	next.Routes = slices.Clone(first.Routes)
+	next.Routes[0].Paths = []string{"/keyed/v2"}
+	next.Routes[1].Enabled = false
+	next.Routes[3].Enabled = true
+	r5 := route(5, 2, "new")
+	r5.Hosts = []string{"new.example.org"}
+	next.Routes = append(next.Routes[:2], next.Routes[3], r5)
+	next.RouteChanges = &storage.RouteChanges{
+		Upserted: []storage.Route{next.Routes[0], first.Routes[1], next.Routes[2], r5},
+		Removed:  []int64{3},
+	}
+	next.RouteChanges.Upserted[1].Enabled = false
+
+	incOpt := opt
+	incOpt.Previous = out1.Table
+	inc, err := Config(&next, incOpt)
+	configref.Drop(goldenVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := next
+	full.RouteChanges = nil
+	want, err := Config(&full, opt)
+	configref.Drop(goldenVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(inc.Config, want.Config) {
+		t.Errorf("incremental config differs:\n%s", lineDiff(string(want.Config), string(inc.Config)))
+	}
+	got, _ := json.Marshal(inc.Table.Routes())
+	exp, _ := json.Marshal(want.Table.Routes())
+	if !bytes.Equal(got, exp) {
+		t.Errorf("incremental table:\n%s\nwant\n%s", got, exp)
+	}
+	if out1.Table.Route(3) == nil || out1.Table.Route(5) != nil {
+		t.Error("the update changed the previous table")
 	}
 }

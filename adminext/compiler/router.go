@@ -16,88 +16,95 @@ import (
 )
 
 // compileRouter is the gateway_router handler: the routing table and the
-// consumer table by reference, one reverse proxy per routed service, one
-// handler per plugin instance some route runs.
-func compileRouter(snap *storage.Snapshot, idx *snapIndex, version int64) (json.RawMessage, error) {
+// consumer table by reference, one reverse proxy per routed service, the
+// plugin chains, and one handler per plugin instance some chain runs.
+func compileRouter(snap *storage.Snapshot, idx *snapIndex, version int64, prev *router.Table) (json.RawMessage, *router.Table, error) {
 	rt := &router.Router{TrustedProxies: snap.Settings.TrustedProxies}
 	if _, port, err := net.SplitHostPort(snap.Settings.HTTPSListen); err == nil {
 		rt.HTTPSPort, _ = strconv.Atoi(port)
 	}
 
-	chains := effectivePlugins(snap)
-	usedPlugins := map[int64]bool{}
-	usedServices := map[int64]bool{}
-	routes := make([]router.Route, 0, len(snap.Routes))
-	for _, r := range snap.Routes {
-		if !r.Enabled {
-			continue
-		}
-		cr := router.Route{
-			ID: r.ID, Name: r.Name, ServiceID: r.ServiceID, Priority: r.Priority,
-			Hosts: r.Hosts, Paths: r.Paths, Methods: r.Methods, Headers: r.Headers,
-			StripPath: r.StripPath, PreserveHost: r.PreserveHost,
-		}
-		usedServices[r.ServiceID] = true
-		for _, sp := range r.Splits {
-			cr.Splits = append(cr.Splits, router.Split{ServiceID: sp.ServiceID, Weight: sp.Weight})
-			usedServices[sp.ServiceID] = true
-		}
-		for _, p := range chains[r.ID] {
-			cr.Plugins = append(cr.Plugins, p.ID)
-			usedPlugins[p.ID] = true
-		}
-		routes = append(routes, cr)
+	table, err := routeTable(snap, prev)
+	if err != nil {
+		return nil, nil, err
 	}
-
 	// The routing table is bulk: it goes by reference.
-	rt.RoutesRef = configref.Put(version, "routes", routes)
+	rt.RoutesRef = configref.Put(version, "routes", table)
 
 	rt.ServicesRaw = map[string]json.RawMessage{}
-	for id := range usedServices {
+	for _, id := range table.Services() {
 		svc, ok := idx.services[id]
 		if !ok {
-			return nil, fmt.Errorf("a route references service %d, which does not exist", id)
+			return nil, nil, fmt.Errorf("a route references service %d, which does not exist", id)
 		}
 		rt.ServicesRaw[strconv.FormatInt(id, 10)] = compileProxy(svc, idx.targets[id])
 	}
 
+	var used map[int64]bool
+	rt.Chains, used = compileChains(snap, table)
 	rt.PluginsRaw = map[string]json.RawMessage{}
 	for i := range snap.Plugins {
 		p := &snap.Plugins[i]
-		if !usedPlugins[p.ID] {
+		if !used[p.ID] {
 			continue
 		}
 		raw, err := compilePlugin(snap, p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rt.PluginsRaw[strconv.FormatInt(p.ID, 10)] = raw
 	}
 
 	// Credentials are secrets: the table goes by reference.
 	rt.ConsumersRef = configref.Put(version, "consumers", consumers.NewTable(compileConsumers(snap)))
-	return moduleObject(rt, "handler", "gateway_router")
+	raw, err := moduleObject(rt, "handler", "gateway_router")
+	return raw, table, err
 }
 
-// moduleObject encodes v with its module name under key, as
-// caddyconfig.JSONModuleObject does, but without decoding v's JSON into
-// untyped values again: the router carries plugin configs whose 64-bit
-// integers (instance ids) a float64 round trip would change.
-func moduleObject(v any, key, name string) (json.RawMessage, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", name, err)
+// routeTable is the routing table of the enabled routes: prev updated with
+// the snapshot's route changes when both are known (the cost of a change
+// is then that of the changed rows), else a new table.
+func routeTable(snap *storage.Snapshot, prev *router.Table) (*router.Table, error) {
+	if prev != nil && snap.RouteChanges != nil {
+		var ups []router.Route
+		removed := snap.RouteChanges.Removed
+		for i := range snap.RouteChanges.Upserted {
+			r := &snap.RouteChanges.Upserted[i]
+			if r.Enabled {
+				ups = append(ups, compileRoute(r))
+			} else {
+				removed = append(removed, r.ID)
+			}
+		}
+		return prev.With(ups, removed)
 	}
-	if len(raw) < 2 || raw[0] != '{' {
-		return nil, fmt.Errorf("encoding %s: not a JSON object", name)
+	routes := make([]router.Route, 0, len(snap.Routes))
+	for i := range snap.Routes {
+		if r := &snap.Routes[i]; r.Enabled {
+			routes = append(routes, compileRoute(r))
+		}
 	}
-	head, _ := json.Marshal(map[string]string{key: name})
-	out := make([]byte, 0, len(raw)+len(head))
-	out = append(out, head[:len(head)-1]...)
-	if len(raw) > 2 {
-		out = append(out, ',')
+	return router.NewTable(routes)
+}
+
+// compileRoute is a route as the router matches it. It shares the row's
+// slices (the store's cache replaces rows, never changes them).
+func compileRoute(r *storage.Route) router.Route {
+	cr := router.Route{
+		ID: r.ID, Name: r.Name, ServiceID: r.ServiceID, Priority: r.Priority,
+		Hosts: r.Hosts, Paths: r.Paths, Methods: r.Methods, Headers: r.Headers,
+		StripPath: r.StripPath, PreserveHost: r.PreserveHost,
 	}
-	return append(out, raw[1:]...), nil
+	if len(cr.Headers) == 0 {
+		cr.Headers = nil
+	}
+	if len(r.Splits) > 0 {
+		cr.Splits = make([]router.Split, len(r.Splits))
+		for i, sp := range r.Splits {
+			cr.Splits[i] = router.Split{ServiceID: sp.ServiceID, Weight: sp.Weight}
+		}
+	}
+	return cr
 }
 
 // compilePlugin is one plugin instance's handler: its API config with the
@@ -140,10 +147,17 @@ var typeInternals = map[string]TypeInternals{}
 // init only.
 func RegisterTypeInternals(typeName string, f TypeInternals) { typeInternals[typeName] = f }
 
-// effectivePlugins resolves, for every route, the most specific enabled
-// instance of each plugin type (route > service > global) and orders them
-// by ordering, then id.
-func effectivePlugins(snap *storage.Snapshot) map[int64][]*storage.Plugin {
+// compileChains resolves the plugin chains: for every route, the most
+// specific enabled instance of each plugin type (route > service > global),
+// ordered by ordering, then id. Routes without route-scoped plugins share
+// their service's chain (or the default chain of global plugins), so the
+// chains are compiled per service and per route with route plugins, never
+// per route of the table. used are the plugin ids some chain runs.
+//
+// A service chain is compiled for every service that is some route's
+// service_id, and the default chain whenever such a service has no chain
+// of its own.
+func compileChains(snap *storage.Snapshot, table *router.Table) (*router.Chains, map[int64]bool) {
 	global := map[string]*storage.Plugin{}
 	byService := map[int64]map[string]*storage.Plugin{}
 	byRoute := map[int64]map[string]*storage.Plugin{}
@@ -167,29 +181,58 @@ func effectivePlugins(snap *storage.Snapshot) map[int64][]*storage.Plugin {
 			global[p.Type] = p
 		}
 	}
-	out := map[int64][]*storage.Plugin{}
-	for _, r := range snap.Routes {
+	used := map[int64]bool{}
+	chain := func(levels ...map[string]*storage.Plugin) []int64 {
 		eff := map[string]*storage.Plugin{}
-		for t, p := range global {
-			eff[t] = p
-		}
-		for t, p := range byService[r.ServiceID] {
-			eff[t] = p
-		}
-		for t, p := range byRoute[r.ID] {
-			eff[t] = p
-		}
-		if len(eff) == 0 {
-			continue
+		for _, l := range levels {
+			for t, p := range l {
+				eff[t] = p
+			}
 		}
 		list := make([]*storage.Plugin, 0, len(eff))
 		for _, p := range eff {
 			list = append(list, p)
 		}
 		sort.Slice(list, func(i, j int) bool { return pluginLess(list[i], list[j]) })
-		out[r.ID] = list
+		ids := make([]int64, len(list))
+		for i, p := range list {
+			ids[i] = p.ID
+			used[p.ID] = true
+		}
+		return ids
 	}
-	return out
+	out := &router.Chains{}
+	for id, ps := range byService {
+		if table.RoutesOfService(id) == 0 {
+			continue
+		}
+		if out.Services == nil {
+			out.Services = map[int64][]int64{}
+		}
+		out.Services[id] = chain(global, ps)
+	}
+	for id, ps := range byRoute {
+		r := table.Route(id)
+		if r == nil {
+			continue // disabled
+		}
+		if out.Routes == nil {
+			out.Routes = map[int64][]int64{}
+		}
+		out.Routes[id] = chain(global, byService[r.ServiceID], ps)
+	}
+	if len(global) > 0 {
+		for _, id := range table.Services() {
+			if table.RoutesOfService(id) > 0 && out.Services[id] == nil {
+				out.Default = chain(global)
+				break
+			}
+		}
+	}
+	if out.Default == nil && out.Services == nil && out.Routes == nil {
+		return nil, used
+	}
+	return out, used
 }
 
 // pluginLess orders plugins by ordering, then id (lists and chains alike).
@@ -209,4 +252,25 @@ func ordering(p *storage.Plugin) int32 {
 		return int32(t.Ordering)
 	}
 	return 0
+}
+
+// moduleObject encodes v with its module name under key, as
+// caddyconfig.JSONModuleObject does, but without decoding v's JSON into
+// untyped values again: the router carries plugin configs whose 64-bit
+// integers (instance ids) a float64 round trip would change.
+func moduleObject(v any, key, name string) (json.RawMessage, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", name, err)
+	}
+	if len(raw) < 2 || raw[0] != '{' {
+		return nil, fmt.Errorf("encoding %s: not a JSON object", name)
+	}
+	head, _ := json.Marshal(map[string]string{key: name})
+	out := make([]byte, 0, len(raw)+len(head))
+	out = append(out, head[:len(head)-1]...)
+	if len(raw) > 2 {
+		out = append(out, ',')
+	}
+	return append(out, raw[1:]...), nil
 }

@@ -18,14 +18,19 @@ import (
 // are put into package configref under the new version and referenced from
 // the config; the caller keeps or drops them with the load's outcome
 // (ControlPlane.load).
-func (cp *ControlPlane) compile(snap *storage.Snapshot) ([]byte, int64, error) {
+//
+// The routing table is updated from the snapshot's changed routes: the
+// live config's table (cp.table) is the starting point, and the compiled
+// one becomes it when its config goes live (ControlPlane.load).
+func (cp *ControlPlane) compile(snap *storage.Snapshot) (*compiler.Compiled, int64, error) {
 	version := cp.version.Add(1)
 	boot, err := json.Marshal(cp.boot)
 	if err != nil {
 		return nil, 0, fmt.Errorf("encoding the gateway bootstrap: %w", err)
 	}
-	cfg, err := compiler.Config(snap, compiler.Options{
+	out, err := compiler.Config(snap, compiler.Options{
 		Version:          version,
+		Previous:         cp.table,
 		Now:              time.Now().UTC(),
 		Bootstrap:        boot,
 		Base:             cp.base,
@@ -37,5 +42,5 @@ func (cp *ControlPlane) compile(snap *storage.Snapshot) ([]byte, int64, error) {
 		configref.Drop(version)
 		return nil, 0, err
 	}
-	return cfg, version, nil
+	return out, version, nil
 }

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"gorm.io/gorm"
 
+	"github.com/caddy-gateway/gateway/adminext/compiler"
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -44,6 +45,9 @@ type ControlPlane struct {
 	// base is the rest of the running Caddy config (the user's own apps and
 	// sites), captured after start; generated configs keep it.
 	base map[string]json.RawMessage
+	// table is the routing table of the last config that went live (under
+	// mu); the next compile updates it with the changed routes.
+	table *router.Table
 
 	router    atomic.Pointer[router.Router]
 	tlsConfig atomic.Pointer[tls.Config]
@@ -371,16 +375,19 @@ func (cp *ControlPlane) Mutate(ctx context.Context, fn func(tx *gorm.DB) error) 
 		if err != nil {
 			return err
 		}
-		cfg, version, err := cp.compile(snap)
+		out, version, err := cp.compile(snap)
 		if err != nil {
 			return err
 		}
-		if err := cp.load(cfg, version); err != nil {
+		if err := cp.load(out, version); err != nil {
 			return &LoadError{Err: err}
 		}
 		loaded = true
 		return nil
 	})
+	if err != nil {
+		cp.store.RolledBack()
+	}
 	if err != nil && loaded {
 		// The new config went live but the commit failed: load what the
 		// store holds again so traffic and store agree.
@@ -392,26 +399,30 @@ func (cp *ControlPlane) Mutate(ctx context.Context, fn func(tx *gorm.DB) error) 
 }
 
 // reloadLocked compiles and loads the store's configuration (cp.mu held).
+// Every route is compared with the database: the store may have been
+// written by others.
 func (cp *ControlPlane) reloadLocked() error {
+	cp.store.VerifyRoutes()
 	snap, err := cp.store.LoadSnapshot(cp.store.DB)
 	if err != nil {
 		return err
 	}
-	cfg, version, err := cp.compile(snap)
+	out, version, err := cp.compile(snap)
 	if err != nil {
 		return err
 	}
-	return cp.load(cfg, version)
+	return cp.load(out, version)
 }
 
 // load loads a compiled config; the values it references (package
 // configref) are kept for it when it went live and dropped otherwise.
-func (cp *ControlPlane) load(cfg []byte, version int64) error {
-	if err := caddy.Load(cfg, false); err != nil {
+func (cp *ControlPlane) load(out *compiler.Compiled, version int64) error {
+	if err := caddy.Load(out.Config, false); err != nil {
 		configref.Drop(version)
 		return err
 	}
 	configref.Retain(version)
+	cp.table = out.Table
 	return nil
 }
 

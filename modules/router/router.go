@@ -36,16 +36,22 @@ func init() {
 type Router struct {
 	// Routes are the enabled routes.
 	Routes []Route `json:"routes,omitempty"`
-	// RoutesRef references the gateway's compiled routes (a []Route in
-	// package configref) instead of Routes: a routing table of tens of
-	// thousands of routes is not encoded into Caddy's JSON config, decoded
-	// and re-encoded by Caddy on every change.
+	// RoutesRef references the gateway's compiled routing table instead of
+	// Routes: a *Table (the gateway keeps its table and updates it from
+	// the changed rows on every change, see Table.With) or a []Route, in
+	// package configref. A routing table of tens of thousands of routes is
+	// not encoded into Caddy's JSON config, decoded and re-encoded by
+	// Caddy, and built again, on every change.
 	RoutesRef string `json:"routes_ref,omitempty"`
 	// Services maps a service id to the handler that proxies to it (a
 	// reverse_proxy provisioned from the service and its targets).
 	ServicesRaw map[string]json.RawMessage `json:"services,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
 	// Plugins maps a plugin instance id to its handler module.
 	PluginsRaw map[string]json.RawMessage `json:"plugins,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
+	// Chains are the plugin chains of routes that do not list their own
+	// (Route.Plugins): by route, else by the route's service, else the
+	// default chain.
+	Chains *Chains `json:"chains,omitempty"`
 	// Consumers is the consumer and credential table the auth plugins use,
 	// for hand-written configs. The gateway never writes it: credentials are
 	// secrets, so it hands its table by reference (ConsumersRef).
@@ -60,21 +66,37 @@ type Router struct {
 	HTTPSPort int `json:"https_port,omitempty"`
 
 	table     *Table
-	routes    map[int64]*compiledRoute
 	services  map[int64]caddyhttp.MiddlewareHandler
 	consumers *consumers.Table
 	trusted   []netip.Prefix
+	// The composed chains: routeChains by route id, serviceChains by
+	// service id, defaultChain for the rest (the proxy alone when no plugin
+	// applies).
+	routeChains   map[int64]*chain
+	serviceChains map[int64]*chain
+	defaultChain  *chain
 }
 
-type compiledRoute struct {
-	route *Route
-	chain caddyhttp.Handler
+// Chains lists the plugin instance ids, in the order they run, of the
+// routes' plugin chains. The gateway compiles one chain per service and
+// one per route with route-scoped plugins, so that a plugin change touches
+// this small list and not the routing table.
+type Chains struct {
+	// Default is the chain of routes without a route or service chain.
+	Default []int64 `json:"default,omitempty"`
+	// Services are the chains of the routes of a service (by service_id).
+	Services map[int64][]int64 `json:"services,omitempty"`
+	// Routes are the chains of single routes.
+	Routes map[int64][]int64 `json:"routes,omitempty"`
+}
+
+// chain is a composed plugin chain ending in the proxy.
+type chain struct {
+	handler caddyhttp.Handler
 	// sinks of the chain's record sinks (http-log): registered before the
 	// chain runs, so requests that an earlier plugin answers (401, 429, a
 	// cache hit) are logged too.
-	sinks  []records.Sink
-	splits []int64 // cumulative weights, aligned with route.Splits
-	total  int64
+	sinks []records.Sink
 }
 
 // CaddyModule returns the Caddy module information.
@@ -85,22 +107,12 @@ func (Router) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision builds the match index, provisions the service proxies and the
-// plugin instances, and composes each route's chain once.
+// Provision takes or builds the match index, provisions the service
+// proxies and the plugin instances, and composes each plugin chain once.
 func (rt *Router) Provision(ctx caddy.Context) error {
-	if rt.RoutesRef != "" {
-		routes, err := configref.Get[[]Route](rt.RoutesRef)
-		if err != nil {
-			return fmt.Errorf("routes_ref: %w", err)
-		}
-		rt.Routes = routes
+	if err := rt.provisionTable(); err != nil {
+		return err
 	}
-	table, err := NewTable(rt.Routes)
-	if err != nil {
-		return fmt.Errorf("building route table: %w", err)
-	}
-	rt.table = table
-
 	rt.services = make(map[int64]caddyhttp.MiddlewareHandler, len(rt.ServicesRaw))
 	if len(rt.ServicesRaw) > 0 {
 		mods, err := ctx.LoadModule(rt, "ServicesRaw")
@@ -144,42 +156,109 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 		}
 		rt.trusted = append(rt.trusted, prefix)
 	}
+	return rt.composeChains(plugins)
+}
 
-	// Routes with the same plugin list share one composed chain.
+// provisionTable takes the referenced table, or builds one from the
+// routes.
+func (rt *Router) provisionTable() error {
+	if rt.RoutesRef != "" {
+		v, ok := configref.Lookup(rt.RoutesRef)
+		if !ok {
+			_, err := configref.Get[*Table](rt.RoutesRef)
+			return fmt.Errorf("routes_ref: %w", err)
+		}
+		switch v := v.(type) {
+		case *Table:
+			rt.table = v
+			return nil
+		case []Route:
+			rt.Routes = v
+		default:
+			return fmt.Errorf("routes_ref: reference %q holds %T, want a *router.Table or []router.Route", rt.RoutesRef, v)
+		}
+	}
+	table, err := NewTable(rt.Routes)
+	if err != nil {
+		return fmt.Errorf("building route table: %w", err)
+	}
+	rt.table = table
+	return nil
+}
+
+// composeChains composes the chains of Chains and of the routes that list
+// their own plugins. Identical plugin lists share one composed chain.
+func (rt *Router) composeChains(plugins map[int64]caddyhttp.MiddlewareHandler) error {
 	terminal := caddyhttp.HandlerFunc(rt.proxy)
-	chains := map[string]caddyhttp.Handler{}
-	rt.routes = make(map[int64]*compiledRoute, len(rt.Routes))
+	composed := map[string]*chain{}
+	compile := func(ids []int64) (*chain, error) {
+		key := fmt.Sprint(ids)
+		if c, ok := composed[key]; ok {
+			return c, nil
+		}
+		mws := make([]caddyhttp.MiddlewareHandler, 0, len(ids))
+		c := new(chain)
+		for _, id := range ids {
+			p, ok := plugins[id]
+			if !ok {
+				return nil, fmt.Errorf("plugin %d is not configured", id)
+			}
+			mws = append(mws, p)
+			if rs, ok := p.(recordSinker); ok {
+				if sink := rs.RecordSink(); sink != nil {
+					c.sinks = append(c.sinks, sink)
+				}
+			}
+		}
+		c.handler = compose(mws, terminal)
+		composed[key] = c
+		return c, nil
+	}
+	var err error
+	if rt.defaultChain, err = compile(nil); err != nil {
+		return err
+	}
+	rt.routeChains = map[int64]*chain{}
+	rt.serviceChains = map[int64]*chain{}
+	if c := rt.Chains; c != nil {
+		if rt.defaultChain, err = compile(c.Default); err != nil {
+			return fmt.Errorf("default chain: %w", err)
+		}
+		for id, ids := range c.Services {
+			if rt.serviceChains[id], err = compile(ids); err != nil {
+				return fmt.Errorf("chain of service %d: %w", id, err)
+			}
+		}
+		for id, ids := range c.Routes {
+			if rt.routeChains[id], err = compile(ids); err != nil {
+				return fmt.Errorf("chain of route %d: %w", id, err)
+			}
+		}
+	}
+	// Routes of a hand-written config list their own chains.
 	for i := range rt.Routes {
 		r := &rt.Routes[i]
-		key := fmt.Sprint(r.Plugins)
-		chain, ok := chains[key]
-		if !ok {
-			mws := make([]caddyhttp.MiddlewareHandler, 0, len(r.Plugins))
-			for _, id := range r.Plugins {
-				p, ok := plugins[id]
-				if !ok {
-					return fmt.Errorf("route %d: plugin %d is not configured", r.ID, id)
-				}
-				mws = append(mws, p)
-			}
-			chain = compose(mws, terminal)
-			chains[key] = chain
+		if r.Plugins == nil {
+			continue
 		}
-		cr := &compiledRoute{route: r, chain: chain}
-		for _, id := range r.Plugins {
-			if rs, ok := plugins[id].(recordSinker); ok {
-				if sink := rs.RecordSink(); sink != nil {
-					cr.sinks = append(cr.sinks, sink)
-				}
-			}
+		if rt.routeChains[r.ID], err = compile(r.Plugins); err != nil {
+			return fmt.Errorf("route %d: %w", r.ID, err)
 		}
-		for _, s := range r.Splits {
-			cr.total += int64(s.Weight)
-			cr.splits = append(cr.splits, cr.total)
-		}
-		rt.routes[r.ID] = cr
 	}
 	return nil
+}
+
+// chainOf is the plugin chain of a matched route.
+func (rt *Router) chainOf(r *Route) *chain {
+	if len(rt.routeChains) > 0 {
+		if c, ok := rt.routeChains[r.ID]; ok {
+			return c
+		}
+	}
+	if c, ok := rt.serviceChains[r.ServiceID]; ok {
+		return c
+	}
+	return rt.defaultChain
 }
 
 func parsePrefix(s string) (netip.Prefix, error) {
@@ -209,17 +288,11 @@ func compose(mws []caddyhttp.MiddlewareHandler, terminal caddyhttp.Handler) cadd
 	return h
 }
 
-// Validate checks the compiled config.
+// Validate checks that every service a route references has a proxy.
 func (rt *Router) Validate() error {
-	for _, r := range rt.Routes {
-		ids := []int64{r.ServiceID}
-		for _, s := range r.Splits {
-			ids = append(ids, s.ServiceID)
-		}
-		for _, id := range ids {
-			if _, ok := rt.services[id]; !ok {
-				return fmt.Errorf("route %d: service %d has no proxy", r.ID, id)
-			}
+	for _, id := range rt.table.Services() {
+		if _, ok := rt.services[id]; !ok {
+			return fmt.Errorf("service %d, referenced by a route, has no proxy", id)
 		}
 	}
 	return nil
@@ -262,14 +335,14 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		gwctx.WriteError(w, http.StatusNotFound, "no route matched")
 		return nil
 	}
-	cr := rt.routes[m.Route.ID]
-	route := cr.route
+	route := m.Route
+	ch := rt.chainOf(route)
 	info.Matched = true
 	info.RouteID = route.ID
 	info.RouteName = route.Name
 	info.MatchedPath = m.MatchedPath
-	info.ServiceID = cr.pickService()
-	info.Sinks = append(info.Sinks, cr.sinks...)
+	info.ServiceID = m.e.pickService()
+	info.Sinks = append(info.Sinks, ch.sinks...)
 
 	if route.StripPath {
 		up, err := NormalizePath(UpstreamPath(route, m.MatchedPath, r.URL.Path))
@@ -293,17 +366,17 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return repl.Get("http.reverse_proxy.upstream.hostport")
 		})
 	}
-	return cr.chain.ServeHTTP(w, r)
+	return ch.handler.ServeHTTP(w, r)
 }
 
 // pickService is the route's service, or a weighted random pick of its splits.
-func (cr *compiledRoute) pickService() int64 {
-	if cr.total == 0 {
-		return cr.route.ServiceID
+func (e *entry) pickService() int64 {
+	if e.total == 0 {
+		return e.route.ServiceID
 	}
-	n := rand.Int64N(cr.total)
-	i := sort.Search(len(cr.splits), func(i int) bool { return cr.splits[i] > n })
-	return cr.route.Splits[i].ServiceID
+	n := rand.Int64N(e.total)
+	i := sort.Search(len(e.splits), func(i int) bool { return e.splits[i] > n })
+	return e.route.Splits[i].ServiceID
 }
 
 // proxy is the end of every chain: the picked service's reverse proxy.
@@ -410,8 +483,8 @@ func (rt *Router) Table() *Table { return rt.table }
 
 // PickService applies a route's splits the way traffic does.
 func (rt *Router) PickService(routeID int64) int64 {
-	if cr := rt.routes[routeID]; cr != nil {
-		return cr.pickService()
+	if i, ok := rt.table.find(routeID); ok {
+		return rt.table.entries[i].pickService()
 	}
 	return 0
 }

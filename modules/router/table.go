@@ -30,13 +30,20 @@ import (
 // labels point into one string, and the candidates carry the fields needed
 // to rank them.
 type Table struct {
+	// entries are the routes, sorted by id (lookups by id, Explain).
 	entries []*entry
 	exact   map[string]bucket // normalized host → bucket
 	wild    map[string]bucket // ".example.com" for "*.example.com" → bucket
 	any     bucket            // routes without hosts; empty when there are none
 	// wildMaxPriority bounds every wildcard bucket, so that a request whose
-	// exact-host match already beats them all skips the suffix lookups.
+	// exact-host match already beats them all skips the suffix lookups. An
+	// update (With) only ever raises it: a bound above the real maximum
+	// prunes less but is still correct.
 	wildMaxPriority int32
+	// services counts the routes referencing each service (as service_id
+	// or in splits); primaries counts them by service_id only.
+	services  map[int64]int32
+	primaries map[int64]int32
 }
 
 // hostClass orders the kinds of host match, most specific last.
@@ -104,7 +111,10 @@ type regexCand struct {
 
 // entry is a route compiled for matching.
 type entry struct {
-	route    *Route
+	// route is the entry's own copy, so that the *Route handed out by
+	// Match stays valid and unchanged whatever the caller does with the
+	// slice the table was built from.
+	route    Route
 	priority int32
 	conds    int32    // (1 if methods) + number of header conditions
 	methods  []string // upper-cased
@@ -114,6 +124,9 @@ type entry struct {
 	wild     []string
 	literals []string
 	regexes  []pathRegex
+	// splits are the cumulative weights of route.Splits (pickService).
+	splits []int64
+	total  int64
 }
 
 // pathRegex is a "~re" path entry.
@@ -218,31 +231,44 @@ func candOrder(a, b *cand) int {
 }
 
 // NewTable builds the index. Routes are expected to be validated already,
-// but a regex that does not compile is reported rather than trusted.
+// but a regex that does not compile is reported rather than trusted, and
+// so is an id given to two routes.
 func NewTable(routes []Route) (*Table, error) {
+	regexes.begin()
+	defer regexes.end()
+	entries := make([]*entry, 0, len(routes))
+	slab := make([]entry, len(routes)) // one allocation for every entry
+	for i := range routes {
+		if err := compileEntry(&slab[i], &routes[i]); err != nil {
+			return nil, err
+		}
+		entries = append(entries, &slab[i])
+	}
+	return build(entries)
+}
+
+// build indexes compiled entries (in any order).
+func build(entries []*entry) (*Table, error) {
+	slices.SortFunc(entries, func(a, b *entry) int { return cmp.Compare(a.route.ID, b.route.ID) })
+	for i := 1; i < len(entries); i++ {
+		if entries[i].route.ID == entries[i-1].route.ID {
+			return nil, fmt.Errorf("route id %d is given to two routes", entries[i].route.ID)
+		}
+	}
 	t := &Table{
-		entries:         make([]*entry, 0, len(routes)),
+		entries:         entries,
 		exact:           map[string]bucket{},
 		wild:            map[string]bucket{},
 		wildMaxPriority: math.MinInt32,
+		services:        map[int64]int32{},
+		primaries:       map[int64]int32{},
 	}
 	// Build with pointer trees, then freeze each into its flat form.
 	exact := map[string]*builder{}
 	wild := map[string]*builder{}
 	var none *builder
-
-	// Copy the routes so the *Route handed out by Match stays valid and
-	// unchanged whatever the caller does with its slice.
-	owned := slices.Clone(routes)
-	regexes.begin()
-	defer regexes.end()
-	for i := range owned {
-		e, err := compileEntry(&owned[i])
-		if err != nil {
-			return nil, err
-		}
-		t.entries = append(t.entries, e)
-
+	for _, e := range entries {
+		t.count(e, 1)
 		if len(e.exact) == 0 && len(e.wild) == 0 {
 			if none == nil {
 				none = newBuilder(hostNone, 0)
@@ -289,8 +315,29 @@ func NewTable(routes []Route) (*Table, error) {
 	return t, nil
 }
 
-func compileEntry(r *Route) (*entry, error) {
-	e := &entry{route: r, priority: r.Priority}
+// count adds n (1 or -1) to the service reference counts of e's route.
+func (t *Table) count(e *entry, n int32) {
+	r := &e.route
+	t.primaries[r.ServiceID] += n
+	if t.primaries[r.ServiceID] == 0 {
+		delete(t.primaries, r.ServiceID)
+	}
+	t.services[r.ServiceID] += n
+	if t.services[r.ServiceID] == 0 {
+		delete(t.services, r.ServiceID)
+	}
+	for _, sp := range r.Splits {
+		t.services[sp.ServiceID] += n
+		if t.services[sp.ServiceID] == 0 {
+			delete(t.services, sp.ServiceID)
+		}
+	}
+}
+
+// compileEntry compiles r into e.
+func compileEntry(e *entry, r *Route) error {
+	*e = entry{route: *r, priority: r.Priority}
+	r = &e.route
 	for _, h := range r.Hosts {
 		if suffix, ok := strings.CutPrefix(h, "*."); ok {
 			// Keep the dot so that a suffix lookup on "a.example.com"
@@ -310,7 +357,7 @@ func compileEntry(r *Route) (*entry, error) {
 		}
 		pr, err := regexes.get(expr)
 		if err != nil {
-			return nil, fmt.Errorf("route %d: path %q: %w", r.ID, p, err)
+			return fmt.Errorf("route %d: path %q: %w", r.ID, p, err)
 		}
 		e.regexes = append(e.regexes, pr)
 	}
@@ -330,7 +377,11 @@ func compileEntry(r *Route) (*entry, error) {
 	// Sorted so that Explain names the same header on every run.
 	slices.SortFunc(e.headers, func(a, b headerCond) int { return strings.Compare(a.name, b.name) })
 	e.conds += int32(len(e.headers))
-	return e, nil
+	for _, sp := range r.Splits {
+		e.total += int64(sp.Weight)
+		e.splits = append(e.splits, e.total)
+	}
+	return nil
 }
 
 // builder is a bucket under construction, with an ordinary pointer tree.
@@ -466,6 +517,8 @@ type Request struct {
 type Match struct {
 	Route       *Route // nil when nothing matched
 	MatchedPath string // the matched portion of the path
+
+	e *entry // the matched entry (the router's per-route data)
 }
 
 // Len is the number of routes.
@@ -522,7 +575,7 @@ func (t *Table) Match(req Request) Match {
 	if !m.found {
 		return Match{}
 	}
-	return Match{Route: m.best.e.route, MatchedPath: req.Path[:m.best.pathLen]}
+	return Match{Route: &m.best.e.route, MatchedPath: req.Path[:m.best.pathLen], e: m.best.e}
 }
 
 // matcher carries the best candidate found so far through one Match.

@@ -446,9 +446,10 @@ func TestMatchAgainstScan(t *testing.T) {
 	}
 	for round := range 300 {
 		routes := make([]Route, 1+rng.Intn(12))
+		ids := rng.Perm(50) // ids are unique in a table
 		for i := range routes {
 			r := &routes[i]
-			r.ID = int64(rng.Intn(50) + 1)
+			r.ID = int64(ids[i] + 1)
 			r.Priority = int32(rng.Intn(3) - 1)
 			r.Hosts = pick(hosts, 2)
 			r.Paths = pick(paths, 2)
