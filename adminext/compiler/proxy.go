@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
@@ -30,7 +29,11 @@ const (
 // targets, the gateway transport (Caddy's http transport with guarded
 // dials) with the service's timeouts, the gateway selection policy, passive
 // health, and the Host header the router decides per request.
-func compileProxy(svc *storage.Service, targets []storage.Target) json.RawMessage {
+//
+// Every gateway change compiles every routed service's proxy, so the
+// module objects are encoded once each (moduleObject), not through
+// caddyconfig.JSONModuleObject's decode and re-encode.
+func compileProxy(svc *storage.Service, targets []storage.Target) (json.RawMessage, error) {
 	addrs, weights := liveTargets(targets)
 	ups := make(reverseproxy.UpstreamPool, 0, len(addrs))
 	for _, a := range addrs {
@@ -52,11 +55,19 @@ func compileProxy(svc *storage.Service, targets []storage.Target) json.RawMessag
 	if svc.LBAlgorithm == "weighted" {
 		policy.Weights = weights
 	}
+	transportRaw, err := moduleObject(transport, "protocol", "gateway_http")
+	if err != nil {
+		return nil, err
+	}
+	policyRaw, err := moduleObject(policy, "policy", "gateway")
+	if err != nil {
+		return nil, err
+	}
 	h := &reverseproxy.Handler{
 		Upstreams:    ups,
-		TransportRaw: caddyconfig.JSONModuleObject(transport, "protocol", "gateway_http", nil),
+		TransportRaw: transportRaw,
 		LoadBalancing: &reverseproxy.LoadBalancing{
-			SelectionPolicyRaw: caddyconfig.JSONModuleObject(policy, "policy", "gateway", nil),
+			SelectionPolicyRaw: policyRaw,
 			Retries:            int(svc.Retries),
 		},
 		HealthChecks: &reverseproxy.HealthChecks{Passive: &reverseproxy.PassiveHealthChecks{
@@ -68,7 +79,7 @@ func compileProxy(svc *storage.Service, targets []storage.Target) json.RawMessag
 		}},
 		StreamCloseDelay: caddy.Duration(streamCloseDelay),
 	}
-	return caddyconfig.JSONModuleObject(h, "handler", "reverse_proxy", nil)
+	return moduleObject(h, "handler", "reverse_proxy")
 }
 
 // liveTargets are the dial addresses of the targets that take traffic (weight

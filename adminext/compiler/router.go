@@ -37,7 +37,11 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex, version int64, prev *
 		if !ok {
 			return nil, nil, fmt.Errorf("a route references service %d, which does not exist", id)
 		}
-		rt.ServicesRaw[strconv.FormatInt(id, 10)] = compileProxy(svc, idx.targets[id])
+		raw, err := compileProxy(svc, idx.targets[id])
+		if err != nil {
+			return nil, nil, err
+		}
+		rt.ServicesRaw[strconv.FormatInt(id, 10)] = raw
 	}
 
 	var used map[int64]bool
@@ -256,8 +260,9 @@ func ordering(p *storage.Plugin) int32 {
 
 // moduleObject encodes v with its module name under key, as
 // caddyconfig.JSONModuleObject does, but without decoding v's JSON into
-// untyped values again: the router carries plugin configs whose 64-bit
-// integers (instance ids) a float64 round trip would change.
+// untyped values and encoding it again: the router carries plugin configs
+// whose 64-bit integers (instance ids) a float64 round trip would change,
+// and the proxies are compiled on every change.
 func moduleObject(v any, key, name string) (json.RawMessage, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
