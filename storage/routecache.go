@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -21,8 +20,11 @@ type RouteChanges struct {
 	Removed  []int64
 }
 
-// routeCache keeps the rows of the routes table between snapshots, so that
-// a change at 50,000 routes reads the rows it wrote, not every row.
+// routeCache keeps the id and updated_at of every route between
+// snapshots, so that a change at 50,000 routes reads the rows it wrote,
+// not every row, and reports them as changes. It keeps stamps, not rows:
+// the compiler keeps the routing table itself (it needs the changes, not
+// the rows), so the cache costs 16 bytes a route.
 //
 // Writes are seen through GORM callbacks on the store's handle (every
 // session and transaction derived from it): a create, update or delete of
@@ -33,23 +35,26 @@ type RouteChanges struct {
 // the whole cache for a full check, which compares every row's updated_at
 // with the cached one and reads the rows that differ. Writes by anything
 // other than this process (another node on the same PostgreSQL) are not
-// seen: Verify forces the full check.
+// seen: VerifyRoutes forces the full check.
 type routeCache struct {
 	mu sync.Mutex
-	// rows are every route, sorted by id; valid once a full check ran.
-	rows  []Route
-	valid bool
-	full  bool
-	dirty map[int64]bool
+	// stamps are every route's, sorted by id; valid once every row was
+	// read.
+	stamps []routeStamp
+	valid  bool
+	full   bool
+	dirty  map[int64]bool
 	// applied are the ids the last load read (to be read again if its
 	// transaction rolls back).
 	applied []int64
 }
 
 type routeStamp struct {
-	ID        int64
-	UpdatedAt time.Time
+	ID int64
+	At int64 // updated_at, Unix microseconds (the store's precision)
 }
+
+func stampOf(r *Route) routeStamp { return routeStamp{r.ID, r.UpdatedAt.UnixMicro()} }
 
 // track registers the callbacks that see route writes.
 func (c *routeCache) track(db *gorm.DB) error {
@@ -191,16 +196,36 @@ func wherePrimaryKeys(st *gorm.Statement) []int64 {
 	return ids
 }
 
-// load returns every route in id order and, when the cache could tell,
-// the changes since the previous load (nil: unknown, the caller must treat
-// every row as new). The slice is the cache's own: callers must not modify
-// it, and it is valid until the next load.
-func (c *routeCache) load(db *gorm.DB) ([]Route, *RouteChanges, error) {
+// load returns the changes since the previous load, or, when the cache
+// cannot tell (the first load), every route in id order with nil changes.
+// count is the number of routes.
+func (c *routeCache) load(db *gorm.DB) (all []Route, ch *RouteChanges, count int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.valid || c.full {
-		return c.check(db)
+	switch {
+	case !c.valid:
+		if err := db.Order("id").Find(&all).Error; err != nil {
+			return nil, nil, 0, err
+		}
+		c.stamps = make([]routeStamp, len(all))
+		for i := range all {
+			c.stamps[i] = stampOf(&all[i])
+		}
+		c.valid, c.full, c.dirty, c.applied = true, false, nil, nil
+		return all, nil, len(all), nil
+	case c.full:
+		ch, err = c.check(db)
+	default:
+		ch, err = c.readDirty(db)
 	}
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return nil, ch, len(c.stamps), nil
+}
+
+// readDirty reads the rows written since the last load.
+func (c *routeCache) readDirty(db *gorm.DB) (*RouteChanges, error) {
 	ids := make([]int64, 0, len(c.dirty))
 	for id := range c.dirty {
 		ids = append(ids, id)
@@ -208,79 +233,62 @@ func (c *routeCache) load(db *gorm.DB) ([]Route, *RouteChanges, error) {
 	slices.Sort(ids)
 	fresh, err := readRoutes(db, ids)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	ch := &RouteChanges{}
 	byID := make(map[int64]*Route, len(fresh))
 	for i := range fresh {
 		byID[fresh[i].ID] = &fresh[i]
 	}
+	ch := &RouteChanges{}
 	for _, id := range ids {
 		i, found := c.find(id)
 		r, exists := byID[id]
 		switch {
 		case exists && found:
-			c.rows[i] = *r
+			c.stamps[i] = stampOf(r)
 			ch.Upserted = append(ch.Upserted, *r)
 		case exists:
-			c.rows = slices.Insert(c.rows, i, *r)
+			c.stamps = slices.Insert(c.stamps, i, stampOf(r))
 			ch.Upserted = append(ch.Upserted, *r)
 		case found:
-			c.rows = slices.Delete(c.rows, i, i+1)
+			c.stamps = slices.Delete(c.stamps, i, i+1)
 			ch.Removed = append(ch.Removed, id)
 		}
 	}
 	c.applied, c.dirty = ids, nil
-	return c.rows, ch, nil
+	return ch, nil
 }
 
 // check compares every row's stamp with the cache and reads the rows that
 // differ (the full check).
-func (c *routeCache) check(db *gorm.DB) ([]Route, *RouteChanges, error) {
+func (c *routeCache) check(db *gorm.DB) (*RouteChanges, error) {
 	stamps, err := readStamps(db)
 	if err != nil {
-		return nil, nil, err
-	}
-	var stale []int64
-	for _, st := range stamps {
-		if i, ok := c.find(st.ID); !ok || !c.rows[i].UpdatedAt.Equal(st.UpdatedAt) || c.dirty[st.ID] {
-			stale = append(stale, st.ID)
-		}
-	}
-	fresh, err := readRoutes(db, stale)
-	if err != nil {
-		return nil, nil, err
-	}
-	byID := make(map[int64]*Route, len(fresh))
-	for i := range fresh {
-		byID[fresh[i].ID] = &fresh[i]
+		return nil, err
 	}
 	ch := &RouteChanges{}
-	rows := make([]Route, 0, len(stamps))
-	j := 0 // walks c.rows, also in id order
+	var stale []int64
+	j := 0 // walks c.stamps, also in id order
 	for _, st := range stamps {
-		for ; j < len(c.rows) && c.rows[j].ID < st.ID; j++ {
-			ch.Removed = append(ch.Removed, c.rows[j].ID)
+		for ; j < len(c.stamps) && c.stamps[j].ID < st.ID; j++ {
+			ch.Removed = append(ch.Removed, c.stamps[j].ID)
 		}
-		if r, ok := byID[st.ID]; ok {
-			rows = append(rows, *r)
-			ch.Upserted = append(ch.Upserted, *r)
-		} else if j < len(c.rows) && c.rows[j].ID == st.ID {
-			rows = append(rows, c.rows[j])
+		known := j < len(c.stamps) && c.stamps[j].ID == st.ID
+		if !known || c.stamps[j] != st || c.dirty[st.ID] {
+			stale = append(stale, st.ID)
 		}
-		if j < len(c.rows) && c.rows[j].ID == st.ID {
+		if known {
 			j++
 		}
 	}
-	for ; j < len(c.rows); j++ {
-		ch.Removed = append(ch.Removed, c.rows[j].ID)
+	for ; j < len(c.stamps); j++ {
+		ch.Removed = append(ch.Removed, c.stamps[j].ID)
 	}
-	if !c.valid {
-		ch = nil
+	if ch.Upserted, err = readRoutes(db, stale); err != nil {
+		return nil, err
 	}
-	c.rows, c.valid, c.full, c.dirty = rows, true, false, nil
-	c.applied = stale
-	return c.rows, ch, nil
+	c.stamps, c.full, c.dirty, c.applied = stamps, false, nil, stale
+	return ch, nil
 }
 
 // rolledBack reads the rows of the last load again next time: its
@@ -301,7 +309,7 @@ func (c *routeCache) rolledBack() {
 func (c *routeCache) verify() { c.markFull() }
 
 func (c *routeCache) find(id int64) (int, bool) {
-	return slices.BinarySearchFunc(c.rows, id, func(r Route, id int64) int { return cmp.Compare(r.ID, id) })
+	return slices.BinarySearchFunc(c.stamps, id, func(st routeStamp, id int64) int { return cmp.Compare(st.ID, id) })
 }
 
 // readStamps reads every route's (id, updated_at) with database/sql
@@ -314,13 +322,12 @@ func readStamps(db *gorm.DB) ([]routeStamp, error) {
 	defer rows.Close()
 	var out []routeStamp
 	for rows.Next() {
-		var st routeStamp
+		var id int64
 		var at sql.NullTime
-		if err := rows.Scan(&st.ID, &at); err != nil {
+		if err := rows.Scan(&id, &at); err != nil {
 			return nil, err
 		}
-		st.UpdatedAt = at.Time
-		out = append(out, st)
+		out = append(out, routeStamp{id, at.Time.UnixMicro()})
 	}
 	return out, rows.Err()
 }

@@ -30,15 +30,22 @@ func snapshotMatchesDB(t *testing.T, s *Store) *RouteChanges {
 	if err != nil {
 		t.Fatal(err)
 	}
+	all, err := snap.AllRoutes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.RouteCount() != len(all) {
+		t.Fatalf("RouteCount %d, %d routes", snap.RouteCount(), len(all))
+	}
 	var want []Route
 	if err := s.DB.Order("id").Find(&want).Error; err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Routes) != len(want) {
-		t.Fatalf("snapshot has %d routes, the table %d", len(snap.Routes), len(want))
+	if len(all) != len(want) {
+		t.Fatalf("snapshot has %d routes, the table %d", len(all), len(want))
 	}
 	for i := range want {
-		g, w := snap.Routes[i], want[i]
+		g, w := all[i], want[i]
 		if g.ID != w.ID || g.Name != w.Name || g.Priority != w.Priority || !slices.Equal(g.Paths, w.Paths) || g.ServiceID != w.ServiceID {
 			t.Fatalf("route %d: snapshot %+v, table %+v", i, g, w)
 		}

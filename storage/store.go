@@ -143,12 +143,12 @@ type Snapshot struct {
 	Settings Settings
 	Services []Service
 	Targets  []Target
-	// Routes are every route in id order. The slice belongs to the store's
-	// route cache: read-only, and valid until the next LoadSnapshot.
+	// Routes are every route in id order when RouteChanges is nil; a
+	// snapshot with changes leaves them unread (AllRoutes reads them).
 	Routes []Route
 	// RouteChanges are the routes changed since the previous LoadSnapshot,
-	// or nil when the store cannot tell (the first snapshot, after
-	// VerifyRoutes): then every route is to be treated as new.
+	// or nil when the store cannot tell (the first snapshot): then Routes
+	// holds every route, each to be treated as new.
 	RouteChanges *RouteChanges
 	StreamRoutes []StreamRoute
 	Plugins      []Plugin
@@ -157,6 +157,32 @@ type Snapshot struct {
 	// Extra holds rows of other resources (certificates, wasm modules …),
 	// loaded by the loaders registered with RegisterSnapshotLoader.
 	Extra map[string]any
+
+	db         *gorm.DB // the transaction it was read in (AllRoutes)
+	routeCount int
+	counted    bool
+}
+
+// RouteCount is the number of routes.
+func (s *Snapshot) RouteCount() int {
+	if s.counted {
+		return s.routeCount
+	}
+	return len(s.Routes)
+}
+
+// AllRoutes returns every route in id order, reading them when the
+// snapshot holds only the changes.
+func (s *Snapshot) AllRoutes() ([]Route, error) {
+	if s.RouteChanges == nil || s.db == nil {
+		return s.Routes, nil
+	}
+	if s.Routes == nil {
+		if err := s.db.Order("id").Find(&s.Routes).Error; err != nil {
+			return nil, fmt.Errorf("reading routes: %w", err)
+		}
+	}
+	return s.Routes, nil
 }
 
 // RolledBack tells the store that the transaction of the last
@@ -184,12 +210,13 @@ func (s *Store) LoadSnapshot(db *gorm.DB) (*Snapshot, error) {
 	if err := db.First(&snap.Settings, 1).Error; err != nil {
 		return nil, fmt.Errorf("reading settings: %w", err)
 	}
-	routes, changes, err := s.routes.load(db)
+	routes, changes, n, err := s.routes.load(db)
 	if err != nil {
 		s.routes.verify()
 		return nil, fmt.Errorf("reading routes: %w", err)
 	}
 	snap.Routes, snap.RouteChanges = routes, changes
+	snap.db, snap.routeCount, snap.counted = db, n, true
 	for _, q := range []struct {
 		name string
 		dst  any

@@ -153,7 +153,7 @@ func Compile(snap *storage.Snapshot, version int64, prev *router.Table) (*Genera
 		Counts: map[string]int{
 			"services":      len(snap.Services),
 			"targets":       len(snap.Targets),
-			"routes":        len(snap.Routes),
+			"routes":        snap.RouteCount(),
 			"stream_routes": len(snap.StreamRoutes),
 			"plugins":       len(snap.Plugins),
 			"consumers":     len(snap.Consumers),

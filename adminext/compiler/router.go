@@ -82,9 +82,13 @@ func routeTable(snap *storage.Snapshot, prev *router.Table) (*router.Table, erro
 		}
 		return prev.With(ups, removed)
 	}
-	routes := make([]router.Route, 0, len(snap.Routes))
-	for i := range snap.Routes {
-		if r := &snap.Routes[i]; r.Enabled {
+	all, err := snap.AllRoutes()
+	if err != nil {
+		return nil, err
+	}
+	routes := make([]router.Route, 0, len(all))
+	for i := range all {
+		if r := &all[i]; r.Enabled {
 			routes = append(routes, compileRoute(r))
 		}
 	}
