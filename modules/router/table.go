@@ -32,8 +32,8 @@ import (
 type Table struct {
 	// entries are the routes, sorted by id (lookups by id, Explain).
 	entries []*entry
-	exact   map[string]bucket // normalized host → bucket
-	wild    map[string]bucket // ".example.com" for "*.example.com" → bucket
+	exact   hostIndex // normalized host → bucket
+	wild    hostIndex // ".example.com" for "*.example.com" → bucket
 	any     bucket            // routes without hosts; empty when there are none
 	// wildMaxPriority bounds every wildcard bucket, so that a request whose
 	// exact-host match already beats them all skips the suffix lookups. An
@@ -257,8 +257,6 @@ func build(entries []*entry) (*Table, error) {
 	}
 	t := &Table{
 		entries:         entries,
-		exact:           map[string]bucket{},
-		wild:            map[string]bucket{},
 		wildMaxPriority: math.MinInt32,
 		services:        map[int64]int32{},
 		primaries:       map[int64]int32{},
@@ -304,10 +302,10 @@ func build(entries []*entry) (*Table, error) {
 		}
 	}
 	for h, b := range exact {
-		t.exact[h] = b.freeze()
+		t.exact.set(h, b.freeze())
 	}
 	for s, b := range wild {
-		t.wild[s] = b.freeze()
+		t.wild.set(s, b.freeze())
 	}
 	if none != nil {
 		t.any = none.freeze()
@@ -545,12 +543,12 @@ func (t *Table) Match(req Request) Match {
 	// buckets holding regexes are remembered by value for that second pass.
 	var buf [2]bucket
 	withRegex := buf[:0]
-	if len(t.exact) > 0 {
-		if b, ok := t.exact[host]; ok && m.searchLiterals(&b) && b.hasRegex {
+	if t.exact.n > 0 {
+		if b, ok := t.exact.get(host); ok && m.searchLiterals(&b) && b.hasRegex {
 			withRegex = append(withRegex, b)
 		}
 	}
-	if len(t.wild) > 0 {
+	if t.wild.n > 0 {
 		// For a.b.example.com look up ".b.example.com", ".example.com" and
 		// ".com", longest first. Starting at index 1 keeps a leading dot (an
 		// empty label) from matching a wildcard.
@@ -561,7 +559,7 @@ func (t *Table) Match(req Request) Match {
 			if !m.canBeat(t.wildMaxPriority, hostWildcard, len(host)-i) {
 				break // shorter suffixes cannot win either
 			}
-			if b, ok := t.wild[host[i:]]; ok && m.searchLiterals(&b) && b.hasRegex {
+			if b, ok := t.wild.get(host[i:]); ok && m.searchLiterals(&b) && b.hasRegex {
 				withRegex = append(withRegex, b)
 			}
 		}

@@ -46,8 +46,8 @@ func (t *Table) With(upserts []Route, removed []int64) (*Table, error) {
 
 	nt := &Table{
 		entries:         slices.Clone(t.entries),
-		exact:           t.exact,
-		wild:            t.wild,
+		exact:           t.exact.shared(),
+		wild:            t.wild.shared(),
 		any:             t.any,
 		wildMaxPriority: t.wildMaxPriority,
 		services:        maps.Clone(t.services),
@@ -81,27 +81,14 @@ func (t *Table) With(upserts []Route, removed []int64) (*Table, error) {
 		touched.add(e)
 		nt.count(e, 1)
 	}
-	// The host maps are copied only when one of their buckets changes.
-	if len(touched.exact) > 0 || nt.exact == nil {
-		nt.exact = maps.Clone(t.exact)
-		if nt.exact == nil {
-			nt.exact = map[string]bucket{}
-		}
-	}
-	if len(touched.wild) > 0 || nt.wild == nil {
-		nt.wild = maps.Clone(t.wild)
-		if nt.wild == nil {
-			nt.wild = map[string]bucket{}
-		}
-	}
-	if t.wild == nil {
+	if t.entries == nil {
 		nt.wildMaxPriority = math.MinInt32
 	}
 	for h := range touched.exact {
-		rebuildBucket(nt.exact, h, hostExact, 0, fresh, gone, func(e *entry) bool { return slices.Contains(e.exact, h) })
+		rebuildBucket(&nt.exact, h, hostExact, 0, fresh, gone, func(e *entry) bool { return slices.Contains(e.exact, h) })
 	}
 	for s := range touched.wild {
-		rebuildBucket(nt.wild, s, hostWildcard, len(s), fresh, gone, func(e *entry) bool { return slices.Contains(e.wild, s) })
+		rebuildBucket(&nt.wild, s, hostWildcard, len(s), fresh, gone, func(e *entry) bool { return slices.Contains(e.wild, s) })
 	}
 	for _, e := range fresh {
 		if len(e.wild) > 0 {
@@ -149,13 +136,13 @@ func (tb *touchedBuckets) add(e *entry) {
 	}
 }
 
-// rebuildBucket rebuilds the bucket under key in m (a copy the new table
-// owns) from its old entries that stay and the new entries that belong to
-// it; an empty bucket is deleted.
-func rebuildBucket(m map[string]bucket, key string, class hostClass, suffixLen int, fresh []*entry, gone map[*entry]bool, belongs func(*entry) bool) {
+// rebuildBucket rebuilds the bucket under key in x (the new table's index,
+// which copies the shard it writes to) from its old entries that stay and
+// the new entries that belong to it; an empty bucket is deleted.
+func rebuildBucket(x *hostIndex, key string, class hostClass, suffixLen int, fresh []*entry, gone map[*entry]bool, belongs func(*entry) bool) {
 	b := newBuilder(class, suffixLen)
 	n := 0
-	if old, ok := m[key]; ok {
+	if old, ok := x.get(key); ok {
 		for _, e := range bucketEntries(&old) {
 			if !gone[e] {
 				b.add(e)
@@ -170,10 +157,10 @@ func rebuildBucket(m map[string]bucket, key string, class hostClass, suffixLen i
 		}
 	}
 	if n == 0 {
-		delete(m, key)
+		x.remove(key)
 		return
 	}
-	m[key] = b.freeze()
+	x.set(key, b.freeze())
 }
 
 // bucketEntries lists the entries of a frozen bucket, each once, in the
