@@ -34,7 +34,7 @@ type Table struct {
 	entries []*entry
 	exact   hostIndex // normalized host → bucket
 	wild    hostIndex // ".example.com" for "*.example.com" → bucket
-	any     bucket            // routes without hosts; empty when there are none
+	any     bucket    // routes without hosts; empty when there are none
 	// wildMaxPriority bounds every wildcard bucket, so that a request whose
 	// exact-host match already beats them all skips the suffix lookups. An
 	// update (With) only ever raises it: a bound above the real maximum
