@@ -5,7 +5,7 @@ GO        ?= go
 BIN       := bin/caddy
 export CGO_ENABLED := 1
 
-.PHONY: all build run test test-deps test-short fuzz-short vet docs bench bench-router bench-mutation bench-memory bench-proxy clean wasm-fixtures
+.PHONY: all build run test test-deps test-short fuzz-short vet docs bench bench-router bench-mutation bench-memory bench-proxy bench-scale clean wasm-fixtures
 
 all: build
 
@@ -65,10 +65,10 @@ test-short:
 
 # Benchmarks (see bench/README.md). bench-proxy installs wrk from Debian's
 # packages when missing and compares the gateway with plain Caddy.
-bench: bench-router bench-mutation bench-memory bench-proxy
+bench: bench-router bench-mutation bench-memory bench-proxy bench-scale
 
 bench-router:
-	$(GO) test -run '^$$' -bench Match -benchmem ./modules/router/
+	$(GO) test -run '^$$' -bench 'Match|TableHeap' -benchmem ./modules/router/
 
 bench-mutation:
 	$(GO) test -run '^$$' -bench MutationToLive -benchtime 20x ./adminext/tests/
@@ -76,6 +76,11 @@ bench-mutation:
 # Heap growth across 2,000 configuration changes (goal: under 20 MB).
 bench-memory:
 	$(GO) test -run '^$$' -bench HeapAcrossChanges -benchtime 2000x ./adminext/tests/
+
+# The scale table (bench/README.md) on the built binary: import time, change p50 per
+# kind and RSS at 1, 10,000 and 50,000 routes.
+bench-scale: build
+	bash bench/scale.sh
 
 bench-proxy: build
 	bash bench/proxy.sh

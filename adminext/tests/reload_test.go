@@ -15,7 +15,9 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/storage"
 )
 
 // TestReloadUnderLoad: concurrent clients proxy while 50 mutations land.
@@ -28,6 +30,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	g := testgw.Start(t, nil)
 	up := echo(t, "up")
 	sid := g.Service("s", addr(up))
+	bulkRoutes(t, sid, 10000) // a configuration of realistic size
 	rid := g.Route("load", sid, map[string]any{"paths": []string{"/load"}})
 
 	keepAlive := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 10 * time.Second}
@@ -106,8 +109,34 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 }
 
+// bulkRoutes stores n routes of the service (exact and wildcard hosts, no
+// host, regex paths) directly in the store; the next mutation loads them.
+func bulkRoutes(t *testing.T, sid int64, n int) {
+	t.Helper()
+	routes := make([]storage.Route, 0, n)
+	for i := 0; i < n; i++ {
+		r := storage.Route{Name: fmt.Sprintf("bulk%d", i), ServiceID: sid, Enabled: true,
+			Methods: []string{}, Headers: map[string]string{}, Splits: []storage.RouteSplit{}}
+		switch i % 4 {
+		case 0:
+			r.Hosts, r.Paths = []string{fmt.Sprintf("h%d.example.com", i)}, []string{"/"}
+		case 1:
+			r.Hosts, r.Paths = []string{fmt.Sprintf("*.w%d.example.com", i)}, []string{"/api"}
+		case 2:
+			r.Hosts, r.Paths = []string{}, []string{fmt.Sprintf("/bulk/p%d", i)}
+		case 3:
+			r.Hosts, r.Paths = []string{fmt.Sprintf("h%d.example.org", i)}, []string{fmt.Sprintf("~/v%d/[0-9]+", i)}
+		}
+		routes = append(routes, r)
+	}
+	if err := controlplane.Current().Store().DB.CreateInBatches(&routes, 500).Error; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLongStreamsSurviveMutations: a proxied WebSocket and a long streaming
-// download keep going while 20 unrelated mutations land.
+// download keep going while 20 unrelated mutations land, with 10,000
+// routes configured.
 func TestLongStreamsSurviveMutations(t *testing.T) {
 	g := testgw.Start(t, nil)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -138,6 +167,7 @@ func TestLongStreamsSurviveMutations(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	sid := g.Service("s", addr(up))
+	bulkRoutes(t, sid, 10000)
 	g.Route("streams", sid, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
