@@ -36,27 +36,13 @@ func BenchmarkMutationToLive(b *testing.B) {
 			if err := db.Create(&tg).Error; err != nil {
 				b.Fatal(err)
 			}
-			routes := make([]storage.Route, 0, n)
-			for i := 0; i < n; i++ {
-				r := storage.Route{Name: fmt.Sprintf("r%d", i), ServiceID: svcs[i%len(svcs)].ID, Enabled: true,
-					Methods: []string{}, Headers: map[string]string{}, Splits: []storage.RouteSplit{}}
-				switch i % 4 {
-				case 0:
-					r.Hosts, r.Paths = []string{fmt.Sprintf("h%d.example.com", i)}, []string{"/"}
-				case 1:
-					r.Hosts, r.Paths = []string{fmt.Sprintf("*.w%d.example.com", i)}, []string{"/api"}
-				case 2:
-					r.Hosts, r.Paths = []string{}, []string{fmt.Sprintf("/p%d", i)}
-				case 3:
-					r.Hosts, r.Paths = []string{fmt.Sprintf("h%d.example.org", i)}, []string{fmt.Sprintf("~/v%d/[0-9]+", i)}
-				}
-				routes = append(routes, r)
+			sids := make([]int64, len(svcs))
+			for i, s := range svcs {
+				sids[i] = s.ID
 			}
-			if err := db.CreateInBatches(&routes, 500).Error; err != nil {
-				b.Fatal(err)
-			}
+			routes := bulkRoutes(b, sids, n)
 			id := routes[0].ID
-			body := map[string]any{"name": "r0", "service_id": svcs[0].ID, "hosts": []string{"h0.example.com"}, "paths": []string{"/"}}
+			body := map[string]any{"name": "bulk0", "service_id": svcs[0].ID, "hosts": []string{"h0.example.com"}, "paths": []string{"/"}}
 			g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", id), body) // load the bulk insert once
 			times := make([]time.Duration, 0, b.N)
 			b.ResetTimer()

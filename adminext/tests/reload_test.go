@@ -30,7 +30,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	g := testgw.Start(t, nil)
 	up := echo(t, "up")
 	sid := g.Service("s", addr(up))
-	bulkRoutes(t, sid, 10000) // a configuration of realistic size
+	bulkRoutes(t, []int64{sid}, 10000) // a configuration of realistic size
 	rid := g.Route("load", sid, map[string]any{"paths": []string{"/load"}})
 
 	keepAlive := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 10 * time.Second}
@@ -109,13 +109,14 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 }
 
-// bulkRoutes stores n routes of the service (exact and wildcard hosts, no
-// host, regex paths) directly in the store; the next mutation loads them.
-func bulkRoutes(t *testing.T, sid int64, n int) {
+// bulkRoutes stores n routes spread over the services (exact and wildcard
+// hosts, no host, regex paths) directly in the store; the next mutation
+// loads them.
+func bulkRoutes(t testing.TB, sids []int64, n int) []storage.Route {
 	t.Helper()
 	routes := make([]storage.Route, 0, n)
 	for i := 0; i < n; i++ {
-		r := storage.Route{Name: fmt.Sprintf("bulk%d", i), ServiceID: sid, Enabled: true,
+		r := storage.Route{Name: fmt.Sprintf("bulk%d", i), ServiceID: sids[i%len(sids)], Enabled: true,
 			Methods: []string{}, Headers: map[string]string{}, Splits: []storage.RouteSplit{}}
 		switch i % 4 {
 		case 0:
@@ -132,6 +133,7 @@ func bulkRoutes(t *testing.T, sid int64, n int) {
 	if err := controlplane.Current().Store().DB.CreateInBatches(&routes, 500).Error; err != nil {
 		t.Fatal(err)
 	}
+	return routes
 }
 
 // TestLongStreamsSurviveMutations: a proxied WebSocket and a long streaming
@@ -167,7 +169,7 @@ func TestLongStreamsSurviveMutations(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	sid := g.Service("s", addr(up))
-	bulkRoutes(t, sid, 10000)
+	bulkRoutes(t, []int64{sid}, 10000)
 	g.Route("streams", sid, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
