@@ -6,6 +6,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/auth"
 	"github.com/caddy-gateway/gateway/adminext/backup"
 	"github.com/caddy-gateway/gateway/adminext/certs"
+	"github.com/caddy-gateway/gateway/adminext/cluster"
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/dashboard"
 	"github.com/caddy-gateway/gateway/adminext/observe"
@@ -29,6 +30,7 @@ func features(rec *observe.Recorder) [][]*api.Endpoint {
 		wasmapi.Endpoints(),
 		auth.Endpoints(),
 		dashboard.Endpoints(),
+		cluster.Endpoints(),
 	}
 }
 
@@ -44,6 +46,7 @@ func withFeatures(cp *controlplane.ControlPlane) error {
 	cp.SetObserver(rec)
 	cp.SetAdmin(a)
 	cp.SetReadyHook(func() { logSummary(cp) })
+	cp.AddService(cluster.Start)
 	return nil
 }
 

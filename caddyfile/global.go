@@ -8,6 +8,8 @@
 //			database_postgres <dsn>             # when non-empty, overrides database
 //			http_listen :8080
 //			https_listen :8443
+//			node_http_listen :8081              # optional: this node's own listeners,
+//			node_https_listen :8444             # whatever the stored settings say
 //			caddy_admin localhost:2019          # optional
 //			health_interval 10s                 # optional
 //		}
@@ -63,6 +65,20 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 		case "https_listen":
 			if !d.AllArgs(&app.HTTPSListen) {
 				return nil, d.ArgErr()
+			}
+		case "node_http_listen", "node_https_listen":
+			// This node's own proxy listeners (cluster nodes on one host);
+			// empty (an unset environment variable) means the settings'.
+			dst := &app.NodeHTTPListen
+			if d.Val() == "node_https_listen" {
+				dst = &app.NodeHTTPSListen
+			}
+			args := d.RemainingArgs()
+			if len(args) > 1 {
+				return nil, d.ArgErr()
+			}
+			if len(args) == 1 {
+				*dst = args[0]
 			}
 		case "caddy_admin":
 			if !d.AllArgs(&app.CaddyAdmin) {

@@ -203,7 +203,8 @@ func (b *docBuilder) operation(ep *Endpoint) map[string]any {
 	responses["200"] = ok
 	statuses := append([]int{}, ep.Statuses...)
 	if ep.Role != RolePublic {
-		statuses = append(statuses, 401, 403, 500)
+		// 503: the database is unreachable (nothing was changed).
+		statuses = append(statuses, 401, 403, 500, 503)
 	}
 	if ep.Method != "GET" && ep.Method != "HEAD" {
 		statuses = append(statuses, 403) // cross-origin browser request (CSRF)

@@ -27,12 +27,16 @@ import (
 // Generated is the gateway app's compiled part: what the control plane
 // compiles from the store and the gateway app provisions.
 type Generated struct {
-	// Version increases with every applied change.
-	Version     int64     `json:"version"`
-	CompiledAt  time.Time `json:"compiled_at"`
-	HTTPListen  string    `json:"http_listen,omitempty"`
-	HTTPSListen string    `json:"https_listen,omitempty"`
-	HTTPS       bool      `json:"https_enabled,omitempty"`
+	// Version increases with every config this process compiles (it keys
+	// the config's references, package configref).
+	Version int64 `json:"version"`
+	// ConfigVersion is the stored, cluster-wide version of the
+	// configuration compiled (incremented by every committed mutation).
+	ConfigVersion int64     `json:"config_version,omitempty"`
+	CompiledAt    time.Time `json:"compiled_at"`
+	HTTPListen    string    `json:"http_listen,omitempty"`
+	HTTPSListen   string    `json:"https_listen,omitempty"`
+	HTTPS         bool      `json:"https_enabled,omitempty"`
 	// RouterRaw is the gateway_router handler serving proxied traffic.
 	RouterRaw json.RawMessage `json:"router,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
 	// Health lists every target to check.
@@ -63,6 +67,13 @@ type Options struct {
 	ACMETrustedRoots []string
 	ACMEDNSResolvers []string
 	CloudflareAPIURL string
+	// NodeHTTPListen and NodeHTTPSListen, when set, replace the settings'
+	// listeners: this node's own (cluster nodes on one host).
+	NodeHTTPListen  string
+	NodeHTTPSListen string
+	// Storage is Caddy's top-level storage module (nil: Caddy's default);
+	// the certificate storage shared by the nodes of a cluster.
+	Storage json.RawMessage
 }
 
 // Compiled is a compiled configuration.
@@ -84,7 +95,14 @@ func Config(snap *storage.Snapshot, opt Options) (*Compiled, error) {
 		return nil, err
 	}
 	gen.Version = opt.Version
+	gen.ConfigVersion = snap.ConfigVersion()
 	gen.CompiledAt = opt.Now
+	if opt.NodeHTTPListen != "" {
+		gen.HTTPListen = opt.NodeHTTPListen
+	}
+	if opt.NodeHTTPSListen != "" {
+		gen.HTTPSListen = opt.NodeHTTPSListen
+	}
 	cfg, err := Assemble(snap, gen, opt)
 	if err != nil {
 		return nil, err
@@ -120,6 +138,9 @@ func Assemble(snap *storage.Snapshot, gen *Generated, opt Options) ([]byte, erro
 	}
 	if cfg["admin"], err = adminConfig(cfg["admin"]); err != nil {
 		return nil, err
+	}
+	if opt.Storage != nil {
+		cfg["storage"] = opt.Storage
 	}
 	return json.Marshal(cfg)
 }

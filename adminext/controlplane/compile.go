@@ -28,9 +28,16 @@ func (cp *ControlPlane) compile(snap *storage.Snapshot) (*compiler.Compiled, int
 	if err != nil {
 		return nil, 0, fmt.Errorf("encoding the gateway bootstrap: %w", err)
 	}
+	certStorage, err := cp.compileStorage()
+	if err != nil {
+		return nil, 0, err
+	}
 	out, err := compiler.Config(snap, compiler.Options{
 		Version:          version,
 		Previous:         cp.table,
+		NodeHTTPListen:   cp.boot.NodeHTTPListen,
+		NodeHTTPSListen:  cp.boot.NodeHTTPSListen,
+		Storage:          certStorage,
 		Now:              time.Now().UTC(),
 		Bootstrap:        boot,
 		Base:             cp.base,

@@ -43,6 +43,12 @@ type Bootstrap struct {
 	CloudflareAPIURL string `json:"cloudflare_api_url,omitempty"`
 	// HealthInterval overrides the 10 s active health-check interval.
 	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
+	// NodeHTTPListen and NodeHTTPSListen, when set, are this node's proxy
+	// listeners whatever the stored settings say: the nodes of a cluster
+	// share one settings row, and several nodes on one host need distinct
+	// addresses.
+	NodeHTTPListen  string `json:"node_http_listen,omitempty"`
+	NodeHTTPSListen string `json:"node_https_listen,omitempty"`
 }
 
 // Generated is what the control plane compiles from the store (package

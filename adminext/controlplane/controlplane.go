@@ -66,6 +66,8 @@ type ControlPlane struct {
 	readyOnce sync.Once
 	ready     chan struct{}
 	isClosed  atomic.Bool
+
+	services servicesState // cluster.go
 }
 
 // Observer is told of every completed proxied request (package observe's
@@ -231,6 +233,7 @@ func (cp *ControlPlane) shutdown() {
 	}
 	process.Health.Stop()
 	cp.observer.Close()
+	cp.stopServices()
 	if err := cp.store.Close(); err != nil {
 		cp.logger.Error("closing store", zap.Error(err))
 	}
@@ -299,6 +302,7 @@ func (cp *ControlPlane) bootstrap(a *Instance) {
 	if cp.onReady != nil {
 		cp.onReady()
 	}
+	cp.startServices()
 }
 
 // SetReadyHook installs what runs each time the stored configuration has
@@ -368,6 +372,11 @@ func (cp *ControlPlane) Mutate(ctx context.Context, fn func(tx *gorm.DB) error) 
 	defer cp.mu.Unlock()
 	loaded := false
 	err := cp.store.DB.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
+		// First: the version row's lock serializes mutations of every node
+		// sharing the store, so fn reads what the others committed.
+		if _, err := cp.store.BumpConfigVersion(tx); err != nil {
+			return err
+		}
 		if err := fn(tx); err != nil {
 			return err
 		}
@@ -403,7 +412,7 @@ func (cp *ControlPlane) Mutate(ctx context.Context, fn func(tx *gorm.DB) error) 
 // written by others.
 func (cp *ControlPlane) reloadLocked() error {
 	cp.store.VerifyRoutes()
-	snap, err := cp.store.LoadSnapshot(cp.store.DB)
+	snap, err := cp.readSnapshot()
 	if err != nil {
 		return err
 	}

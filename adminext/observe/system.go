@@ -45,7 +45,7 @@ func systemEndpoints() []*api.Endpoint {
 
 // ConfigSummary is the live configuration's version and counts.
 type ConfigSummary struct {
-	Version      int64      `json:"version"`
+	Version      int64      `json:"version" doc:"The stored configuration version this node serves: incremented by every committed change, the same on every node of a cluster once they have converged."`
 	AppliedAt    *time.Time `json:"applied_at"`
 	Services     int        `json:"services"`
 	Targets      int        `json:"targets"`
@@ -64,7 +64,7 @@ func configSummary(c *api.Call) (any, error) {
 	if g == nil {
 		return out, nil
 	}
-	out.Version = g.Version
+	out.Version = g.ConfigVersion
 	out.AppliedAt = at
 	n := g.Counts
 	out.Services, out.Targets, out.Routes, out.StreamRoutes = n["services"], n["targets"], n["routes"], n["stream_routes"]

@@ -6,90 +6,19 @@ package pgstore
 import (
 	"encoding/base64"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/pgtest"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 )
 
-func pgBin(name string) string {
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
-	if len(matches) == 0 {
-		return ""
-	}
-	return matches[len(matches)-1]
-}
-
-// startPostgres runs a throw-away cluster and returns its DSN.
-func startPostgres(t *testing.T) string {
-	initdb, postgres := pgBin("initdb"), pgBin("postgres")
-	if initdb == "" || postgres == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("PostgreSQL server binaries missing on CI (make test installs the postgresql package)")
-		}
-		t.Skip("PostgreSQL server binaries not installed")
-	}
-	dir, err := os.MkdirTemp("", "gateway-pg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o777)
-	run := func(args ...string) *exec.Cmd {
-		if os.Geteuid() == 0 { // PostgreSQL refuses to run as root
-			return exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...)
-		}
-		return exec.Command(args[0], args[1:]...)
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := run(initdb, "-D", data, "-U", "gw", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	srv := run(postgres, "-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-k", dir)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = run(pgBin("pg_ctl"), "-D", data, "stop", "-m", "immediate").Run()
-		done := make(chan struct{})
-		go func() { srv.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			srv.Process.Kill()
-		}
-	})
-	// connect_timeout: a port taken meanwhile by something else must fail
-	// the test, not hang it.
-	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=gw dbname=postgres sslmode=disable connect_timeout=10", port)
-	// pg_isready asks the server itself (a bare TCP dial could reach
-	// another process that took the port).
-	for i := 0; ; i++ {
-		if exec.Command(pgBin("pg_isready"), "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "gw", "-d", "postgres").Run() == nil {
-			break
-		}
-		if i > 100 {
-			t.Fatalf("postgres did not start")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return dsn
-}
-
 func TestGatewayOnPostgres(t *testing.T) {
-	dsn := startPostgres(t)
+	dsn := pgtest.Start(t).DSN
 	g := testgw.Start(t, &testgw.Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("pg " + r.URL.Path)) }))
 	defer up.Close()
