@@ -1,12 +1,15 @@
 package auth
 
 import (
-	"container/list"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/storage"
 )
 
 // Failed-login limiting (docs/auth.md): after loginMaxFailures failures from
@@ -15,104 +18,66 @@ import (
 // sliding window over the last loginMaxFailures failures). A successful
 // login does not reset the count, so one known account cannot be used to
 // keep guessing another. IPv6 clients are counted per /64 (one subscriber's
-// whole prefix). Memory is bounded: at most limiterCap clients are tracked;
-// entries whose failures all left the window are dropped as they age, and
-// when the table is full the client with the oldest last failure goes.
+// whole prefix). The failures are rows of the store (login_failures), so
+// every node of a cluster counts the same failures: 10 failures spread over
+// any nodes block the client on all of them. The table is bounded: a
+// client keeps at most its last loginMaxFailures rows, rows leave when
+// they leave the window, and beyond limiterCap rows the oldest go.
 const (
 	loginMaxFailures = 10
 	loginWindow      = 15 * time.Minute
-	limiterCap       = 10000
+	limiterCap       = 100000
 )
 
 type limiter struct {
-	mu      sync.Mutex
-	max     int
-	window  time.Duration
-	cap     int
-	now     func() time.Time
-	entries map[string]*list.Element
-	order   *list.List // of *limEntry, most recent failure first
-}
-
-type limEntry struct {
-	key   string
-	fails []time.Time // ascending, at most max
+	max    int
+	window time.Duration
+	cap    int
+	now    func() time.Time
 }
 
 func newLimiter(max int, window time.Duration, capacity int) *limiter {
-	return &limiter{max: max, window: window, cap: capacity, now: time.Now,
-		entries: map[string]*list.Element{}, order: list.New()}
-}
-
-// expireLocked drops entries whose last failure left the window (they sit
-// at the back: the list is ordered by last failure).
-func (l *limiter) expireLocked(now time.Time) {
-	for e := l.order.Back(); e != nil; e = l.order.Back() {
-		le := e.Value.(*limEntry)
-		if now.Sub(le.fails[len(le.fails)-1]) < l.window {
-			return
-		}
-		l.order.Remove(e)
-		delete(l.entries, le.key)
-	}
-}
-
-func (l *limiter) pruneLocked(le *limEntry, now time.Time) {
-	i := 0
-	for i < len(le.fails) && now.Sub(le.fails[i]) >= l.window {
-		i++
-	}
-	le.fails = le.fails[i:]
+	return &limiter{max: max, window: window, cap: capacity, now: time.Now}
 }
 
 // blocked reports whether key may not try now, and for how long.
-func (l *limiter) blocked(key string) (time.Duration, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	l.expireLocked(now)
-	e, ok := l.entries[key]
-	if !ok {
-		return 0, false
+func (l *limiter) blocked(db *gorm.DB, key string) (time.Duration, bool, error) {
+	now := l.now().UTC()
+	var at []time.Time
+	err := db.Model(&storage.LoginFailure{}).Where("client_key = ? AND at > ?", key, now.Add(-l.window)).
+		Order("at DESC").Limit(l.max).Pluck("at", &at).Error
+	if err != nil {
+		return 0, false, fmt.Errorf("reading failed logins: %w", err)
 	}
-	le := e.Value.(*limEntry)
-	l.pruneLocked(le, now)
-	if len(le.fails) < l.max {
-		return 0, false
+	if len(at) < l.max {
+		return 0, false, nil
 	}
-	return le.fails[len(le.fails)-l.max].Add(l.window).Sub(now), true
+	return at[l.max-1].Add(l.window).Sub(now), true, nil
 }
 
 // fail records a failed attempt of key.
-func (l *limiter) fail(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	l.expireLocked(now)
-	var le *limEntry
-	if e, ok := l.entries[key]; ok {
-		le = e.Value.(*limEntry)
-		l.pruneLocked(le, now)
-		l.order.MoveToFront(e)
-	} else {
-		le = &limEntry{key: key}
-		l.entries[key] = l.order.PushFront(le)
-		for len(l.entries) > l.cap {
-			old := l.order.Back()
-			l.order.Remove(old)
-			delete(l.entries, old.Value.(*limEntry).key)
+func (l *limiter) fail(db *gorm.DB, key string) error {
+	now := l.now().UTC()
+	return db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&storage.LoginFailure{ClientKey: key, At: now}).Error; err != nil {
+			return fmt.Errorf("recording a failed login: %w", err)
 		}
-	}
-	le.fails = append(le.fails, now)
-	if len(le.fails) > l.max {
-		le.fails = append(le.fails[:0], le.fails[len(le.fails)-l.max:]...)
-	}
-}
-
-func (l *limiter) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.entries)
+		// This client's rows beyond its last max, and everyone's rows out
+		// of the window.
+		err := tx.Where("client_key = ? AND id NOT IN (?)", key,
+			tx.Model(&storage.LoginFailure{}).Select("id").Where("client_key = ?", key).Order("at DESC, id DESC").Limit(l.max)).
+			Or("at <= ?", now.Add(-l.window)).Delete(&storage.LoginFailure{}).Error
+		if err != nil {
+			return fmt.Errorf("pruning failed logins: %w", err)
+		}
+		// The bound: the oldest rows beyond cap.
+		err = tx.Where("id IN (?)", tx.Model(&storage.LoginFailure{}).Select("id").Order("at DESC, id DESC").Offset(l.cap).Limit(1<<30)).
+			Delete(&storage.LoginFailure{}).Error
+		if err != nil {
+			return fmt.Errorf("pruning failed logins: %w", err)
+		}
+		return nil
+	})
 }
 
 // limitKey is the limiter's key for a client address: the address itself,

@@ -117,7 +117,11 @@ func login(c *api.Call) (any, error) {
 	s := svc(c)
 	db := s.db(c.Ctx())
 	key := limitKey(clientIP(c.R, settingsRow(db).TrustedProxies))
-	if wait, blocked := s.limiter.blocked(key); blocked {
+	wait, blocked, err := s.limiter.blocked(db, key)
+	if err != nil {
+		return nil, err
+	}
+	if blocked {
 		c.W.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 		return nil, &api.APIError{Status: http.StatusTooManyRequests, Msg: "too many failed logins from this address; try again later"}
 	}
@@ -131,7 +135,7 @@ func login(c *api.Call) (any, error) {
 		return nil, err
 	}
 	var u storage.AdminUser
-	err := db.Where("email_key = ?", emailKey(in.Email)).Take(&u).Error
+	err = db.Where("email_key = ?", emailKey(in.Email)).Take(&u).Error
 	if err != nil && !storage.IsNotFound(err) {
 		return nil, fmt.Errorf("reading user: %w", err)
 	}
@@ -139,7 +143,9 @@ func login(c *api.Call) (any, error) {
 	// checkPassword costs one hash even without an account or a password.
 	ok := checkPassword(u.PasswordHash, in.Password) && found && u.PasswordHash != ""
 	if !ok {
-		s.limiter.fail(key)
+		if err := s.limiter.fail(db, key); err != nil {
+			return nil, err
+		}
 		return nil, unauthorized("invalid email or password")
 	}
 	if err := startSession(db, c.W, c.R, &u, "password"); err != nil {

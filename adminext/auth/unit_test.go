@@ -3,69 +3,117 @@ package auth
 import (
 	"fmt"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/storage"
 )
 
+func limiterStore(t *testing.T) *gorm.DB {
+	st, err := storage.Open("sqlite", filepath.Join(t.TempDir(), "gw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st.DB
+}
+
+func failures(t *testing.T, db *gorm.DB, key string) int64 {
+	var n int64
+	q := db.Model(&storage.LoginFailure{})
+	if key != "" {
+		q = q.Where("client_key = ?", key)
+	}
+	if err := q.Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func TestLimiterWindow(t *testing.T) {
+	db := limiterStore(t)
 	now := time.Unix(1_000_000, 0)
 	l := newLimiter(10, 15*time.Minute, 100)
 	l.now = func() time.Time { return now }
+	blocked := func(key string) (time.Duration, bool) {
+		t.Helper()
+		wait, b, err := l.blocked(db, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wait, b
+	}
+	fail := func(key string) {
+		t.Helper()
+		if err := l.fail(db, key); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := 0; i < 9; i++ {
-		l.fail("1.2.3.4")
+		fail("1.2.3.4")
 		now = now.Add(time.Minute)
 	}
-	if _, b := l.blocked("1.2.3.4"); b {
+	if _, b := blocked("1.2.3.4"); b {
 		t.Fatal("blocked after 9 failures")
 	}
-	l.fail("1.2.3.4") // 10th, at +9 min; the first was at +0
-	wait, b := l.blocked("1.2.3.4")
+	fail("1.2.3.4") // 10th, at +9 min; the first was at +0
+	wait, b := blocked("1.2.3.4")
 	if !b || wait != 6*time.Minute {
 		t.Fatalf("blocked=%v wait=%v, want 6m", b, wait)
 	}
-	if _, b := l.blocked("1.2.3.5"); b {
+	if _, b := blocked("1.2.3.5"); b {
 		t.Fatal("another address is blocked")
 	}
-	now = now.Add(6 * time.Minute) // the first failure leaves the window
-	if _, b := l.blocked("1.2.3.4"); b {
+	// A client keeps at most its last 10 failures.
+	fail("1.2.3.4")
+	if n := failures(t, db, "1.2.3.4"); n != 10 {
+		t.Fatalf("%d rows kept for one client, want 10", n)
+	}
+	now = now.Add(7 * time.Minute) // the first two failures leave the window
+	if _, b := blocked("1.2.3.4"); b {
 		t.Fatal("still blocked after the window passed")
 	}
 	now = now.Add(time.Hour)
-	if _, b := l.blocked("1.2.3.4"); b || l.size() != 0 {
-		t.Fatalf("old entries kept: %d", l.size())
+	fail("5.6.7.8")
+	if _, b := blocked("1.2.3.4"); b || failures(t, db, "") != 1 {
+		t.Fatalf("old rows kept: %d", failures(t, db, ""))
 	}
 }
 
-func TestLimiterMemoryBound(t *testing.T) {
+// The table is bounded: beyond its capacity the oldest failures go, and a
+// client that keeps failing stays blocked.
+func TestLimiterBound(t *testing.T) {
+	db := limiterStore(t)
 	now := time.Unix(1_000_000, 0)
-	l := newLimiter(10, 15*time.Minute, 1000)
+	l := newLimiter(10, 15*time.Minute, 50)
 	l.now = func() time.Time { return now }
-	l.fail("victim")
-	for i := 0; i < 50_000; i++ {
-		l.fail(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
-		if l.size() > 1000 {
-			t.Fatalf("%d entries, cap 1000", l.size())
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
-	// The oldest entries were evicted first.
-	if _, ok := l.entries["victim"]; ok {
-		t.Fatal("the oldest entry was not evicted")
+	must(l.fail(db, "victim"))
+	for i := 0; i < 300; i++ {
+		now = now.Add(time.Millisecond)
+		must(l.fail(db, fmt.Sprintf("10.0.%d.%d", i>>8&255, i&255)))
+		if n := failures(t, db, ""); n > 50 {
+			t.Fatalf("%d rows, cap 50", n)
+		}
 	}
-	// A blocked client stays blocked while it keeps failing recently.
+	if failures(t, db, "victim") != 0 {
+		t.Fatal("the oldest failure was not evicted")
+	}
 	for i := 0; i < 10; i++ {
-		l.fail("attacker")
+		must(l.fail(db, "attacker"))
 	}
-	if _, b := l.blocked("attacker"); !b {
-		t.Fatal("attacker not blocked")
-	}
-	// Expired entries go away as time passes.
-	now = now.Add(16 * time.Minute)
-	l.fail("new")
-	if l.size() != 1 {
-		t.Fatalf("%d entries after the window, want 1", l.size())
+	if _, b, err := l.blocked(db, "attacker"); err != nil || !b {
+		t.Fatalf("attacker not blocked: %v", err)
 	}
 }
 
