@@ -64,6 +64,17 @@ Decisions where the specification is silent:
   (bad gateway), 503 (no target available) or 504 (timeout).
 - Target health: unknown until the first check; unhealthy targets get no
   traffic while a healthy one exists.
+- Cluster mode (several nodes on one PostgreSQL store): a change made on
+  any node is live on every node (GET /api/v1/cluster lists them and the
+  configuration version each serves; GET /api/v1/config's version is the
+  same on every node once converged). Certificates, ACME accounts,
+  sessions and failed-login counts are shared. Per node by design: the
+  Prometheus metrics (with a node label), GET /api/v1/metrics, the recent
+  requests, the event stream, target health checks and the rate-limit
+  plugin's counters (a limit of N allows up to N per node). While the
+  database is unreachable, nodes keep serving their last configuration and
+  admin requests that need the database answer 503 {"error"} without
+  changing anything.
 `
 
 // DocEndpoints serve the OpenAPI document and its rendering.

@@ -67,11 +67,10 @@ var (
 // row, heartbeat and, on PostgreSQL, the change listener and the periodic
 // check. The returned function stops them and removes the row.
 func Start(cp *controlplane.ControlPlane) func() {
-	host, _ := os.Hostname()
 	n := &node{
 		cp:        cp,
 		logger:    cp.Logger().Named("cluster"),
-		id:        host + "/" + cp.AdminAddr(),
+		id:        cp.NodeID(),
 		started:   time.Now().UTC().Truncate(time.Microsecond),
 		sync:      make(chan struct{}, 1),
 		heartbeat: make(chan struct{}, 1),

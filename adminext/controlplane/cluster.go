@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"os"
 	"sync"
 	"time"
 
@@ -62,6 +63,14 @@ func (cp *ControlPlane) stopServices() {
 	for i := len(stops) - 1; i >= 0; i-- {
 		stops[i]()
 	}
+}
+
+// NodeID names this node in a cluster (GET /api/v1/cluster, the node label
+// of the Prometheus metrics): hostname/admin address, stable across
+// restarts of the node.
+func (cp *ControlPlane) NodeID() string {
+	host, _ := os.Hostname()
+	return host + "/" + cp.AdminAddr()
 }
 
 // AppliedConfigVersion is the stored configuration version of the live

@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/modules/records"
@@ -31,11 +33,12 @@ func recorderEndpoints(rec *Recorder) []*api.Endpoint {
 			Summary: "Prometheus metrics (text exposition format)",
 			Description: "gateway_requests_total, gateway_responses_total{class}, gateway_unmatched_requests_total, gateway_request_duration_seconds (histogram), " +
 				"gateway_recent_latency_seconds{quantile}, gateway_route_requests_total{route_id,route}, gateway_route_errors_total{route_id,route}, " +
-				"gateway_consumer_requests_total{consumer_id,consumer}, gateway_target_healthy{service_id,target}. Counts live in memory and start at zero with the process.",
+				"gateway_consumer_requests_total{consumer_id,consumer}, gateway_target_healthy{service_id,target}. Counts live in memory and start at zero with the process. " +
+				"Every series carries a node label (the node id of GET /api/v1/cluster): on a cluster each node counts its own traffic and is scraped on its own.",
 			ContentType: "text/plain", Raw: func(c *api.Call) { rec.prometheusMetrics(c) }},
 		{Method: "GET", Path: "/api/v1/metrics", Role: api.RoleViewer, Tag: "observability",
 			Summary:     "In-memory snapshot of traffic counts and recent latency",
-			Description: "latency_ms percentiles cover the last latency_window (1024) requests; route errors are responses with status 500 or above, from the upstream or the proxy.",
+			Description: "latency_ms percentiles cover the last latency_window (1024) requests; route errors are responses with status 500 or above, from the upstream or the proxy. Per node: on a cluster, this node's traffic only.",
 			Response:    MetricsSnapshot{}, Handle: func(c *api.Call) (any, error) { return rec.Metrics.Snapshot(), nil }},
 		{Method: "GET", Path: "/api/v1/metrics/history", Role: api.RoleViewer, Tag: "observability",
 			Summary: "Traffic over the last hour: one point per 10 s",
@@ -46,12 +49,12 @@ func recorderEndpoints(rec *Recorder) []*api.Endpoint {
 			Response: HistoryAnswer{}, Handle: func(c *api.Call) (any, error) { return rec.History.Snapshot(time.Now()), nil }},
 		{Method: "GET", Path: "/api/v1/requests", Role: api.RoleViewer, Tag: "observability",
 			Summary:     "Recent proxied requests, newest first",
-			Description: "From an in-memory ring of the last 500 requests. limit: 0..500, default 100; larger values are clamped to 500; negative or non-integer values are 400.",
+			Description: "From an in-memory ring of the last 500 requests this node proxied (per node on a cluster). limit: 0..500, default 100; larger values are clamped to 500; negative or non-integer values are 400.",
 			Query:       []api.QueryParam{{Name: "limit", Type: "integer", Description: "0..500, default 100"}},
 			Response:    records.Record{}, ResponseList: true, Statuses: []int{400}, Handle: rec.recentRequests},
 		{Method: "GET", Path: "/api/v1/events", Role: api.RoleViewer, Tag: "observability",
 			Summary: "Live stream of completed requests (Server-Sent Events)",
-			Description: "text/event-stream that never ends on its own: one event per completed proxied request, `id:` the record id and one `data:` line with " +
+			Description: "text/event-stream that never ends on its own: one event per request completed by this node (per node on a cluster), `id:` the record id and one `data:` line with " +
 				"the record as JSON (the shape of GET /api/v1/requests items); a `: keep-alive` comment every 15 s. A client that falls behind loses events. " +
 				"Besides the Authorization and X-Admin-Token headers, the admin token may be given as the access_token query parameter (for browser EventSource clients), on this endpoint only.",
 			Query:          []api.QueryParam{{Name: "access_token", Type: "string", Description: "the admin token (this endpoint only)"}},
@@ -62,7 +65,27 @@ func recorderEndpoints(rec *Recorder) []*api.Endpoint {
 }
 
 func (rec *Recorder) prometheusMetrics(c *api.Call) {
-	promhttp.HandlerFor(rec.Metrics.registry, promhttp.HandlerOpts{}).ServeHTTP(c.W, c.R)
+	g := nodeLabel{rec.Metrics.registry, c.CP.NodeID()}
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(c.W, c.R)
+}
+
+// nodeLabel adds the node label to every metric: the counts are per node
+// (each node of a cluster is scraped on its own), and the label tells the
+// series apart when they are aggregated.
+type nodeLabel struct {
+	prometheus.Gatherer
+	node string
+}
+
+func (g nodeLabel) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := g.Gatherer.Gather()
+	name := "node"
+	for _, mf := range mfs {
+		for _, m := range mf.Metric {
+			m.Label = append(m.Label, &dto.LabelPair{Name: &name, Value: &g.node})
+		}
+	}
+	return mfs, err
 }
 
 func (rec *Recorder) recentRequests(c *api.Call) (any, error) {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -212,4 +213,51 @@ func TestCluster(t *testing.T) {
 		}
 		n3.waitServes("/missed/1", "missed /missed/1", CheckPeriodForTest+2*time.Second)
 	})
+
+	t.Run("sessions and failed-login limits are shared", func(t *testing.T) {
+		// The first user turns authentication on for every node.
+		n1.must("POST", "/api/v1/users", map[string]any{"email": "ops@example.com", "name": "Ops", "role": "admin", "password": "correct horse battery"})
+		if st, _ := n3.try("GET", "/api/v1/services", nil); st != 401 {
+			t.Fatalf("node 3 without credentials once a user exists: %d", st)
+		}
+		st, cookie := login(n1, "correct horse battery")
+		if st != 200 || cookie == "" {
+			t.Fatalf("login on node 1: %d %q", st, cookie)
+		}
+		for _, n := range nodes {
+			n.cookie = cookie
+			if me := n.must("GET", "/api/v1/auth/me", nil); me["method"] != "session" || me["role"] != "admin" {
+				t.Fatalf("node 1's session on %s: %v", n.name, me)
+			}
+		}
+		// 10 failures from this address spread over the three nodes.
+		for i := 0; i < 10; i++ {
+			if st, _ := login(nodes[i%3], "wrong password"); st != 401 {
+				t.Fatalf("failure %d on %s: %d", i+1, nodes[i%3].name, st)
+			}
+		}
+		for _, n := range nodes {
+			if st, _ := login(n, "correct horse battery"); st != 429 {
+				t.Fatalf("login on %s after 10 failures over the cluster: %d, want 429", n.name, st)
+			}
+		}
+		// The session is still good everywhere.
+		n2.must("GET", "/api/v1/auth/me", nil)
+	})
+}
+
+// login posts a password sign-in to n: the status and the session cookie.
+func login(n *node, password string) (int, string) {
+	body, _ := json.Marshal(map[string]any{"email": "ops@example.com", "password": password})
+	resp, err := n.adminHTTP.Post("http://"+n.admin+"/api/v1/auth/login", "application/json", bytes.NewReader(body))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == "gateway_session" && c.Value != "" {
+			return resp.StatusCode, c.Name + "=" + c.Value
+		}
+	}
+	return resp.StatusCode, ""
 }
