@@ -226,14 +226,18 @@ func TestBrowser(t *testing.T) {
 	)
 	shot(t, ctx, "plugins")
 
-	var total string
-	step("the overview counts the request",
+	var total, nodes string
+	step("the overview counts the request and lists the node",
 		chromedp.Navigate(g.AdminURL+"/#overview"),
 		chromedp.WaitVisible(`#health`, chromedp.ByQuery),
 		chromedp.Text(`#traffic-cards .card .v`, &total, chromedp.ByQuery),
+		chromedp.Text(`#nodes`, &nodes, chromedp.ByQuery),
 	)
 	if total == "0" || total == "" {
 		t.Errorf("overview requests: %q", total)
+	}
+	if !strings.Contains(nodes, "(this node)") || !strings.Contains(nodes, "current") {
+		t.Errorf("overview nodes: %q", nodes)
 	}
 	shot(t, ctx, "overview")
 	step("back to the live log for the screenshot",

@@ -70,7 +70,8 @@ func TestSettingsListenerChangeAppliesLive(t *testing.T) {
 }
 
 // When the store becomes unreachable, proxied traffic is unaffected; the
-// admin API answers 500 instead of pretending.
+// admin API answers 503 (the database is unreachable, nothing changed)
+// instead of pretending.
 func TestStoreUnreachableProxyUnaffected(t *testing.T) {
 	g := testgw.Start(t, &testgw.Options{NoOpenAPICheck: true})
 	sid := g.Service("s", addr(echo(t, "up")))
@@ -86,9 +87,9 @@ func TestStoreUnreachableProxyUnaffected(t *testing.T) {
 		}
 	}
 	st, body := g.Do("POST", "/api/v1/services", map[string]any{"name": "x"})
-	wantError(t, st, body, 500, "internal error")
+	wantError(t, st, body, 503, "the database is unreachable")
 	st, _ = g.Do("GET", "/api/v1/services", nil)
-	if st != 500 {
+	if st != 503 {
 		t.Fatalf("list with the store down: %d", st)
 	}
 	if st, _, _ := g.Get("", "/after"); st != 200 {

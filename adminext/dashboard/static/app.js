@@ -383,7 +383,7 @@
     const charts = h('div', { id: 'charts' }, txt('p', 'Loading the last hour…', 'muted'));
     async function load() {
       try {
-        const [m, c, hl] = await Promise.all([api('GET', '/api/v1/metrics'), api('GET', '/api/v1/config'), api('GET', '/api/v1/health'), loadNames()]);
+        const [m, c, hl, , cl] = await Promise.all([api('GET', '/api/v1/metrics'), api('GET', '/api/v1/config'), api('GET', '/api/v1/health'), loadNames(), api('GET', '/api/v1/cluster')]);
         if (!H.data || Date.now() - H.at > 60000) { H.at = Date.now(); loadHistory().catch(e => { charts.textContent = e.message; }); }
         err.textContent = '';
         const st = m.status || {}; const lat = m.latency_ms || {};
@@ -407,12 +407,26 @@
               h('td', {}, txt('span', t.state, 'state ' + t.state)), txt('td', t.check || ''), txt('td', fmtTime(t.last_checked_at)), txt('td', t.last_error || '', 'muted'))))) : txt('p', 'No targets yet.', 'muted'),
           (m.routes && m.routes.length) ? [txt('h3', 'Requests per route'), h('div', { className: 'tablewrap' }, h('table', {},
             h('tr', {}, txt('th', 'Route'), txt('th', 'Requests'), txt('th', 'Errors')),
-            m.routes.map(r => h('tr', {}, h('td', {}, ref('routes', r.route_id)), txt('td', fmtNum(r.requests), 'num'), txt('td', fmtNum(r.errors), 'num')))))] : null));
+            m.routes.map(r => h('tr', {}, h('td', {}, ref('routes', r.route_id)), txt('td', fmtNum(r.requests), 'num'), txt('td', fmtNum(r.errors), 'num')))))] : null,
+          nodesTable(cl)));
         drawCharts();
       } catch (e) { err.textContent = e.message; }
     }
     load();
     S.timer = setInterval(load, 5000);
+  }
+
+  // The gateway nodes sharing the store (one on SQLite); traffic figures
+  // above are this node's own.
+  function nodesTable(cl) {
+    const state = n => n.stale ? 'stale' : n.config_version === cl.config_version ? 'current' : 'behind';
+    const cls = { current: 'healthy', behind: 'unknown', stale: 'unhealthy' };
+    return [txt('h3', 'Nodes · ' + cl.nodes.length + ' (' + cl.mode + ', configuration version ' + cl.config_version + ')'),
+      h('div', { className: 'tablewrap' }, h('table', { id: 'nodes' },
+        h('tr', {}, ['Node', 'Admin', 'HTTP', 'HTTPS', 'Version', 'State', 'Started', 'Last report'].map(x => txt('th', x))),
+        cl.nodes.map(n => h('tr', {}, txt('td', n.id + (n.self ? ' (this node)' : ''), 'mono'), txt('td', n.admin_address, 'mono'),
+          txt('td', n.http_address || '–', 'mono'), txt('td', n.https_address || '–', 'mono'), txt('td', String(n.config_version), 'num'),
+          h('td', {}, txt('span', state(n), 'state ' + cls[state(n)])), txt('td', fmtTime(n.started_at)), txt('td', fmtTime(n.last_seen_at))))))];
   }
 
   // ---- services and targets ----------------------------------------------

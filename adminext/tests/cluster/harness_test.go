@@ -67,7 +67,7 @@ func (s *syncBuffer) String() string {
 
 // node is one gateway process.
 type node struct {
-	t         *testing.T
+	t         testing.TB
 	name      string
 	dir       string
 	env       []string
@@ -84,7 +84,7 @@ type node struct {
 // startNode runs a gateway process with the shipped Caddyfile on dsn; seed
 // is the settings' http_listen of a fresh store (the nodes' own listeners
 // come from GATEWAY_NODE_HTTP(S)_LISTEN).
-func startNode(t *testing.T, name, dsn string, extraEnv ...string) *node {
+func startNode(t testing.TB, name, dsn string, extraEnv ...string) *node {
 	caddyfile, _ := filepath.Abs("../../../Caddyfile")
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "data"), 0o700); err != nil {
@@ -234,7 +234,7 @@ func (n *node) configVersion() int64 {
 }
 
 // upstream answers "<name> <path>".
-func upstream(t *testing.T, name string) string {
+func upstream(t testing.TB, name string) string {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %s", name, r.URL.Path)
 	}))
@@ -263,7 +263,7 @@ func service(n *node, name, target string) int64 {
 // threeNodes starts PostgreSQL and three nodes: node 1 with the libpq
 // keyword/value DSN, nodes 2 and 3 with the URL form (both from
 // GATEWAY_POSTGRES_DSN through the shipped Caddyfile).
-func threeNodes(t *testing.T, extraEnv ...string) (*pgtest.Server, []*node) {
+func threeNodes(t testing.TB, extraEnv ...string) (*pgtest.Server, []*node) {
 	pg := pgtest.Start(t)
 	n1 := startNode(t, "node1", pg.DSN, extraEnv...)
 	n2 := startNode(t, "node2", pg.URL(), extraEnv...)
