@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,6 +85,7 @@ func (g nodeLabel) Gather() ([]*dto.MetricFamily, error) {
 	for _, mf := range mfs {
 		for _, m := range mf.Metric {
 			m.Label = append(m.Label, &dto.LabelPair{Name: &name, Value: &g.node})
+			slices.SortFunc(m.Label, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
 		}
 	}
 	return mfs, err

@@ -4,12 +4,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
@@ -66,7 +70,16 @@ func TestMetrics(t *testing.T) {
 	if v := fams["gateway_requests_total"].GetMetric()[0].GetCounter().GetValue(); v != 5 {
 		t.Fatalf("gateway_requests_total = %v", v)
 	}
-	if !strings.Contains(string(body), fmt.Sprintf(`gateway_route_requests_total{route="ok",route_id="%d"} 3`, rid)) {
+	// Every series names its node (the id of GET /api/v1/cluster).
+	node := controlplane.Current().NodeID()
+	if !strings.Contains(string(body), fmt.Sprintf(`gateway_route_requests_total{node=%q,route="ok",route_id="%d"} 3`, node, rid)) {
 		t.Fatalf("route series missing:\n%s", body)
+	}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "node" && l.GetValue() == node }) {
+				t.Fatalf("%s without the node label: %v", name, m)
+			}
+		}
 	}
 }
