@@ -374,8 +374,14 @@ func (cp *ControlPlane) Mutate(ctx context.Context, fn func(tx *gorm.DB) error) 
 	err := cp.store.DB.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
 		// First: the version row's lock serializes mutations of every node
 		// sharing the store, so fn reads what the others committed.
-		if _, err := cp.store.BumpConfigVersion(tx); err != nil {
+		v, err := cp.store.BumpConfigVersion(tx)
+		if err != nil {
 			return err
+		}
+		if v != cp.AppliedConfigVersion()+1 {
+			// Another node committed since this one last loaded: its
+			// route writes were not seen by this store's route cache.
+			cp.store.VerifyRoutes()
 		}
 		if err := fn(tx); err != nil {
 			return err

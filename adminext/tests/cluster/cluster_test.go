@@ -214,6 +214,39 @@ func TestCluster(t *testing.T) {
 		n3.waitServes("/missed/1", "missed /missed/1", CheckPeriodForTest+2*time.Second)
 	})
 
+	t.Run("a change on a node that has not yet loaded another node's change keeps both", func(t *testing.T) {
+		// Node 1 is stopped while node 2 changes the "web" route; node 1's
+		// own change is already waiting when it resumes.
+		if err := n1.cmd.Process.Signal(sigStop); err != nil {
+			t.Fatal(err)
+		}
+		var web map[string]any
+		for _, r := range listRoutes(n2) {
+			if r["name"] == "web" {
+				web = r
+			}
+		}
+		web["paths"] = []string{"/web2"}
+		for _, k := range []string{"id", "created_at", "updated_at"} {
+			delete(web, k)
+		}
+		n2.must("PUT", fmt.Sprintf("/api/v1/routes/%d", int64(listRouteID(n2, "web"))), web)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			n1.must("POST", "/api/v1/services", map[string]any{"name": "concurrent"})
+		}()
+		time.Sleep(100 * time.Millisecond)
+		if err := n1.cmd.Process.Signal(sigCont); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		for _, n := range nodes {
+			n.waitServes("/web2/x", "web /web2/x", CheckPeriodForTest+2*time.Second)
+		}
+		waitVersion(t, nodes, n1.configVersion(), 2*time.Second) // node 1's change came last
+	})
+
 	t.Run("sessions and failed-login limits are shared", func(t *testing.T) {
 		// The first user turns authentication on for every node.
 		n1.must("POST", "/api/v1/users", map[string]any{"email": "ops@example.com", "name": "Ops", "role": "admin", "password": "correct horse battery"})
@@ -260,4 +293,24 @@ func login(n *node, password string) (int, string) {
 		}
 	}
 	return resp.StatusCode, ""
+}
+
+func listRoutes(n *node) []map[string]any {
+	n.t.Helper()
+	st, b := n.try("GET", "/api/v1/routes", nil)
+	var out []map[string]any
+	if st != 200 || json.Unmarshal(b, &out) != nil {
+		n.t.Fatalf("routes on %s: %d %s", n.name, st, b)
+	}
+	return out
+}
+
+func listRouteID(n *node, name string) float64 {
+	for _, r := range listRoutes(n) {
+		if r["name"] == name {
+			return r["id"].(float64)
+		}
+	}
+	n.t.Fatalf("no route %s", name)
+	return 0
 }
