@@ -366,22 +366,6 @@ func (c *Consumer) Validate() error {
 	return nil
 }
 
-// Credential is a consumer's key-auth key, basic-auth login or jwt key. The
-// API shapes per type live with the credential handlers; the row holds all.
-type Credential struct {
-	ID           int64     `json:"id" gorm:"primaryKey"`
-	ConsumerID   int64     `json:"consumer_id" gorm:"index;not null"`
-	Consumer     *Consumer `json:"-" gorm:"constraint:OnDelete:CASCADE"`
-	Type         string    `json:"type"`
-	Key          *string   `json:"key,omitempty" gorm:"index"` // key-auth key, jwt key (iss)
-	Username     *string   `json:"username,omitempty" gorm:"index"`
-	PasswordHash string    `json:"-"`
-	Algorithm    *string   `json:"algorithm,omitempty"`
-	Secret       string    `json:"-"`
-	PublicKey    *string   `json:"public_key,omitempty"`
-	CreatedAt    time.Time `json:"created_at"`
-}
-
 // Settings is the single row of global settings (id 1).
 type Settings struct {
 	ID               int64     `json:"-" gorm:"primaryKey"`

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -12,6 +13,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/domain"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
 	"github.com/caddy-gateway/gateway/adminext/wasmapi"
+	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
@@ -520,11 +522,11 @@ type exportConsumer struct {
 type Credential struct {
 	ID           int64     `json:"id" schema:"readonly"`
 	ConsumerID   int64     `json:"consumer_id" schema:"readonly" doc:"The consumer it belongs to (on import: the consumer it is listed under)."`
-	Type         string    `json:"type" schema:"required,enum=key-auth|basic-auth|jwt"`
+	Type         string    `json:"type" schema:"required,enum=@credential-type"`
 	Key          *string   `json:"key,omitempty" schema:"minLength=1,maxLength=1024" doc:"key-auth: the API key (a secret: only with include_secrets); jwt: the key claim value."`
 	Username     *string   `json:"username,omitempty" schema:"name,minLength=1,maxLength=255" doc:"basic-auth."`
 	PasswordHash *string   `json:"password_hash,omitempty" schema:"minLength=1,maxLength=128" doc:"basic-auth: the bcrypt hash of the password (only with include_secrets)."`
-	Algorithm    *string   `json:"algorithm,omitempty" schema:"enum=HS256|HS384|HS512|RS256|ES256" doc:"jwt."`
+	Algorithm    *string   `json:"algorithm,omitempty" schema:"enum=@jwt-algorithm" doc:"jwt."`
 	Secret       *string   `json:"secret,omitempty" schema:"minLength=1,maxLength=1024" doc:"jwt HS256/HS384/HS512: the HMAC secret (only with include_secrets)."`
 	PublicKey    *string   `json:"public_key,omitempty" schema:"text,minLength=1,maxLength=16384" doc:"jwt RS256/ES256: the PEM public key."`
 	Redacted     []string  `json:"redacted,omitempty" doc:"The secret fields left out of an export without secrets; such a credential is skipped on import."`
@@ -533,32 +535,51 @@ type Credential struct {
 
 func exportCredential(cr storage.Credential, secrets bool) Credential {
 	out := Credential{ID: cr.ID, ConsumerID: cr.ConsumerID, Type: cr.Type, CreatedAt: cr.CreatedAt}
-	secret := func(name string, v *string) *string {
-		if !secrets {
-			out.Redacted = append(out.Redacted, name)
-			return nil
-		}
-		return v
+	k, ok := consumers.KindOf(cr.Type)
+	if !ok {
+		return out
 	}
-	switch cr.Type {
-	case "key-auth":
-		out.Key = secret("key", cr.Key)
-	case "basic-auth":
-		out.Username = cr.Username
-		h := cr.PasswordHash
-		out.PasswordHash = secret("password_hash", &h)
-	case "jwt":
-		out.Key = cr.Key
-		alg := "HS256"
-		if cr.Algorithm != nil && *cr.Algorithm != "" {
-			alg = *cr.Algorithm
+	c := cr.Compiled()
+	secret := k.Secrets(&c)
+	for _, name := range k.Fields {
+		if slices.Contains(secret, name) && !secrets {
+			out.Redacted = append(out.Redacted, name)
+			continue
 		}
-		out.Algorithm = &alg
-		out.PublicKey = cr.PublicKey
-		if alg != "RS256" && alg != "ES256" {
-			s := cr.Secret
-			out.Secret = secret("secret", &s)
+		if v := *c.Field(name); v != "" {
+			*out.field(name) = &v
 		}
+	}
+	return out
+}
+
+// field is the export field of JSON name name.
+func (c *Credential) field(name string) **string {
+	switch name {
+	case "key":
+		return &c.Key
+	case "username":
+		return &c.Username
+	case "password_hash":
+		return &c.PasswordHash
+	case "algorithm":
+		return &c.Algorithm
+	case "secret":
+		return &c.Secret
+	}
+	return &c.PublicKey
+}
+
+// compiled is the credential in its kind's form, defaults filled in.
+func (c *Credential) compiled() consumers.Credential {
+	out := consumers.Credential{Type: c.Type}
+	for _, name := range []string{"key", "username", "password_hash", "algorithm", "secret", "public_key"} {
+		if v := *c.field(name); v != nil {
+			*out.Field(name) = *v
+		}
+	}
+	if k, ok := consumers.KindOf(c.Type); ok && k.Normalize != nil {
+		k.Normalize(&out)
 	}
 	return out
 }

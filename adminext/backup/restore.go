@@ -3,12 +3,11 @@ package backup
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
@@ -16,6 +15,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
+	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
@@ -207,36 +207,30 @@ func prefix(path string, err error) error {
 // POST /api/v1/consumers/{id}/credentials validates its input (the stored
 // password hash stands in for the password). One whose secret is missing
 // (an export without secrets) is skipped.
-func (r *Restorer) restoreCredential(it item, c *storage.Consumer) error {
+func (r *Restorer) restoreCredential(it item, owner *storage.Consumer) error {
 	var in Credential
 	if err := decode(it.path, it.fields, &in); err != nil {
 		return err
 	}
-	label := fmt.Sprintf("%s credential of consumer %q", in.Type, c.Username)
+	label := fmt.Sprintf("%s credential of consumer %q", in.Type, owner.Username)
 	if len(in.Redacted) > 0 {
 		r.Skip("credential", it.path, fmt.Sprintf("%s: its secret (%s) was redacted (an export without secrets)", label, in.Redacted[0]))
 		return nil
 	}
+	k, _ := consumers.KindOf(in.Type)
+	c := in.compiled()
 	missing := ""
-	switch in.Type {
-	case "key-auth":
-		if in.Key == nil {
-			missing = "key"
-		}
-	case "basic-auth":
-		if in.PasswordHash == nil {
-			missing = "password_hash"
-		}
-	case "jwt":
-		if (in.Algorithm == nil || (*in.Algorithm != "RS256" && *in.Algorithm != "ES256")) && in.Secret == nil {
-			missing = "secret"
+	for _, name := range k.Secrets(&c) {
+		if *c.Field(name) == "" {
+			missing = name
+			break
 		}
 	}
 	if missing != "" {
 		r.Skip("credential", it.path, fmt.Sprintf("%s: it has no %s (redacted or left out), so it cannot work", label, missing))
 		return nil
 	}
-	if in.PasswordHash != nil && in.Type != "basic-auth" {
+	if in.PasswordHash != nil && !slices.Contains(k.Fields, "password_hash") {
 		return schema.Errorf(it.path+".password_hash", "does not apply to %s credentials", in.Type)
 	}
 	// The create endpoint's rules, on its own input declaration.
@@ -248,25 +242,15 @@ func (r *Restorer) restoreCredential(it item, c *storage.Consumer) error {
 	if err := prefix(it.path, schema.Check(&check)); err != nil {
 		return err
 	}
-	cr := &storage.Credential{ConsumerID: c.ID, Type: in.Type, Key: in.Key, Username: in.Username, Algorithm: check.Algorithm, PublicKey: in.PublicKey}
-	switch in.Type {
-	case "basic-auth":
+	if in.PasswordHash != nil {
 		if _, err := bcrypt.Cost([]byte(*in.PasswordHash)); err != nil {
 			return schema.Errorf(it.path+".password_hash", "must be a bcrypt hash")
 		}
-		cr.PasswordHash = *in.PasswordHash
-	case "jwt":
-		if in.Secret != nil {
-			cr.Secret = *in.Secret
-		}
-		if cr.Key == nil {
-			k, err := randomKey()
-			if err != nil {
-				return err
-			}
-			cr.Key = &k
-		}
 	}
+	if err := pluginapi.Generate(k, &c); err != nil {
+		return err
+	}
+	cr := storage.CredentialRow(owner.ID, c)
 	if err := prefix(it.path, pluginapi.CheckCredentialUnique(r.Tx, cr)); err != nil {
 		return err
 	}
@@ -275,14 +259,4 @@ func (r *Restorer) restoreCredential(it item, c *storage.Consumer) error {
 	}
 	r.count("credentials")
 	return nil
-}
-
-// randomKey is a jwt key for a credential that has none (as the create
-// endpoint generates it).
-func randomKey() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b), nil
 }

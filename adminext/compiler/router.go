@@ -60,7 +60,7 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex, version int64, prev *
 	}
 
 	// Credentials are secrets: the table goes by reference.
-	rt.ConsumersRef = configref.Put(version, "consumers", consumers.NewTable(compileConsumers(snap)))
+	rt.ConsumersRef = configref.Put(version, "consumers", consumers.NewTable(storage.CompileConsumers(snap)))
 	raw, err := moduleObject(rt, "handler", "gateway_router")
 	return raw, table, err
 }

@@ -1,18 +1,15 @@
 package pluginapi
 
 import (
-	"crypto/elliptic"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"strings"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/modules/consumers"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/auth" // declares the credential kinds
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
@@ -29,137 +26,78 @@ const credentialDescription = "The fields that apply depend on type; the others 
 // types, whose Validate applies the rules of its type. Answers are
 // KeyAuthCredential, BasicAuthCredential or JWTCredential.
 type Credential struct {
-	Type      string  `json:"type" schema:"required,enum=key-auth|basic-auth|jwt"`
+	Type      string  `json:"type" schema:"required,enum=@credential-type"`
 	Key       *string `json:"key" schema:"minLength=1,maxLength=1024" doc:"key-auth: the API key; jwt: the value matched against the token's key claim (iss). Optional: 32 random bytes, hex, when absent. Unique per type."`
 	Username  *string `json:"username" schema:"name,minLength=1,maxLength=255" doc:"basic-auth only, required; unique among basic-auth credentials."`
 	Password  *string `json:"password" schema:"minLength=1,maxLength=72,writeonly" doc:"basic-auth only, required; stored as a bcrypt hash, never returned."`
-	Algorithm *string `json:"algorithm" schema:"enum=HS256|HS384|HS512|RS256|ES256" doc:"jwt only; default HS256."`
+	Algorithm *string `json:"algorithm" schema:"enum=@jwt-algorithm" doc:"jwt only; default HS256."`
 	Secret    *string `json:"secret" schema:"minLength=1,maxLength=1024,writeonly" doc:"jwt with HS256, HS384 or HS512 only, required: the HMAC secret; never returned."`
 	PublicKey *string `json:"public_key" schema:"text,minLength=1,maxLength=16384" doc:"jwt with RS256 or ES256 only, required: the PEM public key (RSA for RS256, ECDSA P-256 for ES256)."`
 }
 
-// Validate implements schema.Validator: the rules of the credential's type.
+// Validate implements schema.Validator: the rules of the credential's
+// kind (consumers.Kind, declared beside its plugin), on the input as the
+// kind stores it (the password stands for its hash, an absent generated key
+// for the key).
 func (in *Credential) Validate() error {
-	allowed := map[string]map[string]bool{
-		"key-auth":   {"key": true},
-		"basic-auth": {"username": true, "password": true},
-		"jwt":        {"key": true, "algorithm": true, "secret": true, "public_key": true},
-	}[in.Type]
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{
-		{"key", in.Key != nil}, {"username", in.Username != nil}, {"password", in.Password != nil},
-		{"algorithm", in.Algorithm != nil}, {"secret", in.Secret != nil}, {"public_key", in.PublicKey != nil},
-	} {
-		if f.set && !allowed[f.name] {
-			return schema.Errorf(f.name, "does not apply to %s credentials", in.Type)
-		}
+	c := in.compiled()
+	if in.Password != nil {
+		c.PasswordHash = "x" // hashed once valid (row)
 	}
-	switch in.Type {
-	case "basic-auth":
-		if in.Username == nil {
-			return schema.Errorf("username", "is required")
+	if k, ok := consumers.KindOf(in.Type); ok && k.Generated && *c.Field(k.Unique) == "" {
+		*c.Field(k.Unique) = "x" // generated once valid (row)
+	}
+	if _, err := consumers.Prepare(&c); err != nil {
+		var fe *schema.FieldError
+		if errors.As(err, &fe) && fe.Field == "password_hash" {
+			return schema.Errorf("password", "%s", fe.Msg)
 		}
-		if strings.Contains(*in.Username, ":") {
-			return schema.Errorf("username", "must not contain a colon")
-		}
-		if in.Password == nil {
-			return schema.Errorf("password", "is required")
-		}
-		if len(*in.Password) > 72 {
-			return schema.Errorf("password", "must be at most 72 bytes")
-		}
-	case "jwt":
-		if in.Algorithm == nil {
-			alg := "HS256"
-			in.Algorithm = &alg
-		}
-		switch alg := *in.Algorithm; alg {
-		case "HS256", "HS384", "HS512":
-			if in.Secret == nil {
-				return schema.Errorf("secret", "is required for %s", alg)
-			}
-			if in.PublicKey != nil {
-				return schema.Errorf("public_key", "does not apply to %s (use secret)", alg)
-			}
-		case "RS256", "ES256":
-			if in.PublicKey == nil {
-				return schema.Errorf("public_key", "is required for %s", alg)
-			}
-			if in.Secret != nil {
-				return schema.Errorf("secret", "does not apply to %s (use public_key)", alg)
-			}
-			if err := checkPublicKey(alg, *in.PublicKey); err != nil {
-				return schema.Errorf("public_key", "%s", err.Error())
-			}
-		}
+		return err
+	}
+	if in.Password != nil && len(*in.Password) > 72 {
+		return schema.Errorf("password", "must be at most 72 bytes") // bcrypt's limit
+	}
+	if c.Algorithm != "" {
+		in.Algorithm = &c.Algorithm // the kind's default
 	}
 	return nil
 }
 
-// checkPublicKey parses a PEM public key the way the jwt plugin will.
-func checkPublicKey(alg, pemText string) error {
-	if alg == "RS256" {
-		if _, err := jwt.ParseRSAPublicKeyFromPEM([]byte(pemText)); err != nil {
-			return errors.New("must be a PEM-encoded RSA public key (PKIX, PKCS#1 or a certificate)")
-		}
-		return nil
-	}
-	k, err := jwt.ParseECPublicKeyFromPEM([]byte(pemText))
-	if err != nil {
-		return errors.New("must be a PEM-encoded ECDSA public key (PKIX or a certificate)")
-	}
-	if k.Curve != elliptic.P256() {
-		return errors.New("ES256 needs an ECDSA P-256 key")
-	}
-	return nil
+// compiled is the input in the kind's form, without the password.
+func (in *Credential) compiled() consumers.Credential {
+	return consumers.Credential{Type: in.Type, Key: deref(in.Key), Username: deref(in.Username),
+		Algorithm: deref(in.Algorithm), Secret: deref(in.Secret), PublicKey: deref(in.PublicKey)}
 }
 
-// row builds the stored credential (hashing the password, generating an
-// absent key).
+// row builds the stored credential of a valid input (hashing the password,
+// generating an absent key).
 func (in *Credential) row(consumerID int64) (*storage.Credential, error) {
-	cr := &storage.Credential{ConsumerID: consumerID, Type: in.Type}
-	switch in.Type {
-	case "key-auth", "jwt":
-		cr.Key = in.Key
-		if cr.Key == nil {
-			k, err := randomKey()
-			if err != nil {
-				return nil, err
-			}
-			cr.Key = &k
-		}
+	c := in.compiled()
+	k, _ := consumers.Prepare(&c)
+	if err := Generate(k, &c); err != nil {
+		return nil, err
 	}
-	switch in.Type {
-	case "basic-auth":
-		u := *in.Username
-		cr.Username = &u
+	if in.Password != nil {
 		h, err := bcrypt.GenerateFromPassword([]byte(*in.Password), bcrypt.DefaultCost)
 		if err != nil {
 			return nil, errors.New("hashing the password failed")
 		}
-		cr.PasswordHash = string(h)
-	case "jwt":
-		alg := *in.Algorithm
-		cr.Algorithm = &alg
-		if in.Secret != nil {
-			cr.Secret = *in.Secret
-		}
-		if in.PublicKey != nil {
-			pk := *in.PublicKey
-			cr.PublicKey = &pk
-		}
+		c.PasswordHash = string(h)
 	}
-	return cr, nil
+	return storage.CredentialRow(consumerID, c), nil
 }
 
-func randomKey() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
+// Generate fills an absent generated key of c (kind k) as the create
+// endpoint does (the configuration import too).
+func Generate(k consumers.Kind, c *consumers.Credential) error {
+	if f := c.Field(k.Unique); k.Generated && *f == "" {
+		key, err := consumers.RandomKey()
+		if err != nil {
+			return err
+		}
+		*f = key
 	}
-	return hex.EncodeToString(b), nil
+	return nil
 }
 
 // Credential answers, per type: secrets never leave the store.
@@ -192,7 +130,7 @@ type JWTCredential struct {
 	ConsumerID int64     `json:"consumer_id"`
 	Type       string    `json:"type" schema:"enum=jwt"`
 	Key        string    `json:"key"`
-	Algorithm  string    `json:"algorithm" schema:"enum=HS256|HS384|HS512|RS256|ES256"`
+	Algorithm  string    `json:"algorithm" schema:"enum=@jwt-algorithm"`
 	PublicKey  *string   `json:"public_key"`
 	CreatedAt  time.Time `json:"created_at"`
 }
@@ -293,22 +231,24 @@ func createCredential(c *api.Call) (any, error) {
 	return credentialView(cr, false), nil
 }
 
-// checkCredentialUnique: key-auth keys, jwt keys and basic-auth usernames
-// are each unique within their type.
+// checkCredentialUnique: the identifying value of a kind (key-auth and jwt
+// keys, basic-auth usernames) is unique within the kind.
 func checkCredentialUnique(tx *gorm.DB, cr *storage.Credential) error {
-	field, val := "key", cr.Key
-	if cr.Type == "basic-auth" {
-		field, val = "username", cr.Username
+	k, ok := consumers.KindOf(cr.Type)
+	if !ok {
+		return nil
 	}
-	if val == nil {
+	c := cr.Compiled()
+	val := *c.Field(k.Unique)
+	if val == "" {
 		return nil
 	}
 	var n int64
-	if err := tx.Model(&storage.Credential{}).Where(map[string]any{"type": cr.Type, field: *val}).Count(&n).Error; err != nil {
+	if err := tx.Model(&storage.Credential{}).Where(map[string]any{"type": cr.Type, k.Unique: val}).Count(&n).Error; err != nil {
 		return err
 	}
 	if n > 0 {
-		return schema.Errorf(field, "is already used by another %s credential", cr.Type)
+		return schema.Errorf(k.Unique, "is already used by another %s credential", cr.Type)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 // Package consumers holds the compiled consumer and credential table that the
 // authentication plugins (key-auth, basic-auth, jwt) look identities up in,
-// and the X-Consumer-* headers that carry an identity upstream.
+// the registry of credential kinds (Kind) and the X-Consumer-* headers that
+// carry an identity upstream.
 package consumers
 
 import (
@@ -19,7 +20,7 @@ type Consumer struct {
 }
 
 // Credential is one credential of a consumer, with the secret material the
-// plugins need to verify it.
+// plugins need to verify it; its kind (Kind) says which fields it has.
 type Credential struct {
 	ID   int64  `json:"id"`
 	Type string `json:"type"` // key-auth, basic-auth, jwt
@@ -34,13 +35,12 @@ type Credential struct {
 	PublicKey string `json:"public_key,omitempty"`
 }
 
-// Table indexes consumers by credential. Build it once per config load with
-// NewTable; it is read-only afterwards and safe for concurrent use.
+// Table indexes consumers by credential: per kind, by the kind's Unique
+// field. Build it once per config load with NewTable; it is read-only
+// afterwards and safe for concurrent use.
 type Table struct {
-	byKey      map[string]*Consumer // key-auth key
-	byUsername map[string]entry     // basic-auth username
-	byJWTKey   map[string]entry     // jwt key (iss)
-	byID       map[int64]*Consumer
+	byKind map[string]map[string]entry
+	byID   map[int64]*Consumer
 }
 
 type entry struct {
@@ -50,53 +50,30 @@ type entry struct {
 
 // NewTable indexes list.
 func NewTable(list []Consumer) *Table {
-	t := &Table{
-		byKey:      map[string]*Consumer{},
-		byUsername: map[string]entry{},
-		byJWTKey:   map[string]entry{},
-		byID:       map[int64]*Consumer{},
+	t := &Table{byKind: map[string]map[string]entry{}, byID: map[int64]*Consumer{}}
+	for _, k := range Kinds() {
+		t.byKind[k.Name] = map[string]entry{}
 	}
 	for i := range list {
 		c := &list[i]
 		t.byID[c.ID] = c
 		for j := range c.Credentials {
 			cr := &c.Credentials[j]
-			switch cr.Type {
-			case "key-auth":
-				t.byKey[cr.Key] = c
-			case "basic-auth":
-				t.byUsername[cr.Username] = entry{c, cr}
-			case "jwt":
-				t.byJWTKey[cr.Key] = entry{c, cr}
+			if k, ok := KindOf(cr.Type); ok {
+				t.byKind[k.Name][*cr.Field(k.Unique)] = entry{c, cr}
 			}
 		}
 	}
 	return t
 }
 
-// ByKey finds the consumer owning a key-auth key.
-func (t *Table) ByKey(key string) *Consumer {
-	if t == nil {
-		return nil
-	}
-	return t.byKey[key]
-}
-
-// ByBasicUsername finds a basic-auth credential and its consumer.
-func (t *Table) ByBasicUsername(username string) (*Consumer, *Credential) {
+// Lookup finds the credential of kind whose identifying (Unique) value is
+// value, and its consumer.
+func (t *Table) Lookup(kind, value string) (*Consumer, *Credential) {
 	if t == nil {
 		return nil, nil
 	}
-	e := t.byUsername[username]
-	return e.Consumer, e.Credential
-}
-
-// ByJWTKey finds a jwt credential (matched against the key claim) and its consumer.
-func (t *Table) ByJWTKey(key string) (*Consumer, *Credential) {
-	if t == nil {
-		return nil, nil
-	}
-	e := t.byJWTKey[key]
+	e := t.byKind[kind][value]
 	return e.Consumer, e.Credential
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,6 +23,33 @@ import (
 
 // basicAuthType declares the basic-auth plugin type (registered in common.go).
 var basicAuthType = plugins.Type{Name: "basic-auth", Ordering: 510, Doc: "HTTP Basic credentials checked against the consumers' basic-auth credentials (bcrypt password hashes); otherwise 401 with WWW-Authenticate.", New: func() plugins.Plugin { return new(BasicAuth) }}
+
+// basicAuthKind declares the basic-auth credential: a username (no colon)
+// and the bcrypt hash of its password.
+var basicAuthKind = consumers.Kind{
+	Name:    "basic-auth",
+	Fields:  []string{"username", "password_hash"},
+	Unique:  "username",
+	Secrets: func(*consumers.Credential) []string { return []string{"password_hash"} },
+	Check: func(c *consumers.Credential) error {
+		switch {
+		case c.Username == "":
+			return schema.Errorf("username", "is required")
+		case strings.Contains(c.Username, ":"):
+			return schema.Errorf("username", "must not contain a colon")
+		case c.PasswordHash == "":
+			return schema.Errorf("password_hash", "is required")
+		}
+		return nil
+	},
+	Directive: "basic",
+	Parse: func(args []string) (consumers.Credential, error) {
+		if len(args) != 2 {
+			return consumers.Credential{}, errors.New("basic: want <username> <bcrypt-hash>")
+		}
+		return consumers.Credential{Type: "basic-auth", Username: args[0], PasswordHash: args[1]}, nil
+	},
+}
 
 // BasicAuth is the basic-auth plugin: HTTP Basic credentials checked against
 // the consumers' basic-auth credentials (bcrypt password hashes).
@@ -75,7 +103,7 @@ func (b *BasicAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if !ok {
 		return b.deny(w, "missing basic authentication credentials")
 	}
-	c, cred := tableFor(b.table, info).ByBasicUsername(user)
+	c, cred := tableFor(b.table, info).Lookup("basic-auth", user)
 	if cred == nil {
 		// Spend the same time as a real check so that response times do
 		// not reveal which usernames exist.

@@ -12,9 +12,7 @@ package auth
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
@@ -23,9 +21,22 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins"
 )
 
-// The package's plugin types, registered in one call (see plugins.Register).
+// The package's plugin types, registered in one call (see plugins.Register),
+// and the credential kinds they check.
 func init() {
 	plugins.Register(keyAuthType, basicAuthType, jwtType, aclType)
+	consumers.RegisterKind(keyAuthKind, basicAuthKind, jwtKind)
+}
+
+// kindByDirective finds the credential kind of an inline consumer block's
+// line.
+func kindByDirective(dir string) (consumers.Kind, bool) {
+	for _, k := range consumers.Kinds() {
+		if k.Directive == dir {
+			return k, true
+		}
+	}
+	return consumers.Kind{}, false
 }
 
 // ownTable builds the table of an inline consumer list (nil when empty).
@@ -109,45 +120,18 @@ func parseConsumer(d *caddyfile.Dispenser, n int) (consumers.Consumer, error) {
 			c.CustomID = &s
 		case "groups":
 			c.Groups = append(c.Groups, d.RemainingArgs()...)
-		case "key":
-			var k string
-			if !d.Args(&k) {
-				return c, d.ArgErr()
-			}
-			credID++
-			c.Credentials = append(c.Credentials, consumers.Credential{ID: credID, Type: "key-auth", Key: k})
-		case "basic":
-			var u, h string
-			if !d.Args(&u, &h) {
-				return c, d.ArgErr()
-			}
-			credID++
-			c.Credentials = append(c.Credentials, consumers.Credential{ID: credID, Type: "basic-auth", Username: u, PasswordHash: h})
-		case "jwt":
-			var k, alg, material string
-			if !d.Args(&k, &alg, &material) {
-				return c, d.ArgErr()
-			}
-			credID++
-			cr := consumers.Credential{ID: credID, Type: "jwt", Key: k, Algorithm: alg}
-			switch alg {
-			case "HS256", "HS384", "HS512":
-				cr.Secret = material
-			case "RS256", "ES256":
-				if !strings.Contains(material, "-----BEGIN") {
-					b, err := os.ReadFile(material)
-					if err != nil {
-						return c, d.Errf("reading public key: %v", err)
-					}
-					material = string(b)
-				}
-				cr.PublicKey = material
-			default:
-				return c, d.Errf("unsupported jwt algorithm %q (HS256, HS384, HS512, RS256, ES256)", alg)
-			}
-			c.Credentials = append(c.Credentials, cr)
 		default:
-			return c, d.Errf("unrecognized consumer subdirective %q", d.Val())
+			k, ok := kindByDirective(d.Val())
+			if !ok {
+				return c, d.Errf("unrecognized consumer subdirective %q", d.Val())
+			}
+			cr, err := k.Parse(d.RemainingArgs())
+			if err != nil {
+				return c, d.Err(err.Error())
+			}
+			credID++
+			cr.ID = credID
+			c.Credentials = append(c.Credentials, cr)
 		}
 	}
 	return c, nil
@@ -167,22 +151,9 @@ func checkConsumers(list []consumers.Consumer) error {
 		if c.Username == "" {
 			return fmt.Errorf("consumers[%d]: username is required", i)
 		}
-		for j, cr := range c.Credentials {
-			switch cr.Type {
-			case "key-auth":
-				if cr.Key == "" {
-					return fmt.Errorf("consumers[%d].credentials[%d]: key is required", i, j)
-				}
-			case "basic-auth":
-				if cr.Username == "" || cr.PasswordHash == "" {
-					return fmt.Errorf("consumers[%d].credentials[%d]: username and password_hash are required", i, j)
-				}
-			case "jwt":
-				if _, err := verificationKey(&cr); err != nil {
-					return fmt.Errorf("consumers[%d].credentials[%d]: %v", i, j, err)
-				}
-			default:
-				return fmt.Errorf("consumers[%d].credentials[%d]: unknown type %q", i, j, cr.Type)
+		for j := range c.Credentials {
+			if _, err := consumers.Prepare(&c.Credentials[j]); err != nil {
+				return fmt.Errorf("consumers[%d].credentials[%d]: %w", i, j, err)
 			}
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -69,7 +71,7 @@ func (j *JWT) Provision(caddy.Context) error {
 func newJWTParser() *jwt.Parser {
 	// Time claims are checked by the plugin itself, as configured.
 	return jwt.NewParser(jwt.WithoutClaimsValidation(),
-		jwt.WithValidMethods([]string{"HS256", "HS384", "HS512", "RS256", "ES256"}))
+		jwt.WithValidMethods(JWTAlgorithms))
 }
 
 // Validate implements caddy.Validator and schema.Validator.
@@ -149,12 +151,12 @@ func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consume
 			reason = fmt.Sprintf("no mandatory '%s' in claims", j.KeyClaimName)
 			return nil, errRejected
 		}
-		cons, cred := table.ByJWTKey(v)
+		cons, cred := table.Lookup("jwt", v)
 		if cred == nil {
 			reason = fmt.Sprintf("no credentials found for given '%s'", j.KeyClaimName)
 			return nil, errRejected
 		}
-		if t.Method.Alg() != credAlg(cred) {
+		if t.Method.Alg() != cred.Algorithm { // normalized when the table was compiled
 			reason = "invalid algorithm"
 			return nil, errRejected
 		}
@@ -218,19 +220,70 @@ func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consume
 	return c, ""
 }
 
-// credAlg is a credential's algorithm (HS256 when unset, as on input).
-func credAlg(cr *consumers.Credential) string {
-	if cr.Algorithm == "" {
-		return "HS256"
-	}
-	return cr.Algorithm
+// JWTAlgorithms are the signing algorithms of jwt credentials: HMAC with
+// the credential's secret, RSA and ECDSA P-256 with its public key. They
+// are the values of the schema enum @jwt-algorithm.
+var JWTAlgorithms = []string{"HS256", "HS384", "HS512", "RS256", "ES256"}
+
+func init() { schema.RegisterEnum("jwt-algorithm", func() []string { return JWTAlgorithms }) }
+
+// hmacAlg tells the algorithms verified with a secret (the others with a
+// public key).
+func hmacAlg(alg string) bool { return strings.HasPrefix(alg, "HS") }
+
+// jwtKind declares the jwt credential: a key matched against the token's
+// key claim, an algorithm (HS256 by default) and a secret or a PEM public
+// key.
+var jwtKind = consumers.Kind{
+	Name:      "jwt",
+	Fields:    []string{"key", "algorithm", "secret", "public_key"},
+	Unique:    "key",
+	Generated: true,
+	Secrets: func(c *consumers.Credential) []string {
+		if hmacAlg(c.Algorithm) {
+			return []string{"secret"}
+		}
+		return nil
+	},
+	Normalize: func(c *consumers.Credential) {
+		if c.Algorithm == "" {
+			c.Algorithm = "HS256"
+		}
+	},
+	Check: func(c *consumers.Credential) error {
+		_, err := verificationKey(c)
+		return err
+	},
+	Directive: "jwt",
+	Parse: func(args []string) (consumers.Credential, error) {
+		if len(args) != 3 {
+			return consumers.Credential{}, errors.New("jwt: want <key> <algorithm> <secret|PEM|pem-file>")
+		}
+		c := consumers.Credential{Type: "jwt", Key: args[0], Algorithm: args[1]}
+		if !slices.Contains(JWTAlgorithms, args[1]) {
+			return c, fmt.Errorf("unsupported jwt algorithm %q (%s)", args[1], strings.Join(JWTAlgorithms, ", "))
+		}
+		if hmacAlg(args[1]) {
+			c.Secret = args[2]
+			return c, nil
+		}
+		material := args[2]
+		if !strings.Contains(material, "-----BEGIN") {
+			b, err := os.ReadFile(material)
+			if err != nil {
+				return c, fmt.Errorf("reading public key: %v", err)
+			}
+			material = string(b)
+		}
+		c.PublicKey = material
+		return c, nil
+	},
 }
 
 // key returns the verification key of a credential, parsing (and
 // remembering) PEM public keys.
 func (j *JWT) key(cr *consumers.Credential) (any, error) {
-	switch credAlg(cr) {
-	case "HS256", "HS384", "HS512":
+	if hmacAlg(cr.Algorithm) {
 		return verificationKey(cr)
 	}
 	if k, ok := j.keys.Load(cr.PublicKey); ok {
@@ -244,32 +297,43 @@ func (j *JWT) key(cr *consumers.Credential) (any, error) {
 	return k, nil
 }
 
-// verificationKey is the key jwt verifies signatures of cr with.
+// verificationKey is the key jwt verifies signatures of cr (normalized)
+// with; its errors name the credential field at fault.
 func verificationKey(cr *consumers.Credential) (any, error) {
-	switch alg := credAlg(cr); alg {
-	case "HS256", "HS384", "HS512":
+	alg := cr.Algorithm
+	if !slices.Contains(JWTAlgorithms, alg) {
+		return nil, schema.Errorf("algorithm", "must be one of %s", strings.Join(JWTAlgorithms, ", "))
+	}
+	if hmacAlg(alg) {
 		if cr.Secret == "" {
-			return nil, fmt.Errorf("jwt credential %q: secret is required for %s", cr.Key, alg)
+			return nil, schema.Errorf("secret", "is required for %s", alg)
+		}
+		if cr.PublicKey != "" {
+			return nil, schema.Errorf("public_key", "does not apply to %s (use secret)", alg)
 		}
 		return []byte(cr.Secret), nil
-	case "RS256":
+	}
+	if cr.PublicKey == "" {
+		return nil, schema.Errorf("public_key", "is required for %s", alg)
+	}
+	if cr.Secret != "" {
+		return nil, schema.Errorf("secret", "does not apply to %s (use public_key)", alg)
+	}
+	if alg == "RS256" {
 		k, err := jwt.ParseRSAPublicKeyFromPEM([]byte(cr.PublicKey))
 		if err != nil {
-			return nil, fmt.Errorf("jwt credential %q: public_key: %v", cr.Key, err)
+			return nil, schema.Errorf("public_key", "must be a PEM-encoded RSA public key (PKIX, PKCS#1 or a certificate)")
 		}
 		return k, nil
-	case "ES256":
-		k, err := jwt.ParseECPublicKeyFromPEM([]byte(cr.PublicKey))
-		if err != nil {
-			return nil, fmt.Errorf("jwt credential %q: public_key: %v", cr.Key, err)
-		}
-		if k.Curve != elliptic.P256() {
-			return nil, fmt.Errorf("jwt credential %q: ES256 needs a P-256 key", cr.Key)
-		}
-		return k, nil
-	default:
-		return nil, fmt.Errorf("jwt credential %q: unsupported algorithm %q", cr.Key, alg)
 	}
+	k, err := jwt.ParseECPublicKeyFromPEM([]byte(cr.PublicKey))
+	if err != nil {
+		return nil, schema.Errorf("public_key", "must be a PEM-encoded ECDSA public key (PKIX or a certificate)")
+	}
+	if k.Curve != elliptic.P256() {
+		return nil, schema.Errorf("public_key", "ES256 needs an ECDSA P-256 key")
+	}
+	return k, nil
 }
 
 // SetDefaults implements schema.Defaulter.

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,6 +16,29 @@ import (
 
 // keyAuthType declares the key-auth plugin type (registered in common.go).
 var keyAuthType = plugins.Type{Name: "key-auth", Ordering: 500, Doc: "The request must carry a consumer's API key (key-auth credential) in one of the key_names headers or query parameters; otherwise 401.", New: func() plugins.Plugin { return new(KeyAuth) }}
+
+// keyAuthKind declares the key-auth credential: a key (generated when
+// absent) that is a bearer secret.
+var keyAuthKind = consumers.Kind{
+	Name:      "key-auth",
+	Fields:    []string{"key"},
+	Unique:    "key",
+	Generated: true,
+	Secrets:   func(*consumers.Credential) []string { return []string{"key"} },
+	Check: func(c *consumers.Credential) error {
+		if c.Key == "" {
+			return schema.Errorf("key", "is required")
+		}
+		return nil
+	},
+	Directive: "key",
+	Parse: func(args []string) (consumers.Credential, error) {
+		if len(args) != 1 {
+			return consumers.Credential{}, errors.New("key: want <api-key>")
+		}
+		return consumers.Credential{Type: "key-auth", Key: args[0]}, nil
+	},
+}
 
 // KeyAuth is the key-auth plugin: the request must carry a consumer's API key
 // in one of the key_names headers or query parameters.
@@ -78,7 +102,7 @@ func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		gwctx.WriteError(w, http.StatusUnauthorized, "no API key found in request")
 		return nil
 	}
-	c := tableFor(k.table, info).ByKey(key)
+	c, _ := tableFor(k.table, info).Lookup("key-auth", key)
 	if c == nil {
 		gwctx.WriteError(w, http.StatusUnauthorized, "invalid authentication credentials")
 		return nil
