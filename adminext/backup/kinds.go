@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 
@@ -555,31 +556,22 @@ func exportCredential(cr storage.Credential, secrets bool) Credential {
 
 // field is the export field of JSON name name.
 func (c *Credential) field(name string) **string {
-	switch name {
-	case "key":
-		return &c.Key
-	case "username":
-		return &c.Username
-	case "password_hash":
-		return &c.PasswordHash
-	case "algorithm":
-		return &c.Algorithm
-	case "secret":
-		return &c.Secret
-	}
-	return &c.PublicKey
+	v := reflect.ValueOf(c).Elem().Field(schema.FieldIndex(reflect.TypeOf(c))[name])
+	return v.Addr().Interface().(**string)
 }
 
 // compiled is the credential in its kind's form, defaults filled in.
 func (c *Credential) compiled() consumers.Credential {
 	out := consumers.Credential{Type: c.Type}
-	for _, name := range []string{"key", "username", "password_hash", "algorithm", "secret", "public_key"} {
-		if v := *c.field(name); v != nil {
-			*out.Field(name) = *v
+	if k, ok := consumers.KindOf(c.Type); ok {
+		for _, name := range k.Fields {
+			if v := *c.field(name); v != nil {
+				*out.Field(name) = *v
+			}
 		}
-	}
-	if k, ok := consumers.KindOf(c.Type); ok && k.Normalize != nil {
-		k.Normalize(&out)
+		if k.Normalize != nil {
+			k.Normalize(&out)
+		}
 	}
 	return out
 }

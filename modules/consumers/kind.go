@@ -3,6 +3,7 @@ package consumers
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"reflect"
 	"slices"
 	"sync"
 
@@ -87,25 +88,21 @@ func init() {
 	})
 }
 
-// Field is the credential field of JSON name name (nil for an unknown
-// name).
+// Field is the credential field of JSON name name ("password_hash"), nil
+// for an unknown name.
 func (c *Credential) Field(name string) *string {
-	switch name {
-	case "key":
-		return &c.Key
-	case "username":
-		return &c.Username
-	case "password_hash":
-		return &c.PasswordHash
-	case "algorithm":
-		return &c.Algorithm
-	case "secret":
-		return &c.Secret
-	case "public_key":
-		return &c.PublicKey
+	i, ok := credentialFields[name]
+	if !ok {
+		return nil
 	}
-	return nil
+	p, _ := reflect.ValueOf(c).Elem().Field(i).Addr().Interface().(*string)
+	return p
 }
+
+var credentialFields = schema.FieldIndex(reflect.TypeFor[Credential]())
+
+// fieldNames are the JSON names of the credential fields a kind may have.
+var fieldNames = []string{"key", "username", "password_hash", "algorithm", "secret", "public_key"}
 
 // Prepare checks c against its kind: a registered type, no field the kind
 // does not have, the kind's defaults and rules. It is what every way in
@@ -115,7 +112,7 @@ func Prepare(c *Credential) (Kind, error) {
 	if !ok {
 		return k, schema.Errorf("type", "unknown credential type %q", c.Type)
 	}
-	for _, name := range []string{"key", "username", "password_hash", "algorithm", "secret", "public_key"} {
+	for _, name := range fieldNames {
 		if *c.Field(name) != "" && !slices.Contains(k.Fields, name) {
 			return k, schema.Errorf(name, "does not apply to %s credentials", k.Name)
 		}

@@ -57,11 +57,8 @@ type BasicAuth struct {
 	Realm           string `json:"realm" schema:"minLength=1,maxLength=256" doc:"Realm sent in WWW-Authenticate on 401 answers."`
 	HideCredentials bool   `json:"hide_credentials" doc:"Remove the Authorization header before proxying."`
 
-	// Consumers is an inline consumer table for standalone use (Caddyfile);
-	// in the gateway the router provides the table.
-	Consumers []consumers.Consumer `json:"consumers,omitempty" schema:"internal"`
+	inline // standalone use: an inline consumer table
 
-	table *consumers.Table
 	cache *verifyCache
 }
 
@@ -75,13 +72,9 @@ func (*BasicAuth) CaddyModule() caddy.ModuleInfo {
 
 // Provision implements caddy.Provisioner.
 func (b *BasicAuth) Provision(caddy.Context) error {
-	if err := schema.Check(b); err != nil {
+	if err := b.provision(b); err != nil {
 		return err
 	}
-	if err := checkConsumers(b.Consumers); err != nil {
-		return err
-	}
-	b.table = ownTable(b.Consumers)
 	b.cache = newVerifyCache(verifyCacheSize, verifyCacheTTL)
 	return nil
 }
@@ -96,14 +89,13 @@ func (b *BasicAuth) Validate() error {
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (b *BasicAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	info, r := gwctx.Ensure(r)
-	consumers.StripHeaders(r.Header)
+	info, r, table := b.begin(r)
 
 	user, pass, ok := r.BasicAuth()
 	if !ok {
 		return b.deny(w, "missing basic authentication credentials")
 	}
-	c, cred := tableFor(b.table, info).Lookup("basic-auth", user)
+	c, cred := table.Lookup("basic-auth", user)
 	if cred == nil {
 		// Spend the same time as a real check so that response times do
 		// not reveal which usernames exist.
@@ -161,7 +153,7 @@ func (b *BasicAuth) SetDefaults() {
 //	    consumer <username> { basic <user> <bcrypt-hash> ... }
 //	}
 func (b *BasicAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, b, plugins.Syntax{Args: []string{"realm"}, Blocks: consumerBlock(&b.Consumers)})
+	return plugins.UnmarshalCaddyfile(d, b, plugins.Syntax{Args: []string{"realm"}, Blocks: b.consumerBlock()})
 }
 
 // ---- verification cache ----

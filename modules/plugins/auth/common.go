@@ -11,6 +11,7 @@ package auth
 
 import (
 	"fmt"
+	"github.com/caddy-gateway/gateway/schema"
 	"net/http"
 	"strconv"
 
@@ -39,21 +40,42 @@ func kindByDirective(dir string) (consumers.Kind, bool) {
 	return consumers.Kind{}, false
 }
 
-// ownTable builds the table of an inline consumer list (nil when empty).
-func ownTable(list []consumers.Consumer) *consumers.Table {
-	if len(list) == 0 {
-		return nil
-	}
-	return consumers.NewTable(list)
+// inline is the part of the key-auth, basic-auth and jwt plugins that finds
+// a request's consumer. In the gateway the router puts the compiled table of
+// the running config into gwctx.Info.Consumers; used on its own (a
+// Caddyfile or plain Caddy JSON) a plugin takes an internal "consumers"
+// list and builds its own table from it.
+type inline struct {
+	Consumers []consumers.Consumer `json:"consumers,omitempty" schema:"internal"`
+
+	table *consumers.Table
 }
 
-// tableFor picks the consumer table for a request: the plugin's own inline
-// table when it has one, else the gateway's (set by the router).
-func tableFor(own *consumers.Table, info *gwctx.Info) *consumers.Table {
-	if own != nil {
-		return own
+// provision checks the plugin p with the admin API's rules and builds the
+// inline table (nil when there is no inline list).
+func (in *inline) provision(p any) error {
+	if err := schema.Check(p); err != nil {
+		return err
 	}
-	return info.Consumers
+	if err := checkConsumers(in.Consumers); err != nil {
+		return err
+	}
+	if len(in.Consumers) > 0 {
+		in.table = consumers.NewTable(in.Consumers)
+	}
+	return nil
+}
+
+// begin starts identifying the consumer of r: its gateway info, without
+// the identity headers a client may have sent, and the table to look the
+// credential up in (the inline one, else the gateway's).
+func (in *inline) begin(r *http.Request) (*gwctx.Info, *http.Request, *consumers.Table) {
+	info, r := gwctx.Ensure(r)
+	consumers.StripHeaders(r.Header)
+	if in.table != nil {
+		return info, r, in.table
+	}
+	return info, r, info.Consumers
 }
 
 // authenticated records c as the request's consumer and sets the identity
@@ -65,14 +87,14 @@ func authenticated(info *gwctx.Info, h http.Header, c *consumers.Consumer) {
 
 // consumerBlock is the "consumer" subdirective of the auth plugins'
 // Caddyfile syntax: it reads one inline consumer block (parseConsumer) and
-// appends it to list, numbered by its position there.
-func consumerBlock(list *[]consumers.Consumer) map[string]func(*caddyfile.Dispenser) error {
+// appends it to the list, numbered by its position there.
+func (in *inline) consumerBlock() map[string]func(*caddyfile.Dispenser) error {
 	return map[string]func(*caddyfile.Dispenser) error{"consumer": func(d *caddyfile.Dispenser) error {
-		c, err := parseConsumer(d, len(*list)+1)
+		c, err := parseConsumer(d, len(in.Consumers)+1)
 		if err != nil {
 			return err
 		}
-		*list = append(*list, c)
+		in.Consumers = append(in.Consumers, c)
 		return nil
 	}}
 }

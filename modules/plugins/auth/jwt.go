@@ -38,11 +38,8 @@ type JWT struct {
 	ClaimsToVerify     []string `json:"claims_to_verify" schema:"enum=exp|nbf" doc:"Registered claims every token must carry and pass: exp (not expired), nbf (already valid). A listed claim that is missing is 401, as in Kong."`
 	MaximumExpirationS int64    `json:"maximum_expiration_s" schema:"min=0,max=315360000" doc:"When above 0, the token must carry exp and exp - now must not exceed this many seconds."`
 
-	// Consumers is an inline consumer table for standalone use (Caddyfile);
-	// in the gateway the router provides the table.
-	Consumers []consumers.Consumer `json:"consumers,omitempty" schema:"internal"`
+	inline // standalone use: an inline consumer table
 
-	table  *consumers.Table
 	parser *jwt.Parser
 	keys   sync.Map // PEM text → parsed public key
 }
@@ -57,13 +54,9 @@ func (*JWT) CaddyModule() caddy.ModuleInfo {
 
 // Provision implements caddy.Provisioner.
 func (j *JWT) Provision(caddy.Context) error {
-	if err := schema.Check(j); err != nil {
+	if err := j.provision(j); err != nil {
 		return err
 	}
-	if err := checkConsumers(j.Consumers); err != nil {
-		return err
-	}
-	j.table = ownTable(j.Consumers)
 	j.parser = newJWTParser()
 	return nil
 }
@@ -84,15 +77,14 @@ func (j *JWT) Validate() error {
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (j *JWT) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	info, r := gwctx.Ensure(r)
-	consumers.StripHeaders(r.Header)
+	info, r, table := j.begin(r)
 
 	raw := j.token(r)
 	if raw == "" {
 		gwctx.WriteError(w, http.StatusUnauthorized, "no token found in request")
 		return nil
 	}
-	c, msg := j.check(raw, tableFor(j.table, info), time.Now())
+	c, msg := j.check(raw, table, time.Now())
 	if c == nil {
 		gwctx.WriteError(w, http.StatusUnauthorized, msg)
 		return nil
@@ -359,7 +351,7 @@ func (j *JWT) SetDefaults() {
 //	    consumer <username> { jwt <key> <alg> <secret|PEM|pem-file> ... }
 //	}
 func (j *JWT) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, j, plugins.Syntax{Blocks: consumerBlock(&j.Consumers)})
+	return plugins.UnmarshalCaddyfile(d, j, plugins.Syntax{Blocks: j.consumerBlock()})
 }
 
 // Interface guards

@@ -46,11 +46,8 @@ type KeyAuth struct {
 	KeyNames        []string `json:"key_names" schema:"header_name,minLength=1,minItems=1,maxItems=32" doc:"Names looked up as request headers, then as query parameters, for the API key."`
 	HideCredentials bool     `json:"hide_credentials" doc:"Remove the key (header or query parameter) before proxying."`
 
-	// Consumers is an inline consumer table for standalone use (Caddyfile);
-	// in the gateway the router provides the table.
-	Consumers []consumers.Consumer `json:"consumers,omitempty" schema:"internal"`
+	inline // standalone use: an inline consumer table
 
-	table *consumers.Table
 }
 
 // CaddyModule returns the Caddy module information.
@@ -63,13 +60,9 @@ func (*KeyAuth) CaddyModule() caddy.ModuleInfo {
 
 // Provision implements caddy.Provisioner.
 func (k *KeyAuth) Provision(caddy.Context) error {
-	if err := schema.Check(k); err != nil {
+	if err := k.provision(k); err != nil {
 		return err
 	}
-	if err := checkConsumers(k.Consumers); err != nil {
-		return err
-	}
-	k.table = ownTable(k.Consumers)
 	return nil
 }
 
@@ -79,8 +72,7 @@ func (k *KeyAuth) Validate() error { return nil }
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	info, r := gwctx.Ensure(r)
-	consumers.StripHeaders(r.Header)
+	info, r, table := k.begin(r)
 
 	var key, header, param string
 	for _, n := range k.KeyNames {
@@ -102,7 +94,7 @@ func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		gwctx.WriteError(w, http.StatusUnauthorized, "no API key found in request")
 		return nil
 	}
-	c, _ := tableFor(k.table, info).Lookup("key-auth", key)
+	c, _ := table.Lookup("key-auth", key)
 	if c == nil {
 		gwctx.WriteError(w, http.StatusUnauthorized, "invalid authentication credentials")
 		return nil
@@ -135,7 +127,7 @@ func (k *KeyAuth) SetDefaults() {
 //	    consumer <username> { ... }   # inline consumers, see parseConsumer
 //	}
 func (k *KeyAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, k, plugins.Syntax{Args: []string{"key_names"}, Blocks: consumerBlock(&k.Consumers)})
+	return plugins.UnmarshalCaddyfile(d, k, plugins.Syntax{Args: []string{"key_names"}, Blocks: k.consumerBlock()})
 }
 
 // Interface guards
