@@ -14,9 +14,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// aclType declares the acl plugin type (registered in common.go).
-var aclType = plugins.Type{Name: "acl", Ordering: 600, Doc: "Admits the authenticated consumer by its groups (allow: member of at least one listed group; deny: member of none). Runs after an auth plugin; without an authenticated consumer the answer is 403.", New: func() plugins.Plugin { return new(ACL) }}
-
 // ACL is the acl plugin: it admits the authenticated consumer by its groups
 // (allow: member of at least one listed group; deny: member of none). It
 // runs after an auth plugin; without an authenticated consumer it answers 403.

@@ -21,9 +21,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// basicAuthType declares the basic-auth plugin type (registered in common.go).
-var basicAuthType = plugins.Type{Name: "basic-auth", Ordering: 510, Doc: "HTTP Basic credentials checked against the consumers' basic-auth credentials (bcrypt password hashes); otherwise 401 with WWW-Authenticate.", New: func() plugins.Plugin { return new(BasicAuth) }}
-
 // basicAuthKind declares the basic-auth credential: a username (no colon)
 // and the bcrypt hash of its password.
 var basicAuthKind = consumers.Kind{

@@ -22,10 +22,16 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins"
 )
 
-// The package's plugin types, registered in one call (see plugins.Register),
-// and the credential kinds they check.
+// The package's plugin types (each type's struct is in its own file),
+// registered in one call (see plugins.Register), and the credential kinds
+// they check.
 func init() {
-	plugins.Register(keyAuthType, basicAuthType, jwtType, aclType)
+	plugins.Register(
+		plugins.Type{Name: "key-auth", Ordering: 500, Doc: "The request must carry a consumer's API key (key-auth credential) in one of the key_names headers or query parameters; otherwise 401.", New: func() plugins.Plugin { return new(KeyAuth) }},
+		plugins.Type{Name: "basic-auth", Ordering: 510, Doc: "HTTP Basic credentials checked against the consumers' basic-auth credentials (bcrypt password hashes); otherwise 401 with WWW-Authenticate.", New: func() plugins.Plugin { return new(BasicAuth) }},
+		plugins.Type{Name: "jwt", Ordering: 520, Doc: "The request must carry a JSON Web Token signed with a consumer's jwt credential, found by the token's key_claim_name claim; the token's algorithm must be the credential's (HS256/HS384/HS512 with its secret, RS256/ES256 with its PEM public key).", New: func() plugins.Plugin { return new(JWT) }},
+		plugins.Type{Name: "acl", Ordering: 600, Doc: "Admits the authenticated consumer by its groups (allow: member of at least one listed group; deny: member of none). Runs after an auth plugin; without an authenticated consumer the answer is 403.", New: func() plugins.Plugin { return new(ACL) }},
+	)
 	consumers.RegisterKind(keyAuthKind, basicAuthKind, jwtKind)
 }
 

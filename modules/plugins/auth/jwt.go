@@ -22,9 +22,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// jwtType declares the jwt plugin type (registered in common.go).
-var jwtType = plugins.Type{Name: "jwt", Ordering: 520, Doc: "The request must carry a JSON Web Token signed with a consumer's jwt credential, found by the token's key_claim_name claim; the token's algorithm must be the credential's (HS256/HS384/HS512 with its secret, RS256/ES256 with its PEM public key).", New: func() plugins.Plugin { return new(JWT) }}
-
 // JWT is the jwt plugin: the request must carry a JSON Web Token signed with
 // a consumer's jwt credential. The credential is found by the token's
 // key_claim_name claim (iss by default); the token's algorithm must be the

@@ -14,9 +14,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// keyAuthType declares the key-auth plugin type (registered in common.go).
-var keyAuthType = plugins.Type{Name: "key-auth", Ordering: 500, Doc: "The request must carry a consumer's API key (key-auth credential) in one of the key_names headers or query parameters; otherwise 401.", New: func() plugins.Plugin { return new(KeyAuth) }}
-
 // keyAuthKind declares the key-auth credential: a key (generated when
 // absent) that is a bearer secret.
 var keyAuthKind = consumers.Kind{

@@ -16,9 +16,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// corsType declares the cors plugin type (registered in traffic.go).
-var corsType = plugins.Type{Name: "cors", Ordering: 300, Doc: "Answers CORS preflight requests itself (204, never proxied) and adds the CORS response headers to requests from allowed origins, replacing any the upstream sends.", New: func() plugins.Plugin { return new(CORS) }}
-
 // CORS is the cors plugin: it answers preflight requests itself (204, never
 // proxied) and adds the CORS response headers to requests from allowed
 // origins. The gateway's CORS headers replace any the upstream sends.

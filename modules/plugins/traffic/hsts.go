@@ -12,9 +12,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// hstsType declares the hsts plugin type (registered in traffic.go).
-var hstsType = plugins.Type{Name: "hsts", Ordering: 1450, Doc: "Strict-Transport-Security on responses to HTTPS requests (never on plain HTTP); replaces an upstream's own header.", New: func() plugins.Plugin { return new(HSTS) }}
-
 // HSTS is the hsts plugin: Strict-Transport-Security on responses to HTTPS
 // requests (never on plain HTTP, where browsers ignore it). It replaces an
 // upstream's own header.

@@ -13,9 +13,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// ipRestrictionType declares the ip-restriction plugin type (registered in traffic.go).
-var ipRestrictionType = plugins.Type{Name: "ip-restriction", Ordering: 200, Doc: "Refuses clients by address (IPs or CIDRs); the client address honours the gateway's trusted_proxies. Deny wins over allow.", New: func() plugins.Plugin { return new(IPRestriction) }}
-
 // IPRestriction is the ip-restriction plugin: it refuses clients by address.
 // The client address is the gateway's (trusted_proxies honoured), see
 // gwctx.ClientIP.

@@ -16,9 +16,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// redirectType declares the redirect plugin type (registered in traffic.go).
-var redirectType = plugins.Type{Name: "redirect", Ordering: 400, Doc: "Redirects plain-HTTP requests to HTTPS (to_https), or every request to another place (location).", New: func() plugins.Plugin { return new(Redirect) }}
-
 // Redirect is the redirect plugin: plain-HTTP requests to HTTPS (to_https),
 // or every request to another place (location).
 type Redirect struct {

@@ -13,9 +13,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// requestIDType declares the request-id plugin type (registered in traffic.go).
-var requestIDType = plugins.Type{Name: "request-id", Ordering: 100, Doc: "Every request carries an id in a header, sent upstream and (echo_downstream) back to the client; it is also the request record's request_id and the placeholder {http.vars.request_id}.", New: func() plugins.Plugin { return new(RequestID) }}
-
 // RequestID is the request-id plugin: every request carries an id in a
 // header, sent upstream and (echo_downstream) back to the client. The id is
 // also the request record's request_id and the placeholder

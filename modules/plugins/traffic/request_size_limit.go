@@ -15,9 +15,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// requestSizeLimitType declares the request-size-limit plugin type (registered in traffic.go).
-var requestSizeLimitType = plugins.Type{Name: "request-size-limit", Ordering: 800, Doc: "413 for a request body over max_bytes, declared (Content-Length, refused before the upstream is contacted) or streamed (cut off while the upstream reads it).", New: func() plugins.Plugin { return new(RequestSizeLimit) }}
-
 // RequestSizeLimit is the request-size-limit plugin: 413 for a request body
 // over max_bytes, whether declared (Content-Length, refused before the
 // upstream is contacted) or streamed (chunked: the body is cut off while

@@ -14,9 +14,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// requestTerminationType declares the request-termination plugin type (registered in traffic.go).
-var requestTerminationType = plugins.Type{Name: "request-termination", Ordering: 900, Doc: "Answers every request itself, never proxying: {error: message} by default, or a raw body with content_type.", New: func() plugins.Plugin { return new(RequestTermination) }}
-
 // RequestTermination is the request-termination plugin: it answers every
 // request itself, never proxying: {error: message} by default, or a raw
 // body (Caddy's static_response, placeholders allowed) with content_type.

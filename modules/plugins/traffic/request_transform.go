@@ -12,9 +12,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// requestTransformType declares the request-transform plugin type (registered in traffic.go).
-var requestTransformType = plugins.Type{Name: "request-transform", Ordering: 1100, Doc: "Changes the headers (remove, rename, set, add) and query (remove, set) of the request the upstream receives; values may use Caddy placeholders.", New: func() plugins.Plugin { return new(RequestTransform) }}
-
 // RequestTransform is the request-transform plugin: it changes the headers
 // and query of the request the upstream receives. Header operations run in
 // the order remove, rename, set, add; query operations remove, then set.

@@ -21,9 +21,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// responseBodyTransformType declares the response-body-transform plugin type (registered in traffic.go).
-var responseBodyTransformType = plugins.Type{Name: "response-body-transform", Ordering: 1310, Doc: "Rewrites eligible response bodies (media type in content_types, at most max_body_bytes, identity/gzip/zstd encoded): regular-expression replacements, then for JSON bodies json_remove and json_set. Other responses stream through unchanged.", New: func() plugins.Plugin { return new(ResponseBodyTransform) }}
-
 // ResponseBodyTransform is the response-body-transform plugin. It buffers
 // eligible responses (media type in content_types, body at most
 // max_body_bytes, not HEAD, not 1xx/204/206/304, identity, gzip or zstd

@@ -18,9 +18,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// responseCompressionType declares the response-compression plugin type (registered in traffic.go).
-var responseCompressionType = plugins.Type{Name: "response-compression", Ordering: 1400, Doc: "Compresses responses with Caddy's own encode handler (zstd, gzip), negotiated with the client's Accept-Encoding.", New: func() plugins.Plugin { return new(ResponseCompression) }}
-
 // ResponseCompression is the response-compression plugin: Caddy's own
 // encode handler (http.handlers.encode), configured from the plugin's
 // fields. The encoding is negotiated with the client's Accept-Encoding; the

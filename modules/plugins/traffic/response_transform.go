@@ -11,9 +11,6 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// responseTransformType declares the response-transform plugin type (registered in traffic.go).
-var responseTransformType = plugins.Type{Name: "response-transform", Ordering: 1300, Doc: "Changes the headers of the response the client receives: remove, rename, set, add (in that order); values may use Caddy placeholders.", New: func() plugins.Plugin { return new(ResponseTransform) }}
-
 // ResponseTransform is the response-transform plugin: it changes the
 // headers of the response the client receives, when the response header is
 // written (so the upstream's headers are there to remove or rename). The

@@ -27,11 +27,22 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-// The package's plugin types, registered in one call (see plugins.Register).
+// The package's plugin types (each type's struct is in its own file),
+// registered in one call (see plugins.Register).
 func init() {
-	plugins.Register(requestIDType, ipRestrictionType, corsType, redirectType, requestSizeLimitType,
-		requestTerminationType, requestTransformType, responseTransformType, responseBodyTransformType,
-		responseCompressionType, hstsType)
+	plugins.Register(
+		plugins.Type{Name: "request-id", Ordering: 100, Doc: "Every request carries an id in a header, sent upstream and (echo_downstream) back to the client; it is also the request record's request_id and the placeholder {http.vars.request_id}.", New: func() plugins.Plugin { return new(RequestID) }},
+		plugins.Type{Name: "ip-restriction", Ordering: 200, Doc: "Refuses clients by address (IPs or CIDRs); the client address honours the gateway's trusted_proxies. Deny wins over allow.", New: func() plugins.Plugin { return new(IPRestriction) }},
+		plugins.Type{Name: "cors", Ordering: 300, Doc: "Answers CORS preflight requests itself (204, never proxied) and adds the CORS response headers to requests from allowed origins, replacing any the upstream sends.", New: func() plugins.Plugin { return new(CORS) }},
+		plugins.Type{Name: "redirect", Ordering: 400, Doc: "Redirects plain-HTTP requests to HTTPS (to_https), or every request to another place (location).", New: func() plugins.Plugin { return new(Redirect) }},
+		plugins.Type{Name: "request-size-limit", Ordering: 800, Doc: "413 for a request body over max_bytes, declared (Content-Length, refused before the upstream is contacted) or streamed (cut off while the upstream reads it).", New: func() plugins.Plugin { return new(RequestSizeLimit) }},
+		plugins.Type{Name: "request-termination", Ordering: 900, Doc: "Answers every request itself, never proxying: {error: message} by default, or a raw body with content_type.", New: func() plugins.Plugin { return new(RequestTermination) }},
+		plugins.Type{Name: "request-transform", Ordering: 1100, Doc: "Changes the headers (remove, rename, set, add) and query (remove, set) of the request the upstream receives; values may use Caddy placeholders.", New: func() plugins.Plugin { return new(RequestTransform) }},
+		plugins.Type{Name: "response-transform", Ordering: 1300, Doc: "Changes the headers of the response the client receives: remove, rename, set, add (in that order); values may use Caddy placeholders.", New: func() plugins.Plugin { return new(ResponseTransform) }},
+		plugins.Type{Name: "response-body-transform", Ordering: 1310, Doc: "Rewrites eligible response bodies (media type in content_types, at most max_body_bytes, identity/gzip/zstd encoded): regular-expression replacements, then for JSON bodies json_remove and json_set. Other responses stream through unchanged.", New: func() plugins.Plugin { return new(ResponseBodyTransform) }},
+		plugins.Type{Name: "response-compression", Ordering: 1400, Doc: "Compresses responses with Caddy's own encode handler (zstd, gzip), negotiated with the client's Accept-Encoding.", New: func() plugins.Plugin { return new(ResponseCompression) }},
+		plugins.Type{Name: "hsts", Ordering: 1450, Doc: "Strict-Transport-Security on responses to HTTPS requests (never on plain HTTP); replaces an upstream's own header.", New: func() plugins.Plugin { return new(HSTS) }},
+	)
 }
 
 // replacer is the request's Caddy replacer (a fresh one when the request did
