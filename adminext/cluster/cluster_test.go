@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"testing"
 
+	"github.com/caddy-gateway/gateway/adminext/cluster"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
@@ -10,19 +11,7 @@ import (
 // with every committed change (and not with a refused one).
 func TestSingleNodeOnSQLite(t *testing.T) {
 	g := testgw.Start(t, nil)
-	var v struct {
-		Mode          string `json:"mode"`
-		NodeID        string `json:"node_id"`
-		ConfigVersion int64  `json:"config_version"`
-		Nodes         []struct {
-			ID            string `json:"id"`
-			AdminAddress  string `json:"admin_address"`
-			HTTPAddress   string `json:"http_address"`
-			ConfigVersion int64  `json:"config_version"`
-			Stale         bool   `json:"stale"`
-			Self          bool   `json:"self"`
-		} `json:"nodes"`
-	}
+	var v cluster.Cluster
 	g.JSON("GET", "/api/v1/cluster", nil, &v)
 	if v.Mode != "sqlite" || len(v.Nodes) != 1 || !v.Nodes[0].Self || v.Nodes[0].Stale || v.Nodes[0].ID != v.NodeID ||
 		"http://"+v.Nodes[0].AdminAddress != g.AdminURL || v.Nodes[0].HTTPAddress != g.ProxyAddr {
