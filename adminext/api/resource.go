@@ -16,7 +16,9 @@ type Resource[T any] struct {
 	Kind string // singular name for messages, e.g. "service"
 	// Check validates references inside the transaction (400 on failure).
 	Check func(tx *gorm.DB, v *T) error
-	// Cascade deletes what depends on the row before it goes.
+	// Cascade removes, before the row goes, what depends on it and no
+	// foreign key reaches (the foreign keys' ON DELETE CASCADE does the
+	// rest; package domain).
 	Cascade func(tx *gorm.DB, id int64) error
 	// View shapes answers (nil: the row itself).
 	View func(v *T) any

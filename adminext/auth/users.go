@@ -218,10 +218,7 @@ func deleteUser(c *api.Call) (any, error) {
 				return api.BadRequest("the last admin user cannot be deleted")
 			}
 		}
-		if err := tx.Where("user_id = ?", id).Delete(&storage.AdminSession{}).Error; err != nil {
-			return err
-		}
-		return tx.Delete(&storage.AdminUser{}, id).Error
+		return tx.Delete(&storage.AdminUser{}, id).Error // sessions go with it (foreign key)
 	})
 	if err != nil {
 		return nil, err

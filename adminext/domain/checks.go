@@ -2,8 +2,9 @@
 // or stream route must satisfy, listener addresses that must not collide,
 // and what a delete takes with it. The admin API's handlers and the
 // configuration import (package backup) call the same functions, so a
-// document is accepted exactly when the same calls would be. Its tests are
-// the API tests in adminext/tests (input, streams, settings) and backup's.
+// document is accepted exactly when the same calls would be. Beside the
+// tests here, the API tests in adminext/tests (input, streams, settings)
+// and backup's exercise it.
 package domain
 
 import (

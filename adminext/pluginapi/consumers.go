@@ -10,10 +10,7 @@ import (
 
 var consumerResource = api.Resource[storage.Consumer]{
 	Kind:  "consumer",
-	Check: checkConsumer,
-	Cascade: func(tx *gorm.DB, id int64) error {
-		return tx.Where("consumer_id = ?", id).Delete(&storage.Credential{}).Error
-	},
+	Check: checkConsumer, // credentials go with their consumer (foreign key)
 }
 
 // checkConsumer enforces the unique username and custom_id with answers

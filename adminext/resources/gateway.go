@@ -10,55 +10,7 @@ import (
 
 var services = api.Resource[storage.Service]{
 	Kind:    "service",
-	Cascade: cascadeService,
-}
-
-// cascadeService removes what depends on a service: its targets, routes
-// (with their plugins), stream routes and plugins. Routes of other services
-// that split traffic to it lose that split entry (with no entries left, the
-// route falls back to its own service).
-func cascadeService(tx *gorm.DB, id int64) error {
-	var routeIDs []int64
-	if err := tx.Model(&storage.Route{}).Where("service_id = ?", id).Pluck("id", &routeIDs).Error; err != nil {
-		return err
-	}
-	if len(routeIDs) > 0 {
-		if err := tx.Where("route_id IN ?", routeIDs).Delete(&storage.Plugin{}).Error; err != nil {
-			return err
-		}
-	}
-	for _, q := range []struct {
-		model any
-		where string
-	}{
-		{&storage.Plugin{}, "service_id = ?"},
-		{&storage.Route{}, "service_id = ?"},
-		{&storage.StreamRoute{}, "service_id = ?"},
-		{&storage.Target{}, "service_id = ?"},
-	} {
-		if err := tx.Where(q.where, id).Delete(q.model).Error; err != nil {
-			return err
-		}
-	}
-	var withSplits []storage.Route
-	if err := tx.Where("splits LIKE ?", "%service_id%").Find(&withSplits).Error; err != nil {
-		return err
-	}
-	for _, r := range withSplits {
-		kept := r.Splits[:0]
-		for _, s := range r.Splits {
-			if s.ServiceID != id {
-				kept = append(kept, s)
-			}
-		}
-		if len(kept) != len(r.Splits) {
-			r.Splits = kept
-			if err := tx.Save(&r).Error; err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	Cascade: domain.RemoveSplitsTo,
 }
 
 var targets = api.Resource[storage.Target]{Kind: "target"}
@@ -66,9 +18,6 @@ var targets = api.Resource[storage.Target]{Kind: "target"}
 var routes = api.Resource[storage.Route]{
 	Kind:  "route",
 	Check: domain.CheckRoute,
-	Cascade: func(tx *gorm.DB, id int64) error {
-		return tx.Where("route_id = ?", id).Delete(&storage.Plugin{}).Error
-	},
 }
 
 func gatewayEndpoints() []*api.Endpoint {
