@@ -24,6 +24,7 @@ import (
 	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/process"
+	"github.com/caddy-gateway/gateway/modules/records"
 	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/storage"
 )
@@ -70,18 +71,19 @@ type ControlPlane struct {
 	services servicesState // cluster.go
 }
 
-// Observer is told of every completed proxied request (package observe's
-// Recorder: metrics, recent requests, event stream, the request's sinks).
+// Observer is handed the record of every completed proxied request
+// (package observe's Recorder: metrics, recent requests, event stream, the
+// request's own sinks).
 type Observer interface {
-	Observe(r *http.Request, info *gwctx.Info, status int, bytes int64)
+	Observe(rc *records.Record, info *gwctx.Info)
 	Close()
 }
 
 // nopObserver is the observer until SetObserver.
 type nopObserver struct{}
 
-func (nopObserver) Observe(*http.Request, *gwctx.Info, int, int64) {}
-func (nopObserver) Close()                                         {}
+func (nopObserver) Observe(*records.Record, *gwctx.Info) {}
+func (nopObserver) Close()                               {}
 
 func newControlPlane(a Bootstrap, logger *zap.Logger) (*ControlPlane, error) {
 	store, err := storage.Open(a.Database, a.DSN)

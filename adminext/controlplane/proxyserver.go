@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"time"
@@ -166,7 +165,7 @@ func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := &gwctx.Info{Start: time.Now(), RecordBuilt: true}
 	r = gwctx.With(r, info)
 	repl := caddy.NewReplacer()
-	rw := &recordingWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	rw := gwctx.NewRecordingWriter(w)
 	r = caddyhttp.PrepareRequest(r, repl, rw, h.srv)
 
 	var err error
@@ -175,7 +174,7 @@ func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		err = caddyhttp.Error(http.StatusServiceUnavailable, errors.New("gateway is starting"))
 	}
-	if err != nil && rw.status == 0 {
+	if err != nil && rw.Status == 0 {
 		status := http.StatusInternalServerError
 		msg := "internal error"
 		var he caddyhttp.HandlerError
@@ -192,40 +191,7 @@ func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if target, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok && target != "" {
 		info.Target = target
 	}
-	h.cp.observer.Observe(r, info, rw.status, rw.bytes)
-}
-
-// recordingWriter notes the status and body size. It keeps Caddy's wrapper
-// underneath so Flush, Hijack (WebSockets) and ReadFrom still work.
-type recordingWriter struct {
-	*caddyhttp.ResponseWriterWrapper
-	status int
-	bytes  int64
-}
-
-func (w *recordingWriter) WriteHeader(code int) {
-	if w.status == 0 || (w.status < 200 && code >= 200) {
-		w.status = code
-	}
-	w.ResponseWriterWrapper.WriteHeader(code)
-}
-
-func (w *recordingWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriterWrapper.Write(b)
-	w.bytes += int64(n)
-	return n, err
-}
-
-func (w *recordingWriter) ReadFrom(r io.Reader) (int64, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriterWrapper.ReadFrom(r)
-	w.bytes += n
-	return n, err
+	h.cp.observer.Observe(gwctx.NewRecord(r, info, rw.Status, rw.Bytes, time.Now()), info)
 }
 
 // Interface guards

@@ -6,11 +6,8 @@
 package observe
 
 import (
-	"net/http"
 	"sync"
 	"time"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/records"
@@ -26,7 +23,6 @@ type Recorder struct {
 	History *History
 
 	mu     sync.Mutex
-	nextID int64
 	ring   [RingSize]*records.Record
 	n      int // records in the ring
 	head   int // next write position
@@ -39,53 +35,17 @@ func NewRecorder() *Recorder {
 	return &Recorder{Metrics: NewMetrics(), History: NewHistory(), subs: map[chan *records.Record]struct{}{}}
 }
 
-// Observe records one completed request.
-func (rec *Recorder) Observe(r *http.Request, info *gwctx.Info, status int, bytes int64) {
-	if status == 0 {
-		status = info.Status
-	}
-	now := time.Now()
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	ip := gwctx.ClientIP(r)
-	rc := &records.Record{
-		Time:      now.UTC(),
-		Method:    r.Method,
-		Scheme:    scheme,
-		Host:      r.Host,
-		Path:      requestPath(r),
-		Status:    status,
-		LatencyMS: float64(now.Sub(info.Start).Microseconds()) / 1000,
-		BytesSent: bytes,
-		ClientIP:  &ip,
-	}
-	if info.Matched {
-		rc.RouteID = ptr(info.RouteID)
-		rc.ServiceID = ptr(info.ServiceID)
-	}
-	if info.Target != "" {
-		rc.Target = ptr(info.Target)
-	}
-	if info.Consumer != nil {
-		rc.ConsumerID = ptr(info.Consumer.ID)
-	}
-	if ua := r.UserAgent(); ua != "" {
-		rc.UserAgent = &ua
-	}
-	if info.RequestID != "" {
-		rc.RequestID = ptr(info.RequestID)
-	}
-
-	rec.Metrics.observe(info, status, now.Sub(info.Start))
+// Observe records one completed request (its record built once, by
+// gwctx.NewRecord) and hands it to the request's own sinks (http-log).
+func (rec *Recorder) Observe(rc *records.Record, info *gwctx.Info) {
+	latency := time.Duration(rc.LatencyMS * float64(time.Millisecond))
+	rec.Metrics.observe(info, rc.Status, latency)
 
 	rec.mu.Lock()
-	rec.nextID++
-	rc.ID = rec.nextID
+	rc.ID = gwctx.NextRecordID() // under the lock: ids increase in ring order
 	// Under the recorder's lock: the history holds exactly the records up
 	// to its last_id, which a client joins with the event stream.
-	rec.History.observe(now, info, status, now.Sub(info.Start), rc.ID)
+	rec.History.observe(rc.Time, info, rc.Status, latency, rc.ID)
 	rec.ring[rec.head] = rc
 	rec.head = (rec.head + 1) % RingSize
 	if rec.n < RingSize {
@@ -102,14 +62,6 @@ func (rec *Recorder) Observe(r *http.Request, info *gwctx.Info, status int, byte
 	for _, s := range info.Sinks {
 		s.Enqueue(rc)
 	}
-}
-
-// requestPath is the path the client asked for (before strip_path).
-func requestPath(r *http.Request) string {
-	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
-		return orig.URL.Path
-	}
-	return r.URL.Path
 }
 
 func ptr[T any](v T) *T { return &v }

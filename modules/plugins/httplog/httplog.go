@@ -6,7 +6,6 @@ package httplog
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -119,14 +118,9 @@ func (h *HTTPLog) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	info.RecordBuilt = true // this plugin builds it (for inner http-log plugins too)
 
-	method, host, path := r.Method, r.Host, r.URL.Path
-	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
-		path = orig.URL.Path // the path the client asked for, before rewrites
-	}
-	rec := &recorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
-	err := next.ServeHTTP(rec, r)
-
-	status := rec.status
+	rw := gwctx.NewRecordingWriter(w)
+	err := next.ServeHTTP(rw, r)
+	status := rw.Status
 	if status == 0 {
 		status = http.StatusOK
 		if err != nil {
@@ -137,34 +131,8 @@ func (h *HTTPLog) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			}
 		}
 	}
-	record := &records.Record{
-		ID:        process.HTTPLog.NextRecordID(),
-		Time:      info.Start.UTC(),
-		Method:    method,
-		Scheme:    "http",
-		Host:      host,
-		Path:      path,
-		Status:    status,
-		LatencyMS: float64(time.Since(info.Start).Microseconds()) / 1000,
-		BytesSent: rec.bytes,
-		ClientIP:  strPtr(gwctx.ClientIP(r)),
-		UserAgent: strPtr(r.UserAgent()),
-		RequestID: strPtr(info.RequestID),
-		Target:    strPtr(info.Target),
-	}
-	if r.TLS != nil {
-		record.Scheme = "https"
-	}
-	if info.RouteID != 0 {
-		record.RouteID = &info.RouteID
-	}
-	if info.ServiceID != 0 {
-		record.ServiceID = &info.ServiceID
-	}
-	if info.Consumer != nil {
-		id := info.Consumer.ID
-		record.ConsumerID = &id
-	}
+	record := gwctx.NewRecord(r, info, status, rw.Bytes, time.Now())
+	record.ID = gwctx.NextRecordID()
 	for _, s := range info.Sinks {
 		s.Enqueue(record)
 	}
@@ -207,44 +175,6 @@ func (h *HTTPLog) Stats() logsender.Stats {
 	}
 	return h.sender.Stats()
 }
-
-func strPtr(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// recorder notes the status and size of a response it passes through.
-type recorder struct {
-	*caddyhttp.ResponseWriterWrapper
-	status int
-	bytes  int64
-}
-
-func (rec *recorder) WriteHeader(status int) {
-	if rec.status == 0 && (status >= 200 || status == http.StatusSwitchingProtocols) {
-		rec.status = status
-	}
-	rec.ResponseWriter.WriteHeader(status)
-}
-
-func (rec *recorder) Write(b []byte) (int, error) {
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
-	n, err := rec.ResponseWriter.Write(b)
-	rec.bytes += int64(n)
-	return n, err
-}
-
-// ReadFrom keeps io.Copy going through Write (the embedded wrapper's
-// ReadFrom would bypass the counting).
-func (rec *recorder) ReadFrom(r io.Reader) (int64, error) {
-	return io.Copy(writerOnly{rec}, r)
-}
-
-type writerOnly struct{ io.Writer }
 
 // SetDefaults implements schema.Defaulter.
 func (h *HTTPLog) SetDefaults() {

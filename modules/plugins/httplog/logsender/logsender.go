@@ -77,10 +77,9 @@ type Registry struct {
 	grace   time.Duration
 	retry   struct{ base, max, window time.Duration }
 
-	recordID atomic.Int64
-	dropped  atomic.Uint64 // over all senders, stopped ones included
-	sent     atomic.Uint64
-	failed   atomic.Uint64
+	dropped atomic.Uint64 // over all senders, stopped ones included
+	sent    atomic.Uint64
+	failed  atomic.Uint64
 }
 
 // NewRegistry returns a registry whose senders stop grace after their last
@@ -106,10 +105,6 @@ func (g *Registry) SetRetry(base, max, window time.Duration) {
 	defer g.mu.Unlock()
 	g.retry.base, g.retry.max, g.retry.window = base, max, window
 }
-
-// NextRecordID returns increasing ids for records built outside the
-// gateway's proxy server (a plugin used on its own).
-func (g *Registry) NextRecordID() int64 { return g.recordID.Add(1) }
 
 // Acquire returns the sender under key, started if new, with cfg applied,
 // and counts a reference to it (release it with Release).
