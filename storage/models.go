@@ -379,6 +379,14 @@ type Settings struct {
 	UpdatedAt        time.Time `json:"updated_at" schema:"readonly"`
 }
 
+// NewSettings is the settings row with every default: the proxy listeners
+// given (the Caddyfile's, whose own defaults are :8080 and :8443), the rest
+// declared here. A fresh store is seeded with it, and PUT /api/v1/settings
+// and the import start from it (a full replacement resets omitted fields).
+func NewSettings(httpListen, httpsListen string) *Settings {
+	return &Settings{ID: 1, HTTPListen: httpListen, HTTPSListen: httpsListen, ACMEDirectoryURL: "letsencrypt", TrustedProxies: []string{}}
+}
+
 // Validate implements schema.Validator.
 func (s *Settings) Validate() error {
 	if s.TrustedProxies == nil {

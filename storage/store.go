@@ -116,12 +116,6 @@ func (s *Store) SeedSettings(seed Settings) error {
 		return nil
 	}
 	seed.ID = 1
-	if seed.TrustedProxies == nil {
-		seed.TrustedProxies = []string{}
-	}
-	if seed.ACMEDirectoryURL == "" {
-		seed.ACMEDirectoryURL = "letsencrypt"
-	}
 	return s.DB.Create(&seed).Error
 }
 

@@ -290,8 +290,7 @@ var settingsKind = Kind{
 		if isNull(raw) {
 			return nil
 		}
-		boot := r.CP.Boot()
-		s := &storage.Settings{HTTPListen: boot.HTTPListen, HTTPSListen: boot.HTTPSListen, ACMEDirectoryURL: "letsencrypt", TrustedProxies: []string{}}
+		s := r.CP.DefaultSettings()
 		if err := decode("settings", raw, s); err != nil {
 			return err
 		}

@@ -90,8 +90,7 @@ func newControlPlane(a Bootstrap, logger *zap.Logger) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway store: %w", err)
 	}
-	seed := storage.Settings{HTTPListen: a.HTTPListen, HTTPSListen: a.HTTPSListen}
-	if err := store.SeedSettings(seed); err != nil {
+	if err := store.SeedSettings(*storage.NewSettings(a.HTTPListen, a.HTTPSListen)); err != nil {
 		store.Close()
 		return nil, fmt.Errorf("gateway store: %w", err)
 	}
@@ -137,6 +136,12 @@ func (cp *ControlPlane) Logger() *zap.Logger { return cp.logger }
 
 // Boot is the bootstrap configuration (Caddyfile values).
 func (cp *ControlPlane) Boot() Bootstrap { return cp.boot }
+
+// DefaultSettings are the settings with every default (the proxy listeners
+// from the Caddyfile).
+func (cp *ControlPlane) DefaultSettings() *storage.Settings {
+	return storage.NewSettings(cp.boot.HTTPListen, cp.boot.HTTPSListen)
+}
 
 // Applied is the live compiled configuration and when it went live (nil
 // before the first).

@@ -28,7 +28,7 @@ func getSettings(c *api.Call) (any, error) {
 }
 
 func putSettings(c *api.Call) (any, error) {
-	s := &storage.Settings{HTTPListen: c.CP.Boot().HTTPListen, HTTPSListen: c.CP.Boot().HTTPSListen, ACMEDirectoryURL: "letsencrypt", TrustedProxies: []string{}}
+	s := c.CP.DefaultSettings()
 	if err := c.Decode(s); err != nil {
 		return nil, err
 	}
