@@ -20,15 +20,12 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
-	"github.com/caddy-gateway/gateway/modules/process"
 )
 
-// start runs a fresh gateway (process-wide plugin state reset: a new
-// store hands out plugin ids from 1 again).
+// start runs a fresh gateway (its plugins' process-wide state starts
+// fresh: the previous gateway's instances released theirs when it stopped).
 func start(t *testing.T, opts *testgw.Options) *testgw.Gateway {
 	t.Helper()
-	process.RateLimits.Reset("")
-	process.PurgeProxyCache()
 	return testgw.Start(t, opts)
 }
 

@@ -2,12 +2,12 @@ package pluginapi
 
 import (
 	"github.com/caddy-gateway/gateway/adminext/api"
-	"github.com/caddy-gateway/gateway/modules/process"
+	"github.com/caddy-gateway/gateway/modules/plugins/proxycache"
 )
 
 // PurgeProxyCache empties the process-wide proxy-cache store and returns how
 // many cached responses it removed (POST /api/v1/cache/purge).
-var PurgeProxyCache = process.PurgeProxyCache
+var PurgeProxyCache = proxycache.Purge
 
 // PurgeResult is the answer of POST /api/v1/cache/purge.
 type PurgeResult struct {

@@ -11,16 +11,14 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/modules/plugins"
-	"github.com/caddy-gateway/gateway/modules/process"
 )
 
-// start runs a gateway with fresh process-wide plugin state (rate-limit
-// counters and cache entries are keyed by plugin id, which a new store
-// hands out again from 1).
+// start runs a gateway. Its plugins' process-wide state (rate-limit
+// counters, cache entries, keyed by plugin id, which a new store hands out
+// again from 1) starts fresh: the previous gateway's instances released
+// theirs when it stopped.
 func start(t *testing.T) *testgw.Gateway {
 	t.Helper()
-	process.RateLimits.Reset("")
-	process.PurgeProxyCache()
 	return testgw.Start(t, nil)
 }
 

@@ -1,8 +1,10 @@
-// Package process holds the only state of the gateway's modules that must
-// outlive a Caddy config reload. Every mutation loads a fresh config, so
-// anything kept on a module instance starts over on each change; what must
-// not (target health, rate-limit counters, cached responses, queued log
-// records) lives here, one instance per process, each in its own file.
+// Package process holds the gateway's state that must outlive a Caddy config
+// reload and is shared by the control plane and the modules of every
+// config: target health (the checks the control plane runs, the picks of
+// the load-balancing policy) and the TCP stream listeners. The plugins keep
+// their own such state beside their code (rate-limit counters, cached
+// responses, log senders; each package's state.go), held by the instances
+// that use it as in a usage pool.
 package process
 
 import "github.com/caddy-gateway/gateway/modules/health"

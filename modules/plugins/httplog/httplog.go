@@ -1,6 +1,6 @@
 // Package httplog holds the gateway's http-log plugin type: completed
 // request records are queued and posted as JSON arrays to an HTTP collector
-// in the background. Senders are process-wide (process.HTTPLog), keyed by
+// in the background. Senders are process-wide (state.go), keyed by
 // plugin instance, so a reload keeps the queue.
 package httplog
 
@@ -20,7 +20,6 @@ import (
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/httplog/logsender"
-	"github.com/caddy-gateway/gateway/modules/process"
 	"github.com/caddy-gateway/gateway/modules/records"
 	"github.com/caddy-gateway/gateway/schema"
 )
@@ -62,7 +61,7 @@ func (h *HTTPLog) Provision(caddy.Context) error {
 	if err := schema.Check(h); err != nil {
 		return err
 	}
-	h.sender = process.HTTPLog.Acquire(plugins.InstanceKey(h.InstanceID, h), logsender.Config{
+	h.sender = senders.Acquire(plugins.InstanceKey(h.InstanceID, h), logsender.Config{
 		Endpoint:      h.Endpoint,
 		Method:        h.Method,
 		Headers:       h.Headers,
@@ -142,7 +141,7 @@ func (h *HTTPLog) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // Cleanup implements caddy.CleanerUpper: the sender keeps running while a
 // newer config holds it, and stops after a grace period otherwise.
 func (h *HTTPLog) Cleanup() error {
-	process.HTTPLog.Release(h.sender)
+	senders.Release(h.sender)
 	return nil
 }
 

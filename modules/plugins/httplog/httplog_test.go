@@ -18,7 +18,6 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
-	"github.com/caddy-gateway/gateway/modules/process"
 	"github.com/caddy-gateway/gateway/modules/records"
 )
 
@@ -27,8 +26,8 @@ func TestMain(m *testing.M) { plugintest.Main(m) }
 
 func init() {
 	// short grace and backoff so that tests see senders stop and retry
-	process.HTTPLog.SetGrace(200 * time.Millisecond)
-	process.HTTPLog.SetRetry(20*time.Millisecond, 100*time.Millisecond, 2*time.Second)
+	senders.SetGrace(200 * time.Millisecond)
+	senders.SetRetry(20*time.Millisecond, 100*time.Millisecond, 2*time.Second)
 }
 
 func TestNormalize(t *testing.T) {
@@ -192,7 +191,7 @@ func TestCollectorDown(t *testing.T) {
 	dead.Close() // connection refused from now on
 	base := plugintest.Start(t, []any{map[string]any{"handler": "gateway_http_log", "endpoint": deadURL,
 		"batch_max_size": 2, "flush_interval_ms": 10, "queue_max_size": 5, "timeout_ms": 200, "instance_id": 101}}).URL
-	before := process.HTTPLog.Dropped()
+	before := senders.Dropped()
 	start := time.Now()
 	for i := 0; i < 30; i++ {
 		plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/"), 200)
@@ -201,8 +200,8 @@ func TestCollectorDown(t *testing.T) {
 		t.Fatalf("30 requests took %v with the collector down", el)
 	}
 	st := statsOf(t, "id:101")
-	if st.Dropped == 0 || process.HTTPLog.Dropped()-before != st.Dropped {
-		t.Fatalf("drops not counted: %+v (total %d)", st, process.HTTPLog.Dropped()-before)
+	if st.Dropped == 0 || senders.Dropped()-before != st.Dropped {
+		t.Fatalf("drops not counted: %+v (total %d)", st, senders.Dropped()-before)
 	}
 	if st.Queued > 5 {
 		t.Fatalf("queue over its bound: %+v", st)
@@ -240,13 +239,13 @@ func statsOf(t *testing.T, key string) (out struct {
 	Failed, Sender uint64
 }) {
 	t.Helper()
-	for _, s := range process.HTTPLog.Stats() {
+	for _, s := range senders.Stats() {
 		if s.Key == key {
 			out.Queued, out.Dropped, out.Sent, out.Failed = s.Queued, s.Dropped, s.Sent, s.Failed
 			return out
 		}
 	}
-	t.Fatalf("no sender %s in %+v", key, process.HTTPLog.Stats())
+	t.Fatalf("no sender %s in %+v", key, senders.Stats())
 	return out
 }
 
@@ -277,16 +276,16 @@ func TestReloadKeepsQueueAndRemovalStops(t *testing.T) {
 	cfg["flush_interval_ms"] = 60000
 	base = plugintest.Start(t, []any{cfg}).URL
 	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/last"), 200)
-	n := process.HTTPLog.Len()
+	n := senders.Len()
 	plugintest.Start(t, nil) // no http-log
 	got := col.waitFor(t, 4, 3*time.Second)
 	if got[3].Path != "/last" {
 		t.Fatalf("flushed %+v", got[3])
 	}
 	deadline := time.Now().Add(3 * time.Second)
-	for process.HTTPLog.Len() >= n {
+	for senders.Len() >= n {
 		if time.Now().After(deadline) {
-			t.Fatalf("sender not stopped: %+v", process.HTTPLog.Stats())
+			t.Fatalf("sender not stopped: %+v", senders.Stats())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -1,7 +1,7 @@
 // Package proxycache holds the gateway's proxy-cache plugin type: upstream
 // responses kept in memory and served again until they expire. Entries live
-// in the process-wide store (process.ProxyCache) so they survive config
-// reloads; process.PurgeProxyCache empties it.
+// in the package's process-wide store (state.go), held by the instances that
+// use it, so they survive config reloads; Purge empties it.
 package proxycache
 
 import (
@@ -25,7 +25,6 @@ import (
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/proxycache/cachestore"
-	"github.com/caddy-gateway/gateway/modules/process"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
@@ -70,7 +69,7 @@ func (p *ProxyCache) Provision(caddy.Context) error {
 	if err := schema.Check(p); err != nil {
 		return err
 	}
-	p.store = process.ProxyCache
+	p.store = cache
 	p.ctypes = p.ctypes[:0]
 	for _, ct := range p.ContentTypes {
 		p.ctypes = append(p.ctypes, mediaType(ct))
@@ -81,6 +80,16 @@ func (p *ProxyCache) Provision(caddy.Context) error {
 	}
 	slices.Sort(p.vary)
 	p.prefix = p.instanceKey()
+	_, _ = instances.LoadOrStore(p.prefix, instanceEntries(p.prefix))
+	return nil
+}
+
+// Cleanup implements caddy.CleanerUpper: the entries stay while a newer
+// config's instance holds them.
+func (p *ProxyCache) Cleanup() error {
+	if p.prefix != "" {
+		_, _ = instances.Delete(p.prefix)
+	}
 	return nil
 }
 
@@ -122,7 +131,7 @@ func (p *ProxyCache) Validate() error {
 func (p *ProxyCache) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	store := p.store
 	if store == nil {
-		store = process.ProxyCache
+		store = cache
 	}
 	if reason := p.bypass(r); reason != "" {
 		w.Header().Set(Header, "Bypass")
@@ -543,6 +552,7 @@ func (p *ProxyCache) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // Interface guards
 var (
 	_ plugins.Plugin      = (*ProxyCache)(nil)
+	_ caddy.CleanerUpper  = (*ProxyCache)(nil)
 	_ http.ResponseWriter = (*recorder)(nil)
 	_ io.ReaderFrom       = (*recorder)(nil)
 )

@@ -11,7 +11,6 @@ import (
 
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
-	"github.com/caddy-gateway/gateway/modules/process"
 )
 
 // The in-process Caddy of these tests is plugintest's.
@@ -104,7 +103,6 @@ func cacheStatus(t *testing.T, res plugintest.Result, want string) {
 }
 
 func TestMissHitBypass(t *testing.T) {
-	process.PurgeProxyCache()
 	var hits atomic.Int64
 	up := origin(t, &hits)
 	base := plugintest.Start(t, []any{map[string]any{"handler": "gateway_proxy_cache", "instance_id": 1, "max_body_bytes": 1000}}, plugintest.WithUpstream(up)).URL
@@ -179,14 +177,13 @@ func TestMissHitBypass(t *testing.T) {
 	}
 
 	// purge
-	if n := process.PurgeProxyCache(); n < 5 {
+	if n := Purge(); n < 5 {
 		t.Fatalf("purged %d", n)
 	}
 	cacheStatus(t, plugintest.Do(t, "GET", base+"/a?x=1"), "Miss")
 }
 
 func TestConfigRules(t *testing.T) {
-	process.PurgeProxyCache()
 	var hits atomic.Int64
 	up := origin(t, &hits)
 	base := plugintest.Start(t, []any{map[string]any{
@@ -204,7 +201,6 @@ func TestConfigRules(t *testing.T) {
 }
 
 func TestReloadKeepsEntries(t *testing.T) {
-	process.PurgeProxyCache()
 	var hits atomic.Int64
 	up := origin(t, &hits)
 	cfg := map[string]any{"handler": "gateway_proxy_cache", "instance_id": 3}
@@ -226,7 +222,6 @@ func TestReloadKeepsEntries(t *testing.T) {
 }
 
 func TestCaddyfile(t *testing.T) {
-	process.PurgeProxyCache()
 	var hits atomic.Int64
 	up := origin(t, &hits)
 	base := plugintest.StartCaddyfile(t, `

@@ -1,7 +1,7 @@
 // Package ratelimit holds the gateway's rate-limit plugin type: a sliding
 // window limit per client IP, consumer, route, service, header value or
-// globally. Counters live in the process-wide store (process.RateLimits) so
-// they survive config reloads.
+// globally. Counters live in the package's process-wide store (state.go),
+// held by the instances that use them, so they survive config reloads.
 package ratelimit
 
 import (
@@ -19,7 +19,6 @@ import (
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/ratelimit/slidingwindow"
-	"github.com/caddy-gateway/gateway/modules/process"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
@@ -57,10 +56,20 @@ func (rl *RateLimit) Provision(caddy.Context) error {
 	if err := schema.Check(rl); err != nil {
 		return err
 	}
-	rl.store = process.RateLimits
+	rl.store = counters
 	rl.window = time.Duration(rl.WindowS) * time.Second
 	// counters are kept per instance (see InstanceID)
 	rl.prefix = plugins.InstanceKey(rl.InstanceID, rl) + "\x00"
+	_, _ = instances.LoadOrStore(rl.prefix, instanceCounters(rl.prefix))
+	return nil
+}
+
+// Cleanup implements caddy.CleanerUpper: the counters stay while a newer
+// config's instance holds them.
+func (rl *RateLimit) Cleanup() error {
+	if rl.prefix != "" {
+		_, _ = instances.Delete(rl.prefix)
+	}
 	return nil
 }
 
@@ -76,7 +85,7 @@ func (rl *RateLimit) Validate() error {
 func (rl *RateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	store := rl.store
 	if store == nil {
-		store = process.RateLimits
+		store = counters
 	}
 	res := store.Take(rl.prefix+rl.keyOf(r), rl.Limit, rl.window)
 	h := w.Header()
@@ -203,5 +212,6 @@ func (rl *RateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // Interface guards
 var (
-	_ plugins.Plugin = (*RateLimit)(nil)
+	_ plugins.Plugin     = (*RateLimit)(nil)
+	_ caddy.CleanerUpper = (*RateLimit)(nil)
 )

@@ -13,7 +13,6 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
-	"github.com/caddy-gateway/gateway/modules/process"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
@@ -69,7 +68,7 @@ func checkHeaders(t *testing.T, res plugintest.Result, limit, remaining int) {
 }
 
 func TestLimitAndReload(t *testing.T) {
-	process.RateLimits.Reset("")
+	// counters start fresh: the previous server released its instances
 	cfg := map[string]any{"handler": "gateway_rate_limit", "limit": 3, "instance_id": 4242}
 	base := plugintest.Start(t, []any{cfg}).URL
 	for i := 0; i < 3; i++ {
@@ -107,7 +106,7 @@ func clientFrom(ip string) *http.Client {
 }
 
 func TestKeys(t *testing.T) {
-	process.RateLimits.Reset("")
+	// counters start fresh: the previous server released its instances
 	other := clientFrom("127.0.0.2")
 
 	// ip (default): another client address has its own counter
@@ -151,7 +150,7 @@ func TestKeys(t *testing.T) {
 }
 
 func TestCaddyfile(t *testing.T) {
-	process.RateLimits.Reset("")
+	// counters start fresh: the previous server released its instances
 	src := `
 http://127.0.0.1:{PORT} {
 	reverse_proxy {UP}
