@@ -17,6 +17,27 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
+// startWithCert starts a gateway whose tls app loads a self-signed
+// certificate for host (Caddy's own tls app, as a Caddyfile would); pool
+// trusts it.
+func startWithCert(t *testing.T, host string) (*testgw.Gateway, *x509.CertPool) {
+	t.Helper()
+	cert, key, pool := selfSigned(t, host)
+	g := testgw.Start(t, &testgw.Options{Apps: map[string]any{
+		"tls": map[string]any{"certificates": map[string]any{"load_pem": []any{map[string]any{"certificate": cert, "key": key}}}},
+	}})
+	return g, pool
+}
+
+// enableHTTPS binds the gateway's HTTPS listener on a free port (settings)
+// and returns its address.
+func enableHTTPS(t *testing.T, g *testgw.Gateway) string {
+	t.Helper()
+	httpsAddr := testgw.FreeAddr(t)
+	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr, "https_enabled": true})
+	return httpsAddr
+}
+
 func selfSigned(t *testing.T, name string) (certPEM, keyPEM string, pool *x509.CertPool) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tpl := &x509.Certificate{
@@ -40,10 +61,7 @@ func selfSigned(t *testing.T, name string) (certPEM, keyPEM string, pool *x509.C
 // certificates come from Caddy's tls app (selected by SNI); routes serve
 // over both listeners.
 func TestHTTPSListener(t *testing.T) {
-	cert, key, pool := selfSigned(t, "secure.test")
-	g := testgw.Start(t, &testgw.Options{Apps: map[string]any{
-		"tls": map[string]any{"certificates": map[string]any{"load_pem": []any{map[string]any{"certificate": cert, "key": key}}}},
-	}})
+	g, pool := startWithCert(t, "secure.test")
 	sid := g.Service("s", addr(echo(t, "up")))
 	g.Route("all", sid, nil)
 	httpsAddr := testgw.FreeAddr(t)

@@ -3,7 +3,6 @@ package tests
 import (
 	"encoding/json"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -15,15 +14,11 @@ import (
 // listener).
 
 // proxied is one answer of the gateway's proxy listener.
-type proxied struct {
-	Status int
-	Header http.Header
-	Body   string
-}
+type proxied = testgw.Answer
 
 // errorMessage decodes a plugin's {error: message} body ("" when the body
 // is not that shape).
-func (p proxied) errorMessage() string {
+func errorMessage(p proxied) string {
 	var e map[string]any
 	if json.Unmarshal([]byte(p.Body), &e) != nil {
 		return ""
@@ -32,32 +27,10 @@ func (p proxied) errorMessage() string {
 	return s
 }
 
-// send sends a proxied request; hdr is name/value pairs ("Host" sets the
-// request's Host).
+// send sends a proxied request (testgw's Proxy).
 func send(t testing.TB, g *testgw.Gateway, method, path string, body io.Reader, hdr ...string) proxied {
 	t.Helper()
-	req, err := http.NewRequest(method, g.ProxyURL+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if strings.EqualFold(hdr[i], "Host") {
-			req.Host = hdr[i+1]
-			continue
-		}
-		req.Header.Add(hdr[i], hdr[i+1])
-	}
-	// No transparent gzip: compression tests look at the raw answer.
-	if req.Header.Get("Accept-Encoding") == "" {
-		req.Header.Set("Accept-Encoding", "identity")
-	}
-	resp, err := g.Client.Do(req)
-	if err != nil {
-		t.Fatalf("proxy %s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return proxied{Status: resp.StatusCode, Header: resp.Header, Body: string(b)}
+	return g.Proxy(t, method, path, body, hdr...)
 }
 
 // addPlugin creates a plugin; scope is "global", or "route"/"service" with
@@ -83,7 +56,7 @@ func wantGatewayError(t testing.TB, p proxied, status int, msg string) {
 	if p.Status != status {
 		t.Fatalf("status %d, want %d: %s", p.Status, status, p.Body)
 	}
-	if got := p.errorMessage(); got == "" || (msg != "" && got != msg) {
+	if got := errorMessage(p); got == "" || (msg != "" && got != msg) {
 		t.Fatalf("body %q, want {error: %q}", p.Body, msg)
 	}
 	if ct := p.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {

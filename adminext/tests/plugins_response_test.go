@@ -233,14 +233,10 @@ func TestPluginResponseCompressionThroughGateway(t *testing.T) {
 // TestPluginHSTSThroughGateway: Strict-Transport-Security on HTTPS
 // responses only.
 func TestPluginHSTSThroughGateway(t *testing.T) {
-	cert, key, pool := selfSigned(t, "secure.test")
-	g := testgw.Start(t, &testgw.Options{Apps: map[string]any{
-		"tls": map[string]any{"certificates": map[string]any{"load_pem": []any{map[string]any{"certificate": cert, "key": key}}}},
-	}})
+	g, pool := startWithCert(t, "secure.test")
 	sid := g.Service("s", addr(echo(t, "up")))
 	g.Route("all", sid, nil)
-	httpsAddr := testgw.FreeAddr(t)
-	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr, "https_enabled": true})
+	httpsAddr := enableHTTPS(t, g)
 	addPlugin(t, g, "hsts", "global", 0, map[string]any{"include_subdomains": true})
 
 	if p := send(t, g, "GET", "/", nil, "Host", "secure.test"); p.Status != 200 || p.Header.Get("Strict-Transport-Security") != "" {
@@ -261,14 +257,10 @@ func TestPluginHSTSThroughGateway(t *testing.T) {
 // request (with hsts's Strict-Transport-Security) is not served to a
 // plain-HTTP request for the same URL: hsts is for HTTPS responses only.
 func TestPluginProxyCacheKeepsSchemesApart(t *testing.T) {
-	cert, key, pool := selfSigned(t, "secure.test")
-	g := testgw.Start(t, &testgw.Options{Apps: map[string]any{
-		"tls": map[string]any{"certificates": map[string]any{"load_pem": []any{map[string]any{"certificate": cert, "key": key}}}},
-	}})
+	g, pool := startWithCert(t, "secure.test")
 	sid := g.Service("s", addr(echo(t, "up")))
 	g.Route("all", sid, nil)
-	httpsAddr := testgw.FreeAddr(t)
-	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr, "https_enabled": true})
+	httpsAddr := enableHTTPS(t, g)
 	addPlugin(t, g, "hsts", "global", 0, nil)
 	addPlugin(t, g, "proxy-cache", "global", 0, nil)
 

@@ -95,15 +95,11 @@ func TestPluginCORSThroughGateway(t *testing.T) {
 // TestPluginRedirectThroughGateway: to_https goes to the HTTPS listener's
 // port and passes HTTPS requests; location with keep_path.
 func TestPluginRedirectThroughGateway(t *testing.T) {
-	cert, key, pool := selfSigned(t, "secure.test")
-	g := testgw.Start(t, &testgw.Options{Apps: map[string]any{
-		"tls": map[string]any{"certificates": map[string]any{"load_pem": []any{map[string]any{"certificate": cert, "key": key}}}},
-	}})
+	g, pool := startWithCert(t, "secure.test")
 	sid := g.Service("s", addr(echo(t, "up")))
 	secure := g.Route("secure", sid, map[string]any{"hosts": []string{"secure.test"}})
 	moved := g.Route("moved", sid, map[string]any{"paths": []string{"/old"}})
-	httpsAddr := testgw.FreeAddr(t)
-	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr, "https_enabled": true})
+	httpsAddr := enableHTTPS(t, g)
 	addPlugin(t, g, "redirect", "route", secure, map[string]any{"to_https": true})
 	addPlugin(t, g, "redirect", "route", moved, map[string]any{"location": "https://new.example.com/base", "status": 301})
 

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -114,16 +113,9 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 	g.Must("POST", "/api/v1/users", map[string]any{"email": "viewer@example.com", "role": "viewer", "password": "viewer-pass"})
 	_, export := g.Do("GET", "/api/v1/export", nil)
 	check("the default export", export)
-	b, _ := json.Marshal(map[string]string{"email": "viewer@example.com", "password": "viewer-pass"})
-	lr, err := http.Post(g.AdminURL+"/api/v1/auth/login", "application/json", strings.NewReader(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lr.Body.Close()
+	viewer := g.Login("viewer@example.com", "viewer-pass")
 	g.Header.Del("Authorization")
-	for _, ck := range lr.Cookies() {
-		g.Header.Set("Cookie", ck.Name+"="+ck.Value)
-	}
+	g.Header.Set("Cookie", viewer.Get("Cookie"))
 	for _, path := range []string{"/api/v1/plugins", "/api/v1/consumers", fmt.Sprintf("/api/v1/consumers/%d/credentials", c),
 		"/api/v1/certificates", "/api/v1/settings", "/api/v1/acme/cloudflare-token", "/api/v1/export", "/api/v1/config", "/api/v1/auth/sso"} {
 		st, body := g.Do("GET", path, nil)

@@ -202,28 +202,15 @@ func TestTrustClientCannotTakeTargetDown(t *testing.T) {
 	// A target that accepts connections (the tcp check passes) but breaks
 	// every proxied request: passive health takes it out, and the health
 	// endpoint says so.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	bad := g.Service("bad", ln.Addr().String())
+	badAddr := testgw.TCPServer(t, func(c net.Conn) { c.Close() })
+	bad := g.Service("bad", badAddr)
 	g.Route("bad", bad, map[string]any{"paths": []string{"/bad"}})
 	for i := 0; i < 2; i++ {
 		if r := send(t, g, "GET", "/bad", nil); r.Status < 500 {
 			t.Fatalf("broken target: %d", r.Status)
 		}
 	}
-	h := healthOf(t, g, ln.Addr().String())
+	h := healthOf(t, g, badAddr)
 	if h["state"] != "unhealthy" || !strings.Contains(fmt.Sprint(h["last_error"]), "passive") {
 		t.Fatalf("health of a target passive health took out: %v", h)
 	}
@@ -402,16 +389,9 @@ func TestTrustPluginSecretsRedacted(t *testing.T) {
 		t.Fatalf("import with secrets: %d", st)
 	}
 	g.Must("POST", "/api/v1/users", map[string]any{"email": "viewer@example.com", "role": "viewer", "password": "viewer-pass"})
-	b, _ := json.Marshal(map[string]string{"email": "viewer@example.com", "password": "viewer-pass"})
-	lr, err := http.Post(g.AdminURL+"/api/v1/auth/login", "application/json", strings.NewReader(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lr.Body.Close()
+	viewer := g.Login("viewer@example.com", "viewer-pass")
 	g.Header.Del("Authorization")
-	for _, ck := range lr.Cookies() {
-		g.Header.Set("Cookie", ck.Name+"="+ck.Value)
-	}
+	g.Header.Set("Cookie", viewer.Get("Cookie"))
 	st, list := g.Do("GET", "/api/v1/plugins", nil)
 	if st != 200 || !strings.Contains(string(list), "redacted") {
 		t.Fatalf("viewer list: %d %s", st, list)

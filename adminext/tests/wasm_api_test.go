@@ -154,25 +154,6 @@ func TestWasmModuleSizeLimit(t *testing.T) {
 	}
 }
 
-// login signs a user in and returns the header that carries the session.
-func login(t *testing.T, g *testgw.Gateway, email, password string) http.Header {
-	t.Helper()
-	body, _ := json.Marshal(map[string]string{"email": email, "password": password})
-	resp, err := http.Post(g.AdminURL+"/api/v1/auth/login", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 || len(resp.Cookies()) == 0 {
-		t.Fatalf("login %s: %d", email, resp.StatusCode)
-	}
-	h := http.Header{}
-	for _, c := range resp.Cookies() {
-		h.Add("Cookie", c.Name+"="+c.Value)
-	}
-	return h
-}
-
 // TestWasmModuleRoles: viewers read modules but get 403 on upload and
 // delete; editors manage them; anonymous callers get 401.
 func TestWasmModuleRoles(t *testing.T) {
@@ -190,7 +171,7 @@ func TestWasmModuleRoles(t *testing.T) {
 	g.WantError(401, "GET", "/api/v1/wasm-modules", nil)
 	g.WantError(401, "POST", "/api/v1/wasm-modules", map[string]any{"name": "anon", "wat": testgw.MinimalWAT})
 
-	g.Header = login(t, g, "viewer@example.test", pw)
+	g.Header = g.Login("viewer@example.test", pw)
 	if st, b := g.Do("GET", "/api/v1/wasm-modules", nil); st != 200 || !strings.Contains(string(b), "by-admin") {
 		t.Fatalf("viewer list: %d %s", st, b)
 	}
@@ -199,7 +180,7 @@ func TestWasmModuleRoles(t *testing.T) {
 	// dashboard's do: the CSRF rule.)
 	g.WantError(403, "DELETE", "/api/v1/wasm-modules/"+itoa(m.ID), "", "editor")
 
-	g.Header = login(t, g, "editor@example.test", pw)
+	g.Header = g.Login("editor@example.test", pw)
 	e := uploadModule(t, g, map[string]any{"name": "by-editor", "wat": testgw.MinimalWAT})
 	g.Must("DELETE", "/api/v1/wasm-modules/"+itoa(e.ID), "")
 	g.Must("DELETE", "/api/v1/wasm-modules/"+itoa(m.ID), "")

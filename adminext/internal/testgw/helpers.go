@@ -33,27 +33,13 @@ func (g *Gateway) WantError(status int, method, path string, body any, fragments
 // name + ": " + line, and returns its address.
 func TCPEcho(t testing.TB, name string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					fmt.Fprintf(c, "%s: %s\n", name, sc.Text())
-				}
-			}()
+	return TCPServer(t, func(c net.Conn) {
+		defer c.Close()
+		sc := bufio.NewScanner(c)
+		for sc.Scan() {
+			fmt.Fprintf(c, "%s: %s\n", name, sc.Text())
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // TCPSay sends one line to addr and returns the first line of the answer.

@@ -1,0 +1,88 @@
+package testgw
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// Answer is one answer of the gateway's proxy listener.
+type Answer struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// Proxy sends a request to the gateway's HTTP proxy listener and reads the
+// whole answer (failures end t); hdr holds header name, value pairs, a "Host" pair setting
+// the request's host. Without an Accept-Encoding pair the request asks for
+// identity (no transparent gzip: compression tests look at the raw answer).
+func (g *Gateway) Proxy(t testing.TB, method, path string, body io.Reader, hdr ...string) Answer {
+	t.Helper()
+	req, err := http.NewRequest(method, g.ProxyURL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if strings.EqualFold(hdr[i], "Host") {
+			req.Host = hdr[i+1]
+			continue
+		}
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	if req.Header.Get("Accept-Encoding") == "" {
+		req.Header.Set("Accept-Encoding", "identity")
+	}
+	resp, err := g.Client.Do(req)
+	if err != nil {
+		t.Fatalf("proxy %s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return Answer{Status: resp.StatusCode, Header: resp.Header, Body: string(b)}
+}
+
+// Login signs a user in with a password and returns the header that
+// carries the session cookie.
+func (g *Gateway) Login(email, password string) http.Header {
+	g.T.Helper()
+	body, _ := json.Marshal(map[string]string{"email": email, "password": password})
+	resp, err := http.Post(g.AdminURL+"/api/v1/auth/login", "application/json", bytes.NewReader(body))
+	if err != nil {
+		g.T.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(resp.Cookies()) == 0 {
+		g.T.Fatalf("login %s: %d", email, resp.StatusCode)
+	}
+	h := http.Header{}
+	for _, c := range resp.Cookies() {
+		h.Add("Cookie", c.Name+"="+c.Value)
+	}
+	return h
+}
+
+// TCPServer runs a TCP server on 127.0.0.1 that hands every connection to
+// serve (in its own goroutine), and returns its address.
+func TCPServer(t testing.TB, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+	return ln.Addr().String()
+}
