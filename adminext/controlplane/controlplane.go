@@ -1,3 +1,11 @@
+// Package controlplane is what the gateway keeps for the life of the process
+// across config reloads: the store, the admin server, the proxy listeners
+// and servers, the live router, and the mutation path (Mutate: persist,
+// compile with package compiler, caddy.Load, commit only when the load
+// succeeded). The gateway app (package adminext) attaches every loaded
+// config to it (For, Activate, Deactivate). Its tests run a real gateway:
+// adminext/tests (reload, resilience, leak, streams, https and api tests)
+// and the features' own tests.
 package controlplane
 
 import (
