@@ -16,17 +16,13 @@ import (
 func logSummary(cp *controlplane.ControlPlane) {
 	log := cp.Logger()
 	admin := cp.AdminAddr()
-	var version int64
-	if g, _ := cp.Applied(); g != nil {
-		version = g.Version
-	}
 	fields := []zap.Field{
 		zap.String("proxy_http", orOff(cp.ProxyAddr(false))),
 		zap.String("proxy_https", orOff(cp.ProxyAddr(true))),
 		zap.String("admin_api", admin),
 		zap.String("dashboard", "http://"+admin+"/"),
 		zap.String("store", storeName(cp.Boot())),
-		zap.Int64("config_version", version),
+		zap.Int64("config_version", cp.AppliedConfigVersion()),
 	}
 	log.Info("gateway ready", fields...)
 	open, err := auth.Open(cp.Store().DB)

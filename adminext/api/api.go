@@ -338,12 +338,10 @@ func (a *API) logChange(ep *Endpoint, r *http.Request) {
 			who = "admin token"
 		}
 	}
-	var version int64
-	if g, _ := a.cp.Applied(); g != nil {
-		version = g.Version
-	}
+	// The stored version, as GET /api/v1/config reports it (the same on
+	// every node of a cluster).
 	a.logger.Info("admin change", zap.String("who", who), zap.String("what", r.Method+" "+r.URL.Path),
-		zap.String("action", ep.Summary), zap.Int64("config_version", version))
+		zap.String("action", ep.Summary), zap.Int64("config_version", a.cp.AppliedConfigVersion()))
 }
 
 // Call is one admin request.
