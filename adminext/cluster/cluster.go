@@ -153,16 +153,21 @@ func (n *node) report(ctx context.Context) {
 
 func (n *node) heartbeats(ctx context.Context) {
 	defer n.wg.Done()
-	t := time.NewTicker(HeartbeatInterval)
+	every(ctx, HeartbeatInterval, n.heartbeat, func() { n.report(ctx) })
+}
+
+// every runs fn every interval and whenever kicked, until ctx ends.
+func every(ctx context.Context, interval time.Duration, kicked <-chan struct{}, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-n.heartbeat:
+		case <-kicked:
 		}
-		n.report(ctx)
+		fn()
 	}
 }
 
@@ -171,15 +176,7 @@ func (n *node) heartbeats(ctx context.Context) {
 // burst of notifications costs one comparison per reload.
 func (n *node) syncer(ctx context.Context) {
 	defer n.wg.Done()
-	t := time.NewTicker(CheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-n.sync:
-		}
+	every(ctx, CheckInterval, n.sync, func() {
 		changed, err := n.cp.SyncFromStore(ctx)
 		if ctx.Err() != nil {
 			return
@@ -189,7 +186,7 @@ func (n *node) syncer(ctx context.Context) {
 			n.logger.Info("loaded a configuration change from the store", zap.Int64("config_version", n.cp.AppliedConfigVersion()))
 			kick(n.heartbeat)
 		}
-	}
+	})
 }
 
 // listen keeps a dedicated connection LISTENing for configuration changes,

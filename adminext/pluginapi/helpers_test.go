@@ -3,7 +3,6 @@ package pluginapi_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -48,33 +47,13 @@ type echoed struct {
 	Headers http.Header `json:"headers"`
 }
 
-type answer struct {
-	Status int
-	Body   string
-	Header http.Header
-}
+// answer is one proxied answer (testgw.Proxy reads it).
+type answer testgw.Answer
 
 // proxy sends a proxied request with headers given as name, value pairs.
 func proxy(t *testing.T, g *testgw.Gateway, method, path string, hdr ...string) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, g.ProxyURL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if strings.EqualFold(hdr[i], "Host") {
-			req.Host = hdr[i+1]
-			continue
-		}
-		req.Header.Add(hdr[i], hdr[i+1])
-	}
-	resp, err := g.Client.Do(req)
-	if err != nil {
-		t.Fatalf("proxy %s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, string(b), resp.Header}
+	return answer(g.Proxy(t, method, path, nil, hdr...))
 }
 
 func (a answer) echo(t *testing.T) echoed {
