@@ -45,9 +45,9 @@ func TestStorageSemantics(t *testing.T) {
 		t.Fatalf("list missing: %v", err)
 	}
 	keys := map[string]string{
-		"certificates/acme/example.com/example.com.crt":  "crt",
-		"certificates/acme/example.com/example.com.key":  "key",
-		"certificates/acme/example.com/example.com.json": "{}",
+		"certificates/acme/example.com/example.com.crt":   "crt",
+		"certificates/acme/example.com/example.com.key":   "key",
+		"certificates/acme/example.com/example.com.json":  "{}",
 		"certificates/acme/other_1.test/other_1.test.crt": "crt2",
 		"acme/users/a@b/a.json":                           "user",
 		"certificates_x/look-alike":                       "x", // not under certificates/
