@@ -50,6 +50,7 @@ func consumerEndpoints() []*api.Endpoint {
 	eps = append(eps,
 		&api.Endpoint{Method: "GET", Path: "/api/v1/consumers/{consumer_id}/credentials", Role: api.RoleViewer, Tag: "credentials",
 			Summary:        "List a consumer's credentials, secrets redacted (an empty array when the consumer does not exist)",
+			Description:    "Viewers see \"<redacted>\" in place of a key-auth key (a bearer secret).",
 			ResponseSchema: list, Handle: listCredentials},
 		&api.Endpoint{Method: "POST", Path: "/api/v1/consumers/{consumer_id}/credentials", Role: api.RoleEditor, Tag: "credentials",
 			Summary:     "Add a credential to a consumer",

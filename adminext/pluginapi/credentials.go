@@ -2,7 +2,9 @@ package pluginapi
 
 import (
 	"errors"
-	"time"
+	"maps"
+	"slices"
+	"sync"
 
 	"golang.org/x/crypto/bcrypt"
 	"gorm.io/gorm"
@@ -100,90 +102,105 @@ func Generate(k consumers.Kind, c *consumers.Credential) error {
 	return nil
 }
 
-// Credential answers, per type: secrets never leave the store.
+// Credential answers are generated from the kinds: a credential's identity
+// and the fields of its kind that the input above does not declare
+// write-only (secrets never leave the store).
 
-// KeyAuthCredential is the answer for a key-auth credential.
-type KeyAuthCredential struct {
-	ID         int64     `json:"id"`
-	ConsumerID int64     `json:"consumer_id"`
-	Type       string    `json:"type" schema:"enum=key-auth"`
-	Key        string    `json:"key" doc:"The API key; viewers see \"<redacted>\" (a key-auth key is a bearer secret)."`
-	CreatedAt  time.Time `json:"created_at"`
-}
+// answered is the input's answer view (write-only fields left out).
+var answered = sync.OnceValue(func() map[string]any {
+	return schema.JSONSchema(Credential{}, schema.Output)["properties"].(map[string]any)
+})
 
-// redactedKey replaces a key-auth key in answers to viewers.
-const redactedKey = "<redacted>"
-
-// BasicAuthCredential is the answer for a basic-auth credential.
-type BasicAuthCredential struct {
-	ID         int64     `json:"id"`
-	ConsumerID int64     `json:"consumer_id"`
-	Type       string    `json:"type" schema:"enum=basic-auth"`
-	Username   string    `json:"username"`
-	CreatedAt  time.Time `json:"created_at"`
-}
-
-// JWTCredential is the answer for a jwt credential (public_key is null for
-// the HS* algorithms).
-type JWTCredential struct {
-	ID         int64     `json:"id"`
-	ConsumerID int64     `json:"consumer_id"`
-	Type       string    `json:"type" schema:"enum=jwt"`
-	Key        string    `json:"key"`
-	Algorithm  string    `json:"algorithm" schema:"enum=@jwt-algorithm"`
-	PublicKey  *string   `json:"public_key"`
-	CreatedAt  time.Time `json:"created_at"`
-}
-
-// otherCredential answers a row of a type this API does not know (never
-// written by it); only the identity, nothing that may be secret.
-type otherCredential struct {
-	ID         int64     `json:"id"`
-	ConsumerID int64     `json:"consumer_id"`
-	Type       string    `json:"type"`
-	CreatedAt  time.Time `json:"created_at"`
-}
-
-// credentialView is the answer for a credential row; a viewer never sees a
-// key-auth key (it is all a client needs to pass as the consumer).
-func credentialView(cr *storage.Credential, viewer bool) any {
-	switch cr.Type {
-	case "key-auth":
-		key := deref(cr.Key)
-		if viewer {
-			key = redactedKey
+// answerFields are the fields of kind k that its answers carry besides
+// the identity (id, consumer_id, type, created_at).
+func answerFields(k consumers.Kind) []string {
+	var out []string
+	for _, name := range k.Fields {
+		if _, ok := answered()[name]; ok {
+			out = append(out, name)
 		}
-		return KeyAuthCredential{cr.ID, cr.ConsumerID, cr.Type, key, cr.CreatedAt}
-	case "basic-auth":
-		return BasicAuthCredential{cr.ID, cr.ConsumerID, cr.Type, deref(cr.Username), cr.CreatedAt}
-	case "jwt":
-		alg := deref(cr.Algorithm)
-		if alg == "" {
-			alg = "HS256"
+	}
+	return out
+}
+
+// credentialView is the answer for a credential row: its identity and its
+// kind's answered fields (null when empty). A viewer sees the kind's
+// secrets among them as "<redacted>": a key-auth key is all a client needs
+// to pass as the consumer.
+func credentialView(cr *storage.Credential, viewer bool) map[string]any {
+	v := map[string]any{"id": cr.ID, "consumer_id": cr.ConsumerID, "type": cr.Type, "created_at": cr.CreatedAt}
+	k, ok := consumers.KindOf(cr.Type)
+	if !ok {
+		return v // a type this API does not know (never written by it): only the identity
+	}
+	c := cr.Compiled()
+	secrets := k.Secrets(&c)
+	for _, name := range answerFields(k) {
+		switch val := *c.Field(name); {
+		case viewer && slices.Contains(secrets, name):
+			v[name] = schema.Redacted
+		case val == "":
+			v[name] = nil
+		default:
+			v[name] = val
 		}
-		return JWTCredential{cr.ID, cr.ConsumerID, cr.Type, deref(cr.Key), alg, cr.PublicKey, cr.CreatedAt}
 	}
-	return otherCredential{cr.ID, cr.ConsumerID, cr.Type, cr.CreatedAt}
+	return v
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-// credentialOutputSchema describes a credential answer: one of the three
-// per-type shapes, told apart by type.
+// credentialOutputSchema describes a credential answer: one shape per
+// kind, told apart by type.
 func credentialOutputSchema() (one, list map[string]any) {
-	one = map[string]any{
-		"oneOf": []any{
-			schema.JSONSchema(KeyAuthCredential{}, schema.Output),
-			schema.JSONSchema(BasicAuthCredential{}, schema.Output),
-			schema.JSONSchema(JWTCredential{}, schema.Output),
-		},
+	row := schema.JSONSchema(storage.Credential{}, schema.Output)["properties"].(map[string]any)
+	var shapes []any
+	for _, k := range consumers.Kinds() {
+		props := map[string]any{"type": map[string]any{"type": "string", "enum": []any{k.Name}}}
+		required := []string{"id", "consumer_id", "type"}
+		always := alwaysSet(k)
+		for _, name := range answerFields(k) {
+			props[name] = answered()[name]
+			if slices.Contains(always, name) {
+				props[name] = notNull(props[name].(map[string]any))
+			}
+			required = append(required, name)
+		}
+		for _, name := range []string{"id", "consumer_id", "created_at"} {
+			props[name] = row[name]
+		}
+		shapes = append(shapes, map[string]any{"type": "object", "properties": props,
+			"required": append(required, "created_at"), "additionalProperties": false})
 	}
+	one = map[string]any{"oneOf": shapes}
 	return one, map[string]any{"type": "array", "items": one}
+}
+
+// alwaysSet are the fields every stored credential of kind k has: the
+// unique one (required or generated) and those its defaults fill.
+func alwaysSet(k consumers.Kind) []string {
+	out := []string{k.Unique}
+	if k.Normalize != nil {
+		c := consumers.Credential{Type: k.Name}
+		k.Normalize(&c)
+		for _, name := range k.Fields {
+			if *c.Field(name) != "" {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// notNull is a copy of the field schema s without null among its types and
+// values.
+func notNull(s map[string]any) map[string]any {
+	out := maps.Clone(s)
+	if types, ok := s["type"].([]any); ok {
+		out["type"] = types[0]
+	}
+	if enum, ok := s["enum"].([]any); ok {
+		out["enum"] = slices.DeleteFunc(slices.Clone(enum), func(v any) bool { return v == nil })
+	}
+	return out
 }
 
 func listCredentials(c *api.Call) (any, error) {
@@ -264,4 +281,11 @@ func CheckCredentialUnique(tx *gorm.DB, cr *storage.Credential) error {
 func isViewer(c *api.Call) bool {
 	p := api.PrincipalFrom(c.Ctx())
 	return p != nil && p.Role == "viewer"
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
