@@ -35,8 +35,8 @@ func features(rec *observe.Recorder) [][]*api.Endpoint {
 }
 
 // withFeatures equips a new control plane: the request recorder observes
-// the proxied traffic, and the admin API serves the features with the admin
-// authentication.
+// the proxied traffic, the certificates compile into the tls app, and the
+// admin API serves the features with the admin authentication.
 func withFeatures(cp *controlplane.ControlPlane) error {
 	rec := observe.NewRecorder()
 	a, err := api.New(cp, auth.New, flatten(features(rec)))
@@ -44,6 +44,7 @@ func withFeatures(cp *controlplane.ControlPlane) error {
 		return err
 	}
 	cp.SetObserver(rec)
+	cp.AddCompileStep(certs.Compile)
 	cp.SetAdmin(a)
 	cp.SetReadyHook(func() { logSummary(cp) })
 	cp.AddService(cluster.Start)

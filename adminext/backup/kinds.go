@@ -22,69 +22,31 @@ import (
 
 // Certificates.
 
-// Certificate is a certificate in an export document: the answer's fields,
-// the manual chain, the ACME challenge and, in an export with secrets, the
-// private key.
-type Certificate struct {
-	ID                int64      `json:"id" schema:"readonly"`
-	ACME              bool       `json:"acme"`
-	Domains           []string   `json:"domains" doc:"ACME: the managed names; manual: the leaf's SANs (ignored on import)."`
-	Challenge         *string    `json:"challenge,omitempty" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"ACME only."`
-	Cert              *string    `json:"cert,omitempty" schema:"text,minLength=1,maxLength=1048576" doc:"Manual only: the PEM chain."`
-	Key               *string    `json:"key,omitempty" schema:"text,minLength=1" doc:"Manual only: the PEM private key (only with include_secrets; without it the certificate is skipped on import)."`
-	Status            string     `json:"status" schema:"readonly"`
-	Issuer            *string    `json:"issuer" schema:"readonly"`
-	NotBefore         *time.Time `json:"not_before" schema:"readonly"`
-	NotAfter          *time.Time `json:"not_after" schema:"readonly"`
-	FingerprintSHA256 *string    `json:"fingerprint_sha256" schema:"readonly"`
-	LastError         *string    `json:"last_error" schema:"readonly"`
-	CreatedAt         time.Time  `json:"created_at" schema:"readonly"`
-	UpdatedAt         time.Time  `json:"updated_at" schema:"readonly"`
-}
-
 var certificatesKind = Kind{
 	Name:   "certificates",
 	Counts: []string{"certificates"},
-	Schema: func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(Certificate{}, mode, nil)) },
+	Schema: func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(certs.Certificate{}, mode, nil)) },
 	Export: func(tx *gorm.DB, secrets bool) (any, error) {
 		rows, err := list[storage.Certificate](tx)
 		if err != nil {
 			return nil, err
 		}
-		out := make([]Certificate, 0, len(rows))
+		out := make([]certs.Certificate, 0, len(rows))
 		now := time.Now()
 		for i := range rows {
-			row := &rows[i]
-			v := certs.View(row, now)
-			c := Certificate{ID: v.ID, ACME: v.ACME, Domains: v.Domains, Status: v.Status, Issuer: v.Issuer,
-				NotBefore: v.NotBefore, NotAfter: v.NotAfter, FingerprintSHA256: v.FingerprintSHA256,
-				LastError: v.LastError, CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt}
-			if row.ACME {
-				ch := row.Challenge
-				c.Challenge = &ch
-			} else {
-				cert := row.CertPEM
-				c.Cert = &cert
-				if secrets {
-					key := row.KeyPEM
-					c.Key = &key
-				}
-			}
-			out = append(out, c)
+			out = append(out, certs.Exported(&rows[i], now, secrets))
 		}
 		return out, nil
 	},
 	Clear: deleteAll(&storage.Certificate{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
 		return r.each("certificates", raw, "", func(it item) error {
-			var c Certificate
+			var c certs.Certificate
 			if err := decode(it.path, it.fields, &c); err != nil {
 				return err
 			}
-			in := &certs.CertificateInput{ACME: c.ACME, Challenge: c.Challenge, Cert: c.Cert, Key: c.Key}
-			if c.ACME {
-				in.Domains = c.Domains
-			} else if c.Key == nil {
+			in := c.Input()
+			if !c.ACME && c.Key == nil {
 				r.Skip("certificate", it.path, "the private key is not in the document (export with include_secrets=true)")
 				return nil
 			}

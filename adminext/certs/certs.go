@@ -1,8 +1,9 @@
 // Package certs is the certificates resource of the admin API: uploaded
 // (manual) certificate chains with their keys, and ACME-managed names.
-// Both compile into Caddy's tls app (adminext/controlplane/compile.go): uploaded pairs
-// into certificates.load_pem, ACME names into certificates.automate with an
-// automation policy; the HTTPS listener picks them by SNI. Issued ACME
+// Both compile into Caddy's tls app (Compile, the package's compile step,
+// which the app hands to the compiler): uploaded pairs through the
+// tls.certificates.gateway loader, ACME names into certificates.automate
+// with an automation policy; the HTTPS listener picks them by SNI. Issued ACME
 // certificates live in Caddy's storage (certmagic); their status is read
 // from Caddy's certificate cache.
 package certs
@@ -109,19 +110,55 @@ func (in *CertificateInput) Validate() error {
 	return nil
 }
 
-// Certificate is a certificate as answers show it: never its key.
+// Certificate is a certificate as answers and export documents show it,
+// and as an import restores it: answers never carry challenge, cert or key
+// (View); an export adds the ACME challenge or the manual chain, and its key
+// only with secrets (Exported); an import takes those back (Input) and
+// ignores the read-only fields.
 type Certificate struct {
-	ID                int64      `json:"id"`
+	ID                int64      `json:"id" schema:"readonly"`
 	ACME              bool       `json:"acme"`
-	Domains           []string   `json:"domains" doc:"The leaf's SANs (manual) or the managed names (ACME)."`
-	Status            string     `json:"status" schema:"enum=pending|active|failed|expired"`
-	Issuer            *string    `json:"issuer" doc:"The issuer's common name (or full name); null while pending."`
-	NotBefore         *time.Time `json:"not_before" doc:"null while pending."`
-	NotAfter          *time.Time `json:"not_after" doc:"null while pending."`
-	FingerprintSHA256 *string    `json:"fingerprint_sha256" doc:"SHA-256 of the leaf's DER, hex; null while pending."`
-	LastError         *string    `json:"last_error"`
-	CreatedAt         time.Time  `json:"created_at"`
-	UpdatedAt         time.Time  `json:"updated_at"`
+	Domains           []string   `json:"domains" doc:"The leaf's SANs (manual) or the managed names (ACME); ignored on import for a manual certificate."`
+	Challenge         *string    `json:"challenge,omitempty" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"Export documents only: the ACME challenge."`
+	Cert              *string    `json:"cert,omitempty" schema:"text,minLength=1,maxLength=1048576" doc:"Export documents only: the manual certificate's PEM chain."`
+	Key               *string    `json:"key,omitempty" schema:"text,minLength=1" doc:"Export documents with secrets only: the manual certificate's PEM private key (without it the certificate is skipped on import). Never in answers."`
+	Status            string     `json:"status" schema:"readonly,enum=pending|active|failed|expired"`
+	Issuer            *string    `json:"issuer" schema:"readonly" doc:"The issuer's common name (or full name); null while pending."`
+	NotBefore         *time.Time `json:"not_before" schema:"readonly" doc:"null while pending."`
+	NotAfter          *time.Time `json:"not_after" schema:"readonly" doc:"null while pending."`
+	FingerprintSHA256 *string    `json:"fingerprint_sha256" schema:"readonly" doc:"SHA-256 of the leaf's DER, hex; null while pending."`
+	LastError         *string    `json:"last_error" schema:"readonly"`
+	CreatedAt         time.Time  `json:"created_at" schema:"readonly"`
+	UpdatedAt         time.Time  `json:"updated_at" schema:"readonly"`
+}
+
+// Exported is a row as an export document shows it: its view, with the
+// ACME challenge or the manual chain, and the private key when secrets is
+// set.
+func Exported(row *storage.Certificate, now time.Time, secrets bool) Certificate {
+	v := View(row, now)
+	if row.ACME {
+		ch := row.Challenge
+		v.Challenge = &ch
+		return v
+	}
+	cert := row.CertPEM
+	v.Cert = &cert
+	if secrets {
+		key := row.KeyPEM
+		v.Key = &key
+	}
+	return v
+}
+
+// Input is the creation input that restores an exported certificate (a
+// manual certificate's names come from its chain again).
+func (c *Certificate) Input() *CertificateInput {
+	in := &CertificateInput{ACME: c.ACME, Challenge: c.Challenge, Cert: c.Cert, Key: c.Key}
+	if c.ACME {
+		in.Domains = c.Domains
+	}
+	return in
 }
 
 // RenewResult is the answer of POST /api/v1/certificates/{id}/renew.
@@ -367,7 +404,7 @@ func managedLeaf(domains []string) *x509.Certificate {
 func managedLeafFor(d string) *x509.Certificate {
 	for _, c := range caddytls.AllMatchingCertificates(d) {
 		if len(c.Tags) > 0 || c.Leaf == nil {
-			continue // uploaded (tagged by the compiler), not issued
+			continue // uploaded (tagged by Compile), not issued
 		}
 		for _, n := range c.Names {
 			if strings.EqualFold(n, d) {

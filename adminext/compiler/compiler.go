@@ -1,9 +1,10 @@
 // Package compiler turns a store snapshot into the Caddy config the gateway
 // loads. Every part is built from Caddy's own config types (caddy.Config's
-// admin section, reverseproxy.Handler, caddytls.TLS, caddypki.PKI) and the
-// gateway modules' own structs (router.Router, router.Transport,
-// router.Selection, gwtls.ACMEIssuer …), encoded once at the end; nothing
-// is assembled from untyped maps. The golden tests beside it
+// admin section, reverseproxy.Handler, caddypki.PKI) and the gateway
+// modules' own structs (router.Router, router.Transport, router.Selection
+// …), encoded once at the end; nothing is assembled from untyped maps.
+// Features that own their compile step hand it over as a Step (the
+// certificates' tls app is compiled by adminext/certs.Compile). The golden tests beside it
 // (testdata/*.golden, regenerated with `go test ./adminext/compiler -update`)
 // pin the config compiled for representative stores.
 //
@@ -63,7 +64,12 @@ type Options struct {
 	// Previous is the routing table of the live config (nil: none), which
 	// the snapshot's route changes update (Snapshot.RouteChanges).
 	Previous *router.Table
-	// ACME settings of the bootstrap (see adminext.Bootstrap).
+	// Steps add the features' parts to the config's apps, in order, after
+	// the gateway app: the certificates' tls app (adminext/certs.Compile).
+	// The app hands them over explicitly (adminext/features.go).
+	Steps []Step
+	// ACME settings of the bootstrap (see adminext.Bootstrap), for the
+	// certificates' step.
 	ACMETrustedRoots []string
 	ACMEDNSResolvers []string
 	CloudflareAPIURL string
@@ -76,6 +82,12 @@ type Options struct {
 	Storage json.RawMessage
 }
 
+// A Step is a feature's compile step: it adds what the feature's stored
+// rows compile into to apps (the base config's apps, keyed by app name, with
+// the gateway app already compiled), keeping what the user configured
+// there. Values handed by reference are put under opt.Version.
+type Step func(apps map[string]json.RawMessage, snap *storage.Snapshot, opt Options) error
+
 // Compiled is a compiled configuration.
 type Compiled struct {
 	// Config is the full Caddy config to load.
@@ -86,9 +98,9 @@ type Compiled struct {
 }
 
 // Config compiles snap into the full Caddy config: opt.Base with the
-// gateway app replaced by the compiled one, the stored certificates merged
-// into the tls app, local CAs kept out of the host's trust store, and
-// config autosave off.
+// gateway app replaced by the compiled one, the features' steps run (the
+// stored certificates merged into the tls app), local CAs kept out of the
+// host's trust store, and config autosave off.
 func Config(snap *storage.Snapshot, opt Options) (*Compiled, error) {
 	gen, table, err := Compile(snap, opt.Version, opt.Previous)
 	if err != nil {
@@ -127,8 +139,10 @@ func Assemble(snap *storage.Snapshot, gen *Generated, opt Options) ([]byte, erro
 		}
 	}
 	apps["gateway"] = appJSON
-	if err := mergeTLSApp(apps, snap, opt); err != nil {
-		return nil, err
+	for _, step := range opt.Steps {
+		if err := step(apps, snap, opt); err != nil {
+			return nil, err
+		}
 	}
 	if err := mergePKIApp(apps); err != nil {
 		return nil, err

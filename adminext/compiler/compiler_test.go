@@ -1,4 +1,4 @@
-package compiler
+package compiler_test
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-gateway/gateway/adminext/certs"
+	"github.com/caddy-gateway/gateway/adminext/compiler"
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/router"
@@ -34,7 +36,7 @@ func ptr[T any](v T) *T { return &v }
 type store struct {
 	snap *storage.Snapshot
 	base map[string]json.RawMessage
-	opt  Options
+	opt  compiler.Options
 }
 
 func baseSnapshot() *storage.Snapshot {
@@ -188,7 +190,7 @@ func fixtures() map[string]store {
 			"apps": json.RawMessage(`{"tls":{"certificates":{"automate":["user.example.com"]},"automation":{"policies":[{"subjects":["user.example.com"],"issuers":[{"module":"internal"}]}]}},` +
 				`"pki":{"certificate_authorities":{"mine":{"name":"Mine","install_trust":true}}}}`),
 		}
-		out["certificates_acme"] = store{snap: s, base: base, opt: Options{
+		out["certificates_acme"] = store{snap: s, base: base, opt: compiler.Options{
 			ACMETrustedRoots: []string{"/etc/gateway/test-ca.pem"},
 			ACMEDNSResolvers: []string{"127.0.0.1:5353"},
 			CloudflareAPIURL: "http://127.0.0.1:9999/client/v4",
@@ -246,6 +248,10 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// steps are the features' compile steps, as the app hands them to the
+// control plane (adminext/features.go).
+var steps = []compiler.Step{certs.Compile}
+
 // goldenVersion is the config version every fixture is compiled as.
 const goldenVersion = 7
 
@@ -256,9 +262,9 @@ func compileFixture(t *testing.T, fx store) []byte {
 	version := int64(goldenVersion)
 	defer configref.Drop(version)
 	opt := fx.opt
-	opt.Version, opt.Now, opt.Base = version, epoch, fx.base
+	opt.Version, opt.Now, opt.Base, opt.Steps = version, epoch, fx.base, steps
 	opt.Bootstrap = json.RawMessage(`{"admin_listen":"127.0.0.1:9080","database":"sqlite","dsn":"gateway.db"}`)
-	out, err := Config(fx.snap, opt)
+	out, err := compiler.Config(fx.snap, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,8 +331,8 @@ func TestSecretsStayOutOfTheConfig(t *testing.T) {
 	secrets := []string{"alice-key", "$2a$10$hash", "bob-secret", "cf-token", "bWFj", "PRIVATE KEY"}
 	for name, fx := range fixtures() {
 		opt := fx.opt
-		opt.Version, opt.Now, opt.Base = goldenVersion, epoch, fx.base
-		out, err := Config(fx.snap, opt)
+		opt.Version, opt.Now, opt.Base, opt.Steps = goldenVersion, epoch, fx.base, steps
+		out, err := compiler.Config(fx.snap, opt)
 		configref.Drop(goldenVersion)
 		if err != nil {
 			t.Fatal(err)
@@ -344,8 +350,8 @@ func TestSecretsStayOutOfTheConfig(t *testing.T) {
 func TestIncrementalCompileEqualsFull(t *testing.T) {
 	fx := fixtures()["plugins_three_scopes"]
 	first := *fx.snap
-	opt := Options{Version: goldenVersion, Now: epoch}
-	out1, err := Config(&first, opt)
+	opt := compiler.Options{Version: goldenVersion, Now: epoch}
+	out1, err := compiler.Config(&first, opt)
 	configref.Drop(goldenVersion)
 	if err != nil {
 		t.Fatal(err)
@@ -369,14 +375,14 @@ func TestIncrementalCompileEqualsFull(t *testing.T) {
 
 	incOpt := opt
 	incOpt.Previous = out1.Table
-	inc, err := Config(&next, incOpt)
+	inc, err := compiler.Config(&next, incOpt)
 	configref.Drop(goldenVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
 	full := next
 	full.RouteChanges = nil
-	want, err := Config(&full, opt)
+	want, err := compiler.Config(&full, opt)
 	configref.Drop(goldenVersion)
 	if err != nil {
 		t.Fatal(err)

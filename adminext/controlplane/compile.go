@@ -22,6 +22,10 @@ import (
 // The routing table is updated from the snapshot's changed routes: the
 // live config's table (cp.table) is the starting point, and the compiled
 // one becomes it when its config goes live (ControlPlane.load).
+// AddCompileStep adds a feature's compile step (before the first
+// Activate): the certificates' tls app is compiled by adminext/certs.
+func (cp *ControlPlane) AddCompileStep(step compiler.Step) { cp.steps = append(cp.steps, step) }
+
 func (cp *ControlPlane) compile(snap *storage.Snapshot) (*compiler.Compiled, int64, error) {
 	version := cp.version.Add(1)
 	boot, err := json.Marshal(cp.boot)
@@ -41,6 +45,7 @@ func (cp *ControlPlane) compile(snap *storage.Snapshot) (*compiler.Compiled, int
 		Now:              time.Now().UTC(),
 		Bootstrap:        boot,
 		Base:             cp.base,
+		Steps:            cp.steps,
 		ACMETrustedRoots: cp.boot.ACMETrustedRoots,
 		ACMEDNSResolvers: cp.boot.ACMEDNSResolvers,
 		CloudflareAPIURL: cp.boot.CloudflareAPIURL,

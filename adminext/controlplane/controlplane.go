@@ -71,6 +71,7 @@ type ControlPlane struct {
 
 	observer Observer
 	onReady  func()
+	steps    []compiler.Step // the features' compile steps (AddCompileStep)
 
 	readyOnce sync.Once
 	ready     chan struct{}

@@ -1,4 +1,4 @@
-package compiler
+package certs
 
 import (
 	"encoding/json"
@@ -8,33 +8,35 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
-	"github.com/caddyserver/caddy/v2/modules/caddypki"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"github.com/mholt/acmez/v3/acme"
 
+	"github.com/caddy-gateway/gateway/adminext/compiler"
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/dnsproviders/cloudflare"
 	"github.com/caddy-gateway/gateway/modules/gwtls"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
-// CertificateTag tags a certificate loaded from the store in the tls app.
-func CertificateTag(id int64) string { return "gateway-certificate-" + strconv.FormatInt(id, 10) }
+// Tag tags a certificate loaded from the store in the tls app (issued ACME
+// certificates carry no tag: that is how views tell them apart).
+func Tag(id int64) string { return "gateway-certificate-" + strconv.FormatInt(id, 10) }
 
-// mergeTLSApp merges the stored certificates into the tls app of the base
-// config (the user's own tls app is kept): uploaded pairs are loaded by the
-// tls.certificates.gateway loader, tagged with their id; ACME names are
-// added to certificates.automate with an automation policy per
-// certificate, placed before the user's policies (the first matching policy
-// wins). Certificates are then selected by SNI by the HTTPS listener's
-// empty connection policy.
+// Compile is the certificates' compile step (a compiler.Step, handed to the
+// compiler by the app's feature list): it merges the stored certificates
+// into the tls app of the base config (the user's own tls app is kept):
+// uploaded pairs are loaded by the tls.certificates.gateway loader, tagged
+// with their id; ACME names are added to certificates.automate with an
+// automation policy per certificate, placed before the user's policies (the
+// first matching policy wins). Certificates are then selected by SNI by the
+// HTTPS listener's empty connection policy.
 //
 // Private keys, the Cloudflare token and EAB keys are secrets: they reach
 // the tls app's modules by reference (package configref, modules/gwtls):
 // uploaded pairs through the loader, EAB through the
 // tls.issuance.gateway_acme issuer, the token through the Cloudflare
 // provider's api_token_ref.
-func mergeTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, opt Options) error {
+func Compile(apps map[string]json.RawMessage, snap *storage.Snapshot, opt compiler.Options) error {
 	certs := snap.Certificates()
 	if len(certs) == 0 {
 		return nil
@@ -58,7 +60,7 @@ func mergeTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, opt Op
 	var policies []*caddytls.AutomationPolicy
 	for _, c := range certs {
 		if !c.ACME {
-			pairs = append(pairs, gwtls.Pair{CertPEM: c.CertPEM, KeyPEM: c.KeyPEM, Tags: []string{CertificateTag(c.ID)}})
+			pairs = append(pairs, gwtls.Pair{CertPEM: c.CertPEM, KeyPEM: c.KeyPEM, Tags: []string{Tag(c.ID)}})
 			continue
 		}
 		token := snap.CloudflareToken()
@@ -95,7 +97,7 @@ func mergeTLSApp(apps map[string]json.RawMessage, snap *storage.Snapshot, opt Op
 // acmeIssuer is the issuer of one ACME certificate: the settings' directory
 // and contact, the EAB of that directory by reference, and exactly the
 // certificate's challenge enabled.
-func acmeIssuer(snap *storage.Snapshot, c *storage.Certificate, token string, opt Options) json.RawMessage {
+func acmeIssuer(snap *storage.Snapshot, c *storage.Certificate, token string, opt compiler.Options) json.RawMessage {
 	s := snap.Settings
 	dir := storage.NormalizeACMEDirectory(s.ACMEDirectoryURL)
 	iss := &gwtls.ACMEIssuer{ACMEIssuer: caddytls.ACMEIssuer{
@@ -142,57 +144,4 @@ func listenPort(addr string) int {
 	}
 	n, _ := strconv.Atoi(port)
 	return n
-}
-
-// mergePKIApp makes sure Caddy never installs a local CA root into the
-// host's trust store (Caddy's skip_install_trust): every CA of the base
-// config's pki app, and the default "local" CA that Caddy's internal issuer
-// would otherwise create with trust installation on (for a user site on
-// localhost or an IP), get install_trust false. A gateway must not change
-// the trust of the machine it runs on.
-func mergePKIApp(apps map[string]json.RawMessage) error {
-	pki := new(caddypki.PKI)
-	if raw, ok := apps["pki"]; ok {
-		if err := json.Unmarshal(raw, pki); err != nil {
-			return fmt.Errorf("reading the base config's pki app: %w", err)
-		}
-	}
-	if pki.CAs == nil {
-		pki.CAs = map[string]*caddypki.CA{}
-	}
-	if _, ok := pki.CAs[caddypki.DefaultCAID]; !ok {
-		pki.CAs[caddypki.DefaultCAID] = new(caddypki.CA)
-	}
-	no := false
-	for id, ca := range pki.CAs {
-		if ca == nil {
-			ca = new(caddypki.CA)
-			pki.CAs[id] = ca
-		}
-		ca.InstallTrust = &no
-	}
-	raw, err := json.Marshal(pki)
-	if err != nil {
-		return fmt.Errorf("encoding the pki app: %w", err)
-	}
-	apps["pki"] = raw
-	return nil
-}
-
-// adminConfig is the base config's admin section with autosave off: the
-// store is the source of truth, and generated configs reference the live
-// version's values, which a saved copy would outlive.
-func adminConfig(raw json.RawMessage) (json.RawMessage, error) {
-	admin := new(caddy.AdminConfig)
-	if len(raw) > 0 && string(raw) != "null" {
-		if err := json.Unmarshal(raw, admin); err != nil {
-			return nil, fmt.Errorf("reading the base config's admin section: %w", err)
-		}
-	}
-	if admin.Config == nil {
-		admin.Config = new(caddy.ConfigSettings)
-	}
-	no := false
-	admin.Config.Persist = &no
-	return json.Marshal(admin)
 }
