@@ -22,7 +22,7 @@ func inputDeclarations() map[string]any {
 		"Plugin": storage.Plugin{}, "Consumer": storage.Consumer{}, "Settings": storage.Settings{},
 		"Credential": pluginapi.Credential{}, "CertificateInput": certs.CertificateInput{}, "User": auth.User{},
 		"ApplicationSpec":   apps.ApplicationSpec{},
-		"backup.Credential": backup.Credential{}, "backup.Certificate": backup.Certificate{},
+		"backup.Credential": backup.Credential{}, "Certificate (export)": certs.Certificate{},
 	}
 	for _, t := range plugins.Types() {
 		decls["plugin "+t.Name] = t.New()
