@@ -432,6 +432,17 @@ func (s *Settings) Validate() error {
 	return nil
 }
 
+// ListenPort is the port of a host:port listener address, 0 when it has
+// none (or it does not parse).
+func ListenPort(addr string) int {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(port)
+	return n
+}
+
 func validListen(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {

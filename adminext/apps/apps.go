@@ -13,7 +13,6 @@ package apps
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 
@@ -220,21 +219,12 @@ func applicationURL(cp *controlplane.ControlPlane, s *storage.Settings, spec *Ap
 	if spec.HTTPS {
 		scheme, listen, std = "https", s.HTTPSListen, 443
 	}
-	port := listenPort(listen)
+	port := storage.ListenPort(listen)
 	if port == 0 {
-		port = listenPort(cp.ProxyAddr(spec.HTTPS))
+		port = storage.ListenPort(cp.ProxyAddr(spec.HTTPS))
 	}
 	if port == 0 || port == std {
 		return scheme + "://" + spec.Domain
 	}
 	return scheme + "://" + spec.Domain + ":" + strconv.Itoa(port)
-}
-
-func listenPort(addr string) int {
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(p)
-	return n
 }

@@ -3,7 +3,6 @@ package certs
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -112,7 +111,7 @@ func acmeIssuer(snap *storage.Snapshot, c *storage.Certificate, token string, op
 	switch c.Challenge {
 	case "tls-alpn-01":
 		ch.HTTP = &caddytls.HTTPChallengeConfig{Disabled: true}
-		ch.TLSALPN = &caddytls.TLSALPNChallengeConfig{AlternatePort: listenPort(s.HTTPSListen)}
+		ch.TLSALPN = &caddytls.TLSALPNChallengeConfig{AlternatePort: storage.ListenPort(s.HTTPSListen)}
 	case "dns-01":
 		provider := &cloudflare.Provider{
 			APITokenRef: configref.Put(opt.Version, "cloudflare_token", token),
@@ -129,19 +128,8 @@ func acmeIssuer(snap *storage.Snapshot, c *storage.Certificate, token string, op
 		ch.TLSALPN = &caddytls.TLSALPNChallengeConfig{Disabled: true}
 	default: // http-01: answered by the gateway's HTTP listener
 		ch.TLSALPN = &caddytls.TLSALPNChallengeConfig{Disabled: true}
-		ch.HTTP = &caddytls.HTTPChallengeConfig{AlternatePort: listenPort(s.HTTPListen)}
+		ch.HTTP = &caddytls.HTTPChallengeConfig{AlternatePort: storage.ListenPort(s.HTTPListen)}
 	}
 	iss.Challenges = ch
 	return caddyconfig.JSONModuleObject(iss, "module", "gateway_acme", nil)
-}
-
-// listenPort is the port of a host:port listener address, 0 when it has
-// none.
-func listenPort(addr string) int {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(port)
-	return n
 }
