@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
+	"github.com/caddy-gateway/gateway/modules/health"
 	"github.com/caddy-gateway/gateway/modules/router"
 )
 
@@ -122,9 +123,20 @@ func (a *App) Stop() error {
 	return nil
 }
 
+// HealthRegistry is the process's target health (the control plane's, so
+// it survives reloads): the gateway selection policy reaches it with
+// ctx.App("gateway") while the app provisions its router.
+func (a *App) HealthRegistry() *health.Registry {
+	if a.cp == nil {
+		return nil
+	}
+	return a.cp.Health()
+}
+
 // Interface guards
 var (
 	_ caddy.App         = (*App)(nil)
 	_ caddy.Provisioner = (*App)(nil)
 	_ caddy.Validator   = (*App)(nil)
+	_ health.Owner      = (*App)(nil)
 )

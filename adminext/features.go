@@ -38,7 +38,7 @@ func features(rec *observe.Recorder) [][]*api.Endpoint {
 // the proxied traffic, the certificates compile into the tls app, and the
 // admin API serves the features with the admin authentication.
 func withFeatures(cp *controlplane.ControlPlane) error {
-	rec := observe.NewRecorder()
+	rec := observe.NewRecorder(cp)
 	a, err := api.New(cp, auth.New, flatten(features(rec)))
 	if err != nil {
 		return err

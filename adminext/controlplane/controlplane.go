@@ -31,15 +31,16 @@ import (
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
-	"github.com/caddy-gateway/gateway/modules/process"
+	"github.com/caddy-gateway/gateway/modules/health"
 	"github.com/caddy-gateway/gateway/modules/records"
 	"github.com/caddy-gateway/gateway/modules/router"
+	"github.com/caddy-gateway/gateway/modules/streams"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
 // ControlPlane owns what must survive config reloads: the store, the admin
-// server, the proxy listeners and servers, the live router pointer and the
-// mutation lock.
+// server, the proxy listeners and servers, the live router pointer, the
+// mutation lock, target health and the TCP stream listeners.
 type ControlPlane struct {
 	logger *zap.Logger
 	boot   Bootstrap // of the first app
@@ -68,6 +69,15 @@ type ControlPlane struct {
 
 	lnMu      sync.Mutex
 	listeners map[string]*proxyListener
+
+	// health checks the targets of the live config; its state survives
+	// reloads, or a request right after a mutation would go to a dead
+	// target. The gateway selection policy reads it through the gateway
+	// app (ctx.App).
+	health *health.Registry
+	// streams owns the TCP stream-route listeners: they bind once per
+	// process and keep accepting across every config reload.
+	streams *streams.Server
 
 	observer Observer
 	onReady  func()
@@ -108,10 +118,10 @@ func newControlPlane(a Bootstrap, logger *zap.Logger) (*ControlPlane, error) {
 		caddyAdmin = caddy.DefaultAdminListen
 	}
 	guard.Set("Caddy's admin endpoint", caddyAdmin)
-	if a.HealthInterval > 0 {
-		process.Health.SetInterval(time.Duration(a.HealthInterval))
-	}
+	reg := health.NewRegistry(time.Duration(a.HealthInterval))
 	cp := &ControlPlane{
+		health:    reg,
+		streams:   streams.NewServer(reg),
 		logger:    logger.Named("control_plane"),
 		boot:      a,
 		store:     store,
@@ -161,6 +171,12 @@ func (cp *ControlPlane) Applied() (*Generated, *time.Time) {
 // Store is the control plane's store.
 func (cp *ControlPlane) Store() *storage.Store { return cp.store }
 
+// Health is the target health registry (checks of the live config).
+func (cp *ControlPlane) Health() *health.Registry { return cp.health }
+
+// Streams is the TCP stream-route server (listeners and counters).
+func (cp *ControlPlane) Streams() *streams.Server { return cp.streams }
+
 // Router is the live router (nil before the first compiled config).
 func (cp *ControlPlane) Router() *router.Router { return cp.router.Load() }
 
@@ -185,8 +201,8 @@ func (cp *ControlPlane) Activate(a *Instance) error {
 	cp.router.Store(a.Router)
 	cp.tlsConfig.Store(a.TLSConfig)
 	cp.tlsApp.Store(a.TLSApp)
-	process.Health.Sync(g.Health)
-	process.Streams.Apply(g.Streams, cp.logger.Named("streams"))
+	cp.health.Sync(g.Health)
+	cp.streams.Apply(g.Streams, cp.logger.Named("streams"))
 	now := time.Now().UTC()
 	cp.applied.Store(g)
 	cp.appliedAt.Store(&now)
@@ -215,8 +231,8 @@ func (cp *ControlPlane) Deactivate(a *Instance) {
 			cp.router.Store(prev.Router)
 			cp.tlsConfig.Store(prev.TLSConfig)
 			cp.tlsApp.Store(prev.TLSApp)
-			process.Health.Sync(prev.Generated.Health)
-			process.Streams.Apply(prev.Generated.Streams, nil)
+			cp.health.Sync(prev.Generated.Health)
+			cp.streams.Apply(prev.Generated.Streams, nil)
 			cp.applied.Store(prev.Generated)
 		}
 		return
@@ -240,14 +256,14 @@ func (cp *ControlPlane) shutdown() {
 	}
 	cp.lnMu.Unlock()
 	wg.Add(1)
-	go func() { defer wg.Done(); process.Streams.Close(ctx) }()
+	go func() { defer wg.Done(); cp.streams.Close(ctx) }()
 	wg.Wait()
 	if cp.adminSrv != nil {
 		// Close, not Shutdown: this may run inside an admin request that
 		// is waiting for the config load that stops us.
 		_ = cp.adminSrv.Close()
 	}
-	process.Health.Stop()
+	cp.health.Stop()
 	cp.observer.Close()
 	cp.stopServices()
 	if err := cp.store.Close(); err != nil {

@@ -9,7 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
-	"github.com/caddy-gateway/gateway/modules/process"
+	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/modules/streams"
 )
 
 // LatencyWindow is how many recent requests the latency percentiles cover
@@ -21,6 +22,7 @@ const LatencyWindow = 1024
 // config reloads.
 type Metrics struct {
 	started time.Time
+	live    Live
 
 	mu        sync.Mutex
 	total     int64
@@ -43,10 +45,18 @@ type Metrics struct {
 
 type routeCount struct{ requests, errors int64 }
 
+// Live is the state the metrics read when asked, not counted from records:
+// the control plane's target health and TCP stream connections.
+type Live interface {
+	Health() *health.Registry
+	Streams() *streams.Server
+}
+
 // NewMetrics returns zeroed metrics with their Prometheus registry.
-func NewMetrics() *Metrics {
+func NewMetrics(live Live) *Metrics {
 	m := &Metrics{
 		started:   time.Now().UTC(),
+		live:      live,
 		routes:    map[int64]*routeCount{},
 		consumers: map[int64]int64{},
 		registry:  prometheus.NewRegistry(),
@@ -201,7 +211,7 @@ func (m *Metrics) Snapshot() MetricsSnapshot {
 		s.Consumers = append(s.Consumers, ConsumerMetric{id, n})
 	}
 	sort.Slice(s.Consumers, func(i, j int) bool { return s.Consumers[i].ConsumerID < s.Consumers[j].ConsumerID })
-	for _, c := range process.Streams.AllCounts() {
+	for _, c := range m.live.Streams().AllCounts() {
 		s.Streams.Active += c.Active
 		s.Streams.Total += c.Total
 	}
@@ -238,7 +248,7 @@ func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	}{{"0.5", p50}, {"0.95", p95}, {"0.99", p99}} {
 		ch <- prometheus.MustNewConstMetric(recentLatencyDesc, prometheus.GaugeValue, q.ms/1000, q.label)
 	}
-	for _, st := range process.Health.Statuses() {
+	for _, st := range c.m.live.Health().Statuses() {
 		v := 1.0
 		if st.State == "unhealthy" {
 			v = 0
@@ -246,9 +256,9 @@ func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(targetHealthyDesc, prometheus.GaugeValue, v,
 			strconv.FormatInt(st.ServiceID, 10), st.Host+":"+strconv.Itoa(st.Port))
 	}
-	for id, c := range process.Streams.AllCounts() {
+	for id, n := range c.m.live.Streams().AllCounts() {
 		label := strconv.FormatInt(id, 10)
-		ch <- prometheus.MustNewConstMetric(streamActiveDesc, prometheus.GaugeValue, float64(c.Active), label)
-		ch <- prometheus.MustNewConstMetric(streamTotalDesc, prometheus.CounterValue, float64(c.Total), label)
+		ch <- prometheus.MustNewConstMetric(streamActiveDesc, prometheus.GaugeValue, float64(n.Active), label)
+		ch <- prometheus.MustNewConstMetric(streamTotalDesc, prometheus.CounterValue, float64(n.Total), label)
 	}
 }

@@ -30,9 +30,10 @@ type Recorder struct {
 	closed bool
 }
 
-// NewRecorder returns an empty recorder.
-func NewRecorder() *Recorder {
-	return &Recorder{Metrics: NewMetrics(), History: NewHistory(), subs: map[chan *records.Record]struct{}{}}
+// NewRecorder returns an empty recorder whose metrics also report live's
+// target health and stream connections.
+func NewRecorder(live Live) *Recorder {
+	return &Recorder{Metrics: NewMetrics(live), History: NewHistory(), subs: map[chan *records.Record]struct{}{}}
 }
 
 // Observe records one completed request (its record built once, by

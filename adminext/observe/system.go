@@ -11,7 +11,6 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/modules/health"
-	"github.com/caddy-gateway/gateway/modules/process"
 	"github.com/caddy-gateway/gateway/modules/router"
 )
 
@@ -78,7 +77,7 @@ func configSummary(c *api.Call) (any, error) {
 // its failures expire, and the answer says so (the active checks may still
 // pass: a target that accepts connections but breaks requests).
 func targetHealth(c *api.Call) (any, error) {
-	out := process.Health.Statuses()
+	out := c.CP.Health().Statuses()
 	rt := c.CP.Router()
 	if rt == nil {
 		return out, nil

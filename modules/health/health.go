@@ -1,8 +1,10 @@
 // Package health runs the gateway's active health checks: HTTP GET of a
 // service's health_path, or a TCP connect when it has none. Checkers live in a
-// process-wide Registry (package process) so that target state survives config
-// reloads (Caddy's own active checks reset on every reload and have no TCP
-// mode); the gateway's selection policy reads the state on every request.
+// Registry owned by the gateway app's control plane, which outlives config
+// reloads, so that target state survives them (Caddy's own active checks
+// reset on every reload and have no TCP mode); the gateway's selection
+// policy reaches it through the gateway app (Owner, ctx.App) and reads the
+// state on every request.
 package health
 
 import (
@@ -26,6 +28,12 @@ const (
 	DefaultInterval = 10 * time.Second
 	FailThreshold   = 2
 )
+
+// Owner is implemented by the app that owns the process's registry (the
+// gateway app): modules reach it with ctx.App and keep its registry.
+type Owner interface {
+	HealthRegistry() *Registry
+}
 
 // Spec describes one target to check.
 type Spec struct {

@@ -1,6 +1,8 @@
 package router
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -8,8 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/health"
 	"github.com/caddy-gateway/gateway/modules/lb"
-	"github.com/caddy-gateway/gateway/modules/process"
 )
 
 func init() {
@@ -17,7 +19,7 @@ func init() {
 }
 
 // Selection is the reverse_proxy selection policy of one gateway service:
-// healthy targets first (the process-wide registry survives reloads), never
+// healthy targets first (the gateway app's registry survives reloads), never
 // the same target twice for one request, so `retries` means "other targets".
 type Selection struct {
 	lb.Balancer
@@ -31,9 +33,25 @@ func (*Selection) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision connects the policy to the health registry.
-func (s *Selection) Provision(caddy.Context) error {
-	s.Health = process.Health
+// Provision connects the policy to the health registry of the config's
+// gateway app (Caddy lets a module reach an app that is still provisioning:
+// the gateway app provisions the router this policy belongs to). Without a
+// gateway app (a hand-written config) no target is checked: all are healthy.
+func (s *Selection) Provision(ctx caddy.Context) error {
+	app, err := ctx.AppIfConfigured("gateway")
+	if errors.Is(err, caddy.ErrNotConfigured) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("gateway selection policy: %w", err)
+	}
+	owner, ok := app.(health.Owner)
+	if !ok {
+		return fmt.Errorf("gateway selection policy: the gateway app is %T, which holds no health registry", app)
+	}
+	if reg := owner.HealthRegistry(); reg != nil {
+		s.Health = reg
+	}
 	return nil
 }
 

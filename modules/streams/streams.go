@@ -7,7 +7,8 @@
 // spec: stream-route listener addresses bind only at process start); every
 // later config only swaps the route table, so changing a route's service
 // applies live while listen_addr changes wait for a restart. The Server
-// lives in package process, so listeners and counters survive reloads.
+// belongs to the gateway app's control plane, which outlives reloads, so
+// listeners and counters survive them.
 package streams
 
 import (

@@ -4,8 +4,8 @@
 // goroutine that posts JSON arrays of records in batches, retrying with
 // exponential backoff, never on a request's path.
 //
-// Senders live in a process-wide Registry (package process) keyed by plugin
-// instance, so a config reload neither loses the queue nor restarts the
+// Senders live in a Registry beside the plugin (httplog/state.go) keyed by
+// plugin instance, so a config reload neither loses the queue nor restarts the
 // sender; a sender whose plugin disappears (no config holds it any more for
 // a grace period) flushes what it has and stops.
 package logsender

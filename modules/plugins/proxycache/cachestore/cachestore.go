@@ -2,9 +2,9 @@
 // bounded by total bytes and by number of entries, least recently used
 // first out, with a TTL per entry.
 //
-// The plugin's instances share one process-wide Store (package process), so
-// cached responses survive config reloads and POST /api/v1/cache/purge can
-// empty it.
+// The plugin's instances share a Store held in a usage pool beside the
+// plugin (proxycache/state.go), so cached responses survive config reloads
+// and POST /api/v1/cache/purge can empty it.
 package cachestore
 
 import (

@@ -4,8 +4,8 @@
 // per key in memory. Memory is bounded: idle keys are swept, and the number
 // of keys is capped (the least recently seen of a random sample is evicted).
 //
-// The plugin's instances share one process-wide Store (package process), so
-// counters survive config reloads.
+// The plugin's instances share a Store held in a usage pool beside the
+// plugin (ratelimit/state.go), so counters survive config reloads.
 package slidingwindow
 
 import (
