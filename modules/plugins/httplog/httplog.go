@@ -186,63 +186,32 @@ func (h *HTTPLog) SetDefaults() {
 	h.QueueMaxSize = 10000
 }
 
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
+// shared syntax (plugins.UnmarshalCaddyfile):
 //
 //	gateway_http_log [<endpoint>] {
 //	    endpoint <url>
 //	    method POST|PUT|PATCH
-//	    header <name> <value>
+//	    headers <name> <value>
 //	    batch_max_size <n>
 //	    flush_interval_ms <ms>
 //	    timeout_ms <ms>
 //	    queue_max_size <n>
 //	}
+//
+// header is accepted for headers.
 func (h *HTTPLog) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	h.SetDefaults()
-	d.Next() // directive name
-	if d.NextArg() {
-		h.Endpoint = d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-	}
-	for d.NextBlock(0) {
-		name := d.Val()
-		switch name {
-		case "endpoint":
-			if !d.Args(&h.Endpoint) {
-				return d.ArgErr()
-			}
-		case "method":
-			if !d.Args(&h.Method) {
-				return d.ArgErr()
-			}
-		case "header", "headers":
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{
+		Args: []string{"endpoint"},
+		Blocks: map[string]func(*caddyfile.Dispenser) error{"header": func(d *caddyfile.Dispenser) error {
 			var k, v string
-			if !d.Args(&k, &v) {
+			if !d.Args(&k, &v) || d.NextArg() {
 				return d.ArgErr()
 			}
 			h.Headers[k] = v
-		case "batch_max_size", "queue_max_size", "flush_interval_ms", "timeout_ms":
-			n, err := plugins.IntArg(d)
-			if err != nil {
-				return err
-			}
-			switch name {
-			case "batch_max_size":
-				h.BatchMaxSize = int(n)
-			case "queue_max_size":
-				h.QueueMaxSize = int(n)
-			case "flush_interval_ms":
-				h.FlushIntervalMS = n
-			case "timeout_ms":
-				h.TimeoutMS = n
-			}
-		default:
-			return d.Errf("unrecognized subdirective %q", name)
-		}
-	}
-	return nil
+			return nil
+		}},
+	})
 }
 
 // Interface guards

@@ -484,7 +484,8 @@ func (p *ProxyCache) SetDefaults() {
 	p.HonorCacheControl = true
 }
 
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
+// shared syntax (plugins.UnmarshalCaddyfile):
 //
 //	gateway_proxy_cache [<ttl_s>] {
 //	    ttl_s <seconds>
@@ -496,57 +497,7 @@ func (p *ProxyCache) SetDefaults() {
 //	    honor_cache_control [true|false]
 //	}
 func (p *ProxyCache) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	p.SetDefaults()
-	d.Next() // directive name
-	if d.NextArg() {
-		n, err := strconv.ParseInt(d.Val(), 10, 64)
-		if err != nil {
-			return d.Errf("ttl_s: %v", err)
-		}
-		p.TTLS = n
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-	}
-	for d.NextBlock(0) {
-		name := d.Val()
-		switch name {
-		case "ttl_s", "max_body_bytes":
-			n, err := plugins.IntArg(d)
-			if err != nil {
-				return err
-			}
-			if name == "ttl_s" {
-				p.TTLS = n
-			} else {
-				p.MaxBodyBytes = n
-			}
-		case "methods":
-			p.Methods = append([]string{}, d.RemainingArgs()...)
-		case "status_codes":
-			p.StatusCodes = []int{}
-			for _, a := range d.RemainingArgs() {
-				n, err := strconv.Atoi(a)
-				if err != nil {
-					return d.Errf("status_codes: %v", err)
-				}
-				p.StatusCodes = append(p.StatusCodes, n)
-			}
-		case "content_types":
-			p.ContentTypes = append([]string{}, d.RemainingArgs()...)
-		case "vary_headers":
-			p.VaryHeaders = append([]string{}, d.RemainingArgs()...)
-		case "honor_cache_control":
-			b, err := plugins.BoolArg(d)
-			if err != nil {
-				return err
-			}
-			p.HonorCacheControl = b
-		default:
-			return d.Errf("unrecognized subdirective %q", name)
-		}
-	}
-	return nil
+	return plugins.UnmarshalCaddyfile(d, p, plugins.Syntax{Args: []string{"ttl_s"}})
 }
 
 // Interface guards

@@ -149,7 +149,8 @@ func (rl *RateLimit) SetDefaults() {
 	rl.HeaderName = ""
 }
 
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
+// shared syntax (plugins.UnmarshalCaddyfile):
 //
 //	gateway_rate_limit [<limit> [<window_s>]] {
 //	    limit <n>
@@ -158,56 +159,21 @@ func (rl *RateLimit) SetDefaults() {
 //	    header_name <name>
 //	}
 func (rl *RateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	rl.SetDefaults()
-	d.Next() // directive name
-	args := d.RemainingArgs()
-	if len(args) > 2 {
-		return d.ArgErr()
-	}
-	var err error
-	if len(args) > 0 {
-		if rl.Limit, err = strconv.ParseInt(args[0], 10, 64); err != nil {
-			return d.Errf("limit: %v", err)
-		}
-	}
-	if len(args) > 1 {
-		if rl.WindowS, err = strconv.ParseInt(args[1], 10, 64); err != nil {
-			return d.Errf("window_s: %v", err)
-		}
-	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "limit", "window_s":
-			name := d.Val()
-			n, err := plugins.IntArg(d)
-			if err != nil {
-				return err
-			}
-			if name == "limit" {
-				rl.Limit = n
-			} else {
-				rl.WindowS = n
-			}
-		case "key":
-			if !d.NextArg() {
+	return plugins.UnmarshalCaddyfile(d, rl, plugins.Syntax{
+		Args: []string{"limit", "window_s"},
+		// key takes the header name too: key header X-User
+		Blocks: map[string]func(*caddyfile.Dispenser) error{"key": func(d *caddyfile.Dispenser) error {
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
 				return d.ArgErr()
 			}
-			rl.Key = d.Val()
-			if d.NextArg() {
-				rl.HeaderName = d.Val()
+			rl.Key = args[0]
+			if len(args) == 2 {
+				rl.HeaderName = args[1]
 			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		case "header_name":
-			if !d.Args(&rl.HeaderName) {
-				return d.ArgErr()
-			}
-		default:
-			return d.Errf("unrecognized subdirective %q", d.Val())
-		}
-	}
-	return nil
+			return nil
+		}},
+	})
 }
 
 // Interface guards
