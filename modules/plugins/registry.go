@@ -167,7 +167,7 @@ func register(t Type) {
 	}
 	banded[band] = append(banded[band], t.Ordering)
 	types[t.Name] = t
-	caddy.RegisterModule(defaulted{mod, t})
+	caddy.RegisterModule(mod)
 	dir := t.ModuleName()
 	httpcaddyfile.RegisterHandlerDirective(dir, func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 		m := t.New()
@@ -179,22 +179,23 @@ func register(t Type) {
 	httpcaddyfile.RegisterDirectiveOrder(dir, b.pos, b.anchor)
 }
 
-// defaulted registers a plugin type's module so that Caddy's instances
-// start from the type's defaults: plain Caddy JSON that leaves fields out
-// gets the same defaults as the admin API and the Caddyfile.
-type defaulted struct {
+// ModuleInfo is the Caddy module information of the plugin type typeName
+// whose config struct is T: the module ID http.handlers.gateway_<type> (see
+// ModuleName) and instances that start from the type's defaults, so that
+// plain Caddy JSON that leaves fields out gets the same defaults as the
+// admin API and the Caddyfile. Each type's CaddyModule returns it.
+func ModuleInfo[T any, P interface {
+	*T
 	Plugin
-	t Type
-}
-
-func (d defaulted) CaddyModule() caddy.ModuleInfo {
-	info := d.Plugin.CaddyModule()
-	info.New = func() caddy.Module {
-		m := d.t.New()
-		m.SetDefaults()
-		return m
+}](typeName string) caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID: caddy.ModuleID("http.handlers." + ModuleName(typeName)),
+		New: func() caddy.Module {
+			p := P(new(T))
+			p.SetDefaults()
+			return p
+		},
 	}
-	return info
 }
 
 // The registered type names are the values of the schema enum @plugin-type

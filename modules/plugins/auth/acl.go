@@ -24,12 +24,7 @@ type ACL struct {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*ACL) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_acl",
-		New: func() caddy.Module { return new(ACL) },
-	}
-}
+func (*ACL) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[ACL]("acl") }
 
 // Provision implements caddy.Provisioner.
 func (a *ACL) Provision(caddy.Context) error { return schema.Check(a) }

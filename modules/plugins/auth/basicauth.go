@@ -60,12 +60,7 @@ type BasicAuth struct {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*BasicAuth) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_basic_auth",
-		New: func() caddy.Module { return new(BasicAuth) },
-	}
-}
+func (*BasicAuth) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[BasicAuth]("basic-auth") }
 
 // Provision implements caddy.Provisioner.
 func (b *BasicAuth) Provision(caddy.Context) error {

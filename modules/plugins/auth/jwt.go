@@ -42,12 +42,7 @@ type JWT struct {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*JWT) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_jwt",
-		New: func() caddy.Module { return new(JWT) },
-	}
-}
+func (*JWT) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[JWT]("jwt") }
 
 // Provision implements caddy.Provisioner.
 func (j *JWT) Provision(caddy.Context) error {

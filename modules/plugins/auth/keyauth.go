@@ -48,12 +48,7 @@ type KeyAuth struct {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*KeyAuth) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_key_auth",
-		New: func() caddy.Module { return new(KeyAuth) },
-	}
-}
+func (*KeyAuth) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[KeyAuth]("key-auth") }
 
 // Provision implements caddy.Provisioner.
 func (k *KeyAuth) Provision(caddy.Context) error {

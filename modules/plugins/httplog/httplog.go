@@ -48,12 +48,7 @@ type HTTPLog struct {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*HTTPLog) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_http_log",
-		New: func() caddy.Module { return new(HTTPLog) },
-	}
-}
+func (*HTTPLog) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[HTTPLog]("http-log") }
 
 // Provision implements caddy.Provisioner: it acquires the instance's
 // process-wide sender.

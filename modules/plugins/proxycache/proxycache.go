@@ -58,10 +58,7 @@ type ProxyCache struct {
 
 // CaddyModule returns the Caddy module information.
 func (*ProxyCache) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_proxy_cache",
-		New: func() caddy.Module { return new(ProxyCache) },
-	}
+	return plugins.ModuleInfo[ProxyCache]("proxy-cache")
 }
 
 // Provision implements caddy.Provisioner.

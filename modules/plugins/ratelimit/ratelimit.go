@@ -44,12 +44,7 @@ type RateLimit struct {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*RateLimit) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_rate_limit",
-		New: func() caddy.Module { return new(RateLimit) },
-	}
-}
+func (*RateLimit) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[RateLimit]("rate-limit") }
 
 // Provision implements caddy.Provisioner.
 func (rl *RateLimit) Provision(caddy.Context) error {

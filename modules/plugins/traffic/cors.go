@@ -43,12 +43,7 @@ func (h *CORS) SetDefaults() {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*CORS) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_cors",
-		New: func() caddy.Module { return new(CORS) },
-	}
-}
+func (*CORS) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[CORS]("cors") }
 
 // Provision checks the config with the admin API's rules (Caddy itself
 // only calls Validate) and compiles the origin patterns and header values.

@@ -31,12 +31,7 @@ func (h *HSTS) SetDefaults() {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*HSTS) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_hsts",
-		New: func() caddy.Module { return new(HSTS) },
-	}
-}
+func (*HSTS) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[HSTS]("hsts") }
 
 // Provision checks the config with the admin API's rules (Caddy itself
 // only calls Validate) and builds the header value.

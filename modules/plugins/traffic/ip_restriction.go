@@ -35,10 +35,7 @@ func (h *IPRestriction) SetDefaults() {
 
 // CaddyModule returns the Caddy module information.
 func (*IPRestriction) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_ip_restriction",
-		New: func() caddy.Module { return new(IPRestriction) },
-	}
+	return plugins.ModuleInfo[IPRestriction]("ip-restriction")
 }
 
 // Provision checks the config with the admin API's rules (Caddy itself

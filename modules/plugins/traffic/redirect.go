@@ -38,12 +38,7 @@ func (h *Redirect) SetDefaults() {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*Redirect) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_redirect",
-		New: func() caddy.Module { return new(Redirect) },
-	}
-}
+func (*Redirect) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[Redirect]("redirect") }
 
 // Provision checks the config with the admin API's rules (Caddy itself
 // only calls Validate).

@@ -33,12 +33,7 @@ func (h *RequestID) SetDefaults() {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*RequestID) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_request_id",
-		New: func() caddy.Module { return new(RequestID) },
-	}
-}
+func (*RequestID) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[RequestID]("request-id") }
 
 // Provision checks the config with the admin API's rules (Caddy itself
 // only calls Validate).

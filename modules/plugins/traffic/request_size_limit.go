@@ -29,10 +29,7 @@ func (h *RequestSizeLimit) SetDefaults() { h.MaxBytes = 1 << 20 }
 
 // CaddyModule returns the Caddy module information.
 func (*RequestSizeLimit) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_request_size_limit",
-		New: func() caddy.Module { return new(RequestSizeLimit) },
-	}
+	return plugins.ModuleInfo[RequestSizeLimit]("request-size-limit")
 }
 
 // Provision checks the config with the admin API's rules (Caddy itself

@@ -36,10 +36,7 @@ func (h *RequestTermination) SetDefaults() {
 
 // CaddyModule returns the Caddy module information.
 func (*RequestTermination) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_request_termination",
-		New: func() caddy.Module { return new(RequestTermination) },
-	}
+	return plugins.ModuleInfo[RequestTermination]("request-termination")
 }
 
 // Provision checks the config with the admin API's rules (Caddy itself

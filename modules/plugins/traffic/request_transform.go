@@ -41,10 +41,7 @@ func (h *RequestTransform) SetDefaults() {
 
 // CaddyModule returns the Caddy module information.
 func (*RequestTransform) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_request_transform",
-		New: func() caddy.Module { return new(RequestTransform) },
-	}
+	return plugins.ModuleInfo[RequestTransform]("request-transform")
 }
 
 // Provision checks the config with the admin API's rules (Caddy itself

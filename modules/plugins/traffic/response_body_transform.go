@@ -59,10 +59,7 @@ func (h *ResponseBodyTransform) SetDefaults() {
 
 // CaddyModule returns the Caddy module information.
 func (*ResponseBodyTransform) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_response_body_transform",
-		New: func() caddy.Module { return new(ResponseBodyTransform) },
-	}
+	return plugins.ModuleInfo[ResponseBodyTransform]("response-body-transform")
 }
 
 // Provision checks the config with the admin API's rules (Caddy itself

@@ -39,10 +39,7 @@ func (h *ResponseCompression) SetDefaults() {
 
 // CaddyModule returns the Caddy module information.
 func (*ResponseCompression) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_response_compression",
-		New: func() caddy.Module { return new(ResponseCompression) },
-	}
+	return plugins.ModuleInfo[ResponseCompression]("response-compression")
 }
 
 // Provision checks the config with the admin API's rules (Caddy itself

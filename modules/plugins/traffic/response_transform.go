@@ -35,10 +35,7 @@ func (h *ResponseTransform) SetDefaults() {
 
 // CaddyModule returns the Caddy module information.
 func (*ResponseTransform) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_response_transform",
-		New: func() caddy.Module { return new(ResponseTransform) },
-	}
+	return plugins.ModuleInfo[ResponseTransform]("response-transform")
 }
 
 // Provision checks the config with the admin API's rules (Caddy itself

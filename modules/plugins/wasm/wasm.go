@@ -62,12 +62,7 @@ type Wasm struct {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*Wasm) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.gateway_wasm",
-		New: func() caddy.Module { return new(Wasm) },
-	}
-}
+func (*Wasm) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[Wasm]("wasm") }
 
 // Provision starts the module: it compiles it (once per content, shared by
 // every plugin using it and kept across reloads), starts one VM and runs
