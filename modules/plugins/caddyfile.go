@@ -23,6 +23,9 @@ type Syntax struct {
 	// plugin's inline consumer blocks); each reads its own line and block
 	// at the dispenser's cursor.
 	Blocks map[string]func(*caddyfile.Dispenser) error
+	// Aliases are other names of JSON fields as subdirectives (http-log's
+	// header for headers).
+	Aliases map[string]string
 }
 
 // UnmarshalCaddyfile is the Caddyfile syntax of every plugin type, derived
@@ -78,6 +81,9 @@ func UnmarshalCaddyfile(d *caddyfile.Dispenser, v any, syn Syntax) error {
 	}
 	for d.NextBlock(0) {
 		name := d.Val()
+		if field, ok := syn.Aliases[name]; ok {
+			name = field
+		}
 		if block, ok := syn.Blocks[name]; ok {
 			if err := block(d); err != nil {
 				return err

@@ -11,13 +11,13 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/httplog"
+	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/proxycache"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"
@@ -155,31 +155,17 @@ func TestCaddyfileDirectivesFollowTheOrdering(t *testing.T) {
 		lines = append([]string{typ.ModuleName() + " " + args[typ.Name]}, lines...) // reversed
 		want = append(want, typ.ModuleName())
 	}
-	cf := "http://127.0.0.1:9 {\n" + strings.Join(lines, "\n") + "\nreverse_proxy 127.0.0.1:9\n}\n"
-	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
+	body := strings.Join(lines, "\n") + "\nreverse_proxy 127.0.0.1:9"
+	hs, err := plugintest.AdaptCaddyfile(t, body)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, cf)
+		t.Fatalf("%v\n%s", err, body)
 	}
 	var got []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if h, ok := v["handler"].(string); ok && strings.HasPrefix(h, "gateway_") {
-				got = append(got, h)
-			}
-			for _, k := range slices.Sorted(maps.Keys(v)) {
-				walk(v[k])
-			}
-		case []any:
-			for _, x := range v {
-				walk(x)
-			}
+	for _, h := range hs {
+		if name := h["handler"].(string); strings.HasPrefix(name, "gateway_") {
+			got = append(got, name)
 		}
 	}
-	var cfg any
-	_ = json.Unmarshal(out, &cfg)
-	walk(cfg)
 	if !slices.Equal(got, want) {
 		t.Fatalf("Caddyfile handler order\n %v\nwant (ordering)\n %v", got, want)
 	}

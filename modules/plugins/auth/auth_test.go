@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"net/http"
 	"net/url"
@@ -21,7 +20,6 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
-	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
@@ -104,65 +102,69 @@ func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims)
 
 // ---- config validation ----
 
-func TestNormalizeDefaults(t *testing.T) {
-	cases := map[string]string{
-		"key-auth":   `{"key_names":["apikey"],"hide_credentials":false}`,
-		"basic-auth": `{"realm":"gateway","hide_credentials":false}`,
-		"jwt":        `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":[],"key_claim_name":"iss","claims_to_verify":["exp"],"maximum_expiration_s":0}`,
-	}
-	for typ, want := range cases {
-		got, err := plugins.NormalizeConfig(typ, json.RawMessage(`{}`))
-		if err != nil {
-			t.Fatalf("%s: %v", typ, err)
-		}
-		if string(got) != want {
-			t.Errorf("%s defaults:\n got %s\nwant %s", typ, got, want)
-		}
-		// null config means all defaults too
-		if got, err := plugins.NormalizeConfig(typ, nil); err != nil || string(got) != want {
-			t.Errorf("%s nil config: %s %v", typ, got, err)
-		}
-	}
-	got, err := plugins.NormalizeConfig("acl", json.RawMessage(`{"allow":["a"]}`))
-	if err != nil || string(got) != `{"allow":["a"],"deny":[],"hide_groups_header":false}` {
-		t.Errorf("acl: %s %v", got, err)
-	}
-	got, err = plugins.NormalizeConfig("key-auth", json.RawMessage(`{"key_names":["X-API-Key","k"],"hide_credentials":true}`))
-	if err != nil || string(got) != `{"key_names":["X-API-Key","k"],"hide_credentials":true}` {
-		t.Errorf("key-auth: %s %v", got, err)
-	}
-	got, err = plugins.NormalizeConfig("jwt", json.RawMessage(`{"claims_to_verify":["exp","nbf"],"maximum_expiration_s":3600,"cookie_names":["tok"]}`))
-	if err != nil || !strings.Contains(string(got), `"claims_to_verify":["exp","nbf"]`) || !strings.Contains(string(got), `"maximum_expiration_s":3600`) {
-		t.Errorf("jwt: %s %v", got, err)
-	}
+// configs is what each auth type makes of configs (an empty config means
+// all defaults).
+var configs = []plugintest.Config{
+	{
+		Type: "key-auth",
+		Normalized: [][2]string{
+			{``, `{"key_names":["apikey"],"hide_credentials":false}`},
+			{`{}`, `{"key_names":["apikey"],"hide_credentials":false}`},
+			{`{"key_names":["X-API-Key","k"],"hide_credentials":true}`, `{"key_names":["X-API-Key","k"],"hide_credentials":true}`},
+		},
+		Refused: map[string]string{
+			`{"keynames":["a"]}`:         "config.keynames: unknown field",
+			`{"consumers":[]}`:           "config.consumers: unknown field",
+			`{"key_names":[]}`:           "config.key_names",
+			`{"key_names":"apikey"}`:     "config.key_names: must be an array",
+			`{"key_names":["bad name"]}`: "config.key_names[0]",
+			`{"hide_credentials":"yes"}`: "config.hide_credentials: must be a boolean",
+			`{"key_names":null}`:         "config.key_names: must not be null",
+		},
+	},
+	{
+		Type: "basic-auth",
+		Normalized: [][2]string{
+			{``, `{"realm":"gateway","hide_credentials":false}`},
+			{`{}`, `{"realm":"gateway","hide_credentials":false}`},
+		},
+		Refused: map[string]string{
+			`{"realm":""}`:             "config.realm",
+			`{"hide_credential":true}`: "config.hide_credential: unknown field",
+		},
+	},
+	{
+		Type: "jwt",
+		Normalized: [][2]string{
+			{``, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":[],"key_claim_name":"iss","claims_to_verify":["exp"],"maximum_expiration_s":0}`},
+			{`{}`, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":[],"key_claim_name":"iss","claims_to_verify":["exp"],"maximum_expiration_s":0}`},
+			{`{"claims_to_verify":["exp","nbf"],"maximum_expiration_s":3600,"cookie_names":["tok"]}`, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":["tok"],"key_claim_name":"iss","claims_to_verify":["exp","nbf"],"maximum_expiration_s":3600}`},
+		},
+		Refused: map[string]string{
+			`{"claims_to_verify":["iat"]}`:                           "config.claims_to_verify[0]: must be one of exp, nbf",
+			`{"maximum_expiration_s":-1}`:                            "config.maximum_expiration_s: must be at least 0",
+			`{"key_claim_name":""}`:                                  "config.key_claim_name",
+			`{"header_names":[],"query_names":[],"cookie_names":[]}`: "config.header_names",
+			`{"secret":"x"}`:                                         "config.secret: unknown field",
+		},
+	},
+	{
+		Type: "acl",
+		Normalized: [][2]string{
+			{`{"allow":["a"]}`, `{"allow":["a"],"deny":[],"hide_groups_header":false}`},
+		},
+		Refused: map[string]string{
+			`{}`:                           "config.allow: exactly one",
+			`{"allow":["a"],"deny":["b"]}`: "config.allow: exactly one",
+			`{"allow":[""]}`:               "config.allow[0]",
+			`{"groups":["a"]}`:             "config.groups: unknown field",
+		},
+	},
 }
 
-func TestNormalizeErrors(t *testing.T) {
-	cases := []struct{ typ, cfg, want string }{
-		{"key-auth", `{"keynames":["a"]}`, "config.keynames: unknown field"},
-		{"key-auth", `{"consumers":[]}`, "config.consumers: unknown field"},
-		{"key-auth", `{"key_names":[]}`, "config.key_names"},
-		{"key-auth", `{"key_names":"apikey"}`, "config.key_names: must be an array"},
-		{"key-auth", `{"key_names":["bad name"]}`, "config.key_names[0]"},
-		{"key-auth", `{"hide_credentials":"yes"}`, "config.hide_credentials: must be a boolean"},
-		{"key-auth", `{"key_names":null}`, "config.key_names: must not be null"},
-		{"basic-auth", `{"realm":""}`, "config.realm"},
-		{"basic-auth", `{"hide_credential":true}`, "config.hide_credential: unknown field"},
-		{"jwt", `{"claims_to_verify":["iat"]}`, "config.claims_to_verify[0]: must be one of exp, nbf"},
-		{"jwt", `{"maximum_expiration_s":-1}`, "config.maximum_expiration_s: must be at least 0"},
-		{"jwt", `{"key_claim_name":""}`, "config.key_claim_name"},
-		{"jwt", `{"header_names":[],"query_names":[],"cookie_names":[]}`, "config.header_names"},
-		{"jwt", `{"secret":"x"}`, "config.secret: unknown field"},
-		{"acl", `{}`, "config.allow: exactly one"},
-		{"acl", `{"allow":["a"],"deny":["b"]}`, "config.allow: exactly one"},
-		{"acl", `{"allow":[""]}`, "config.allow[0]"},
-		{"acl", `{"groups":["a"]}`, "config.groups: unknown field"},
-	}
-	for _, c := range cases {
-		_, err := plugins.NormalizeConfig(c.typ, json.RawMessage(c.cfg))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s %s: error %v, want %q", c.typ, c.cfg, err, c.want)
-		}
+func TestConfigs(t *testing.T) {
+	for _, c := range configs {
+		t.Run(c.Type, c.Check)
 	}
 }
 

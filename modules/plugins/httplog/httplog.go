@@ -196,17 +196,7 @@ func (h *HTTPLog) SetDefaults() {
 //
 // header is accepted for headers.
 func (h *HTTPLog) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{
-		Args: []string{"endpoint"},
-		Blocks: map[string]func(*caddyfile.Dispenser) error{"header": func(d *caddyfile.Dispenser) error {
-			var k, v string
-			if !d.Args(&k, &v) || d.NextArg() {
-				return d.ArgErr()
-			}
-			h.Headers[k] = v
-			return nil
-		}},
-	})
+	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{Args: []string{"endpoint"}, Aliases: map[string]string{"header": "headers"}})
 }
 
 // Interface guards

@@ -15,7 +15,6 @@ import (
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
-	"github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	"github.com/caddy-gateway/gateway/modules/records"
@@ -30,37 +29,42 @@ func init() {
 	senders.SetRetry(20*time.Millisecond, 100*time.Millisecond, 2*time.Second)
 }
 
-func TestNormalize(t *testing.T) {
-	got, err := plugins.NormalizeConfig("http-log", json.RawMessage(`{"endpoint":"http://127.0.0.1:9/logs"}`))
-	want := `{"endpoint":"http://127.0.0.1:9/logs","method":"POST","headers":{},"batch_max_size":100,"flush_interval_ms":1000,"timeout_ms":5000,"queue_max_size":10000}`
-	if err != nil || string(got) != want {
-		t.Fatalf("defaults:\n got %s %v\nwant %s", got, err, want)
-	}
-	got, err = plugins.NormalizeConfig("http-log", json.RawMessage(`{"endpoint":"https://logs.example.com/x","method":"PUT","headers":{"Authorization":"Bearer t"},"batch_max_size":10000}`))
-	if err != nil || !strings.Contains(string(got), `"headers":{"Authorization":"Bearer t"}`) {
-		t.Fatalf("%s %v", got, err)
-	}
-	for cfg, want := range map[string]string{
-		`{}`:                                             "config.endpoint: is required",
-		`{"endpoint":""}`:                                "config.endpoint: is required",
-		`{"endpoint":"ftp://x/y"}`:                       "config.endpoint: must be an http or https URL",
-		`{"endpoint":"/relative"}`:                       "config.endpoint: must be an http or https URL",
-		`{"endpoint":"http://x","method":"GET"}`:         "config.method: must be one of",
-		`{"endpoint":"http://x","batch_max_size":0}`:     "config.batch_max_size: must be at least 1",
-		`{"endpoint":"http://x","batch_max_size":10001}`: "config.batch_max_size: must be at most 10000",
-		`{"endpoint":"http://x","flush_interval_ms":0}`:  "config.flush_interval_ms: must be at least 1",
-		`{"endpoint":"http://x","timeout_ms":0}`:         "config.timeout_ms: must be at least 1",
-		`{"endpoint":"http://x","queue_max_size":0}`:     "config.queue_max_size: must be at least 1",
-		`{"endpoint":"http://x","headers":{"a b":"c"}}`:  "config.headers",
-		`{"endpoint":"http://x","headers":{"a":1}}`:      "config.headers",
-		`{"endpoint":"http://x","batch_size":1}`:         "config.batch_size: unknown field",
-		`{"endpoint":"http://x","instance_id":1}`:        "config.instance_id: unknown field",
-	} {
-		_, err := plugins.NormalizeConfig("http-log", json.RawMessage(cfg))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: error %v, want %q", cfg, err, want)
-		}
-	}
+func TestConfig(t *testing.T) {
+	plugintest.Config{
+		Type: "http-log",
+		Normalized: [][2]string{
+			{`{"endpoint":"http://127.0.0.1:9/logs"}`,
+				`{"endpoint":"http://127.0.0.1:9/logs","method":"POST","headers":{},"batch_max_size":100,"flush_interval_ms":1000,"timeout_ms":5000,"queue_max_size":10000}`},
+			{`{"endpoint":"https://logs.example.com/x","method":"PUT","headers":{"Authorization":"Bearer t"},"batch_max_size":10000}`,
+				`{"endpoint":"https://logs.example.com/x","method":"PUT","headers":{"Authorization":"Bearer t"},"batch_max_size":10000,"flush_interval_ms":1000,"timeout_ms":5000,"queue_max_size":10000}`},
+		},
+		Refused: map[string]string{
+			`{}`:                                             "config.endpoint: is required",
+			`{"endpoint":""}`:                                "config.endpoint: is required",
+			`{"endpoint":"ftp://x/y"}`:                       "config.endpoint: must be an http or https URL",
+			`{"endpoint":"/relative"}`:                       "config.endpoint: must be an http or https URL",
+			`{"endpoint":"http://x","method":"GET"}`:         "config.method: must be one of",
+			`{"endpoint":"http://x","batch_max_size":0}`:     "config.batch_max_size: must be at least 1",
+			`{"endpoint":"http://x","batch_max_size":10001}`: "config.batch_max_size: must be at most 10000",
+			`{"endpoint":"http://x","flush_interval_ms":0}`:  "config.flush_interval_ms: must be at least 1",
+			`{"endpoint":"http://x","timeout_ms":0}`:         "config.timeout_ms: must be at least 1",
+			`{"endpoint":"http://x","queue_max_size":0}`:     "config.queue_max_size: must be at least 1",
+			`{"endpoint":"http://x","headers":{"a b":"c"}}`:  "config.headers.a b",
+			`{"endpoint":"http://x","headers":{"a":1}}`:      "config.headers.a",
+			`{"endpoint":"http://x","batch_size":1}`:         "config.batch_size: unknown field",
+			`{"endpoint":"http://x","instance_id":1}`:        "config.instance_id: unknown field",
+		},
+		Caddyfile: [][2]string{
+			{"gateway_http_log http://127.0.0.1:9/l {\n header X-A a\n headers X-B b\n method PUT\n timeout_ms 10\n}",
+				`{"handler":"gateway_http_log","endpoint":"http://127.0.0.1:9/l","method":"PUT","headers":{"X-A":"a","X-B":"b"},"batch_max_size":100,"flush_interval_ms":1000,"timeout_ms":10,"queue_max_size":10000}`},
+		},
+		BadCaddyfile: []string{
+			"gateway_http_log",
+			"gateway_http_log http://127.0.0.1:9/l http://127.0.0.1:9/m",
+			"gateway_http_log http://127.0.0.1:9/l {\n header X-A\n}",
+			"gateway_http_log http://127.0.0.1:9/l {\n batch_max_size many\n}",
+		},
+	}.Check(t)
 }
 
 // collector is a log endpoint that records the batches it receives.

@@ -1,7 +1,6 @@
 package proxycache
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,43 +8,46 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
 // The in-process Caddy of these tests is plugintest's.
 func TestMain(m *testing.M) { plugintest.Main(m) }
 
-func TestNormalize(t *testing.T) {
-	got, err := plugins.NormalizeConfig("proxy-cache", json.RawMessage(`{}`))
-	want := `{"ttl_s":300,"methods":["GET","HEAD"],"status_codes":[200,301,404],"content_types":[],"max_body_bytes":1048576,"vary_headers":[],"honor_cache_control":true}`
-	if err != nil || string(got) != want {
-		t.Fatalf("defaults:\n got %s %v\nwant %s", got, err, want)
-	}
-	got, err = plugins.NormalizeConfig("proxy-cache", json.RawMessage(`{"honor_cache_control":false,"content_types":["application/json","text/*"],"status_codes":[200]}`))
-	if err != nil || !strings.Contains(string(got), `"honor_cache_control":false`) || !strings.Contains(string(got), `"status_codes":[200]`) {
-		t.Fatalf("%s %v", got, err)
-	}
-	for cfg, want := range map[string]string{
-		`{"ttl_s":0}`:                      "config.ttl_s: must be at least 1",
-		`{"methods":[]}`:                   "config.methods",
-		`{"methods":["get"]}`:              "config.methods[0]",
-		`{"status_codes":[99]}`:            "config.status_codes[0]",
-		`{"status_codes":["200"]}`:         "config.status_codes[0]: must be an integer",
-		`{"content_types":["json"]}`:       "config.content_types[0]",
-		`{"max_body_bytes":-1}`:            "config.max_body_bytes: must be at least 0",
-		`{"vary_headers":["a b"]}`:         "config.vary_headers[0]",
-		`{"ttl":60}`:                       "config.ttl: unknown field",
-		`{"instance_id":1}`:                "config.instance_id: unknown field",
-		`{"honor_cache_control":"true"}`:   "config.honor_cache_control: must be a boolean",
-		`{"honor_cache_control":null}`:     "config.honor_cache_control: must not be null",
-		`{"vary_headers":["X"],"bad":[1]}`: "config.bad: unknown field",
-	} {
-		_, err := plugins.NormalizeConfig("proxy-cache", json.RawMessage(cfg))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: error %v, want %q", cfg, err, want)
-		}
-	}
+func TestConfig(t *testing.T) {
+	plugintest.Config{
+		Type: "proxy-cache",
+		Normalized: [][2]string{
+			{`{}`, `{"ttl_s":300,"methods":["GET","HEAD"],"status_codes":[200,301,404],"content_types":[],"max_body_bytes":1048576,"vary_headers":[],"honor_cache_control":true}`},
+			{`{"honor_cache_control":false,"content_types":["application/json","text/*"],"status_codes":[200]}`,
+				`{"ttl_s":300,"methods":["GET","HEAD"],"status_codes":[200],"content_types":["application/json","text/*"],"max_body_bytes":1048576,"vary_headers":[],"honor_cache_control":false}`},
+		},
+		Refused: map[string]string{
+			`{"ttl_s":0}`:                      "config.ttl_s: must be at least 1",
+			`{"methods":[]}`:                   "config.methods",
+			`{"methods":["get"]}`:              "config.methods[0]",
+			`{"status_codes":[99]}`:            "config.status_codes[0]",
+			`{"status_codes":["200"]}`:         "config.status_codes[0]: must be an integer",
+			`{"content_types":["json"]}`:       "config.content_types[0]",
+			`{"max_body_bytes":-1}`:            "config.max_body_bytes: must be at least 0",
+			`{"vary_headers":["a b"]}`:         "config.vary_headers[0]",
+			`{"ttl":60}`:                       "config.ttl: unknown field",
+			`{"instance_id":1}`:                "config.instance_id: unknown field",
+			`{"honor_cache_control":"true"}`:   "config.honor_cache_control: must be a boolean",
+			`{"honor_cache_control":null}`:     "config.honor_cache_control: must not be null",
+			`{"vary_headers":["X"],"bad":[1]}`: "config.bad: unknown field",
+		},
+		Caddyfile: [][2]string{
+			{"gateway_proxy_cache 30 {\n status_codes 200 203\n honor_cache_control false\n vary_headers Accept\n}",
+				`{"handler":"gateway_proxy_cache","ttl_s":30,"methods":["GET","HEAD"],"status_codes":[200,203],"content_types":[],"max_body_bytes":1048576,"vary_headers":["Accept"],"honor_cache_control":false}`},
+		},
+		BadCaddyfile: []string{
+			"gateway_proxy_cache 30 60",
+			"gateway_proxy_cache {\n status_codes ok\n}",
+			"gateway_proxy_cache {\n honor_cache_control maybe\n}",
+			"gateway_proxy_cache {\n ttl 60\n}",
+		},
+	}.Check(t)
 }
 
 // origin is an upstream whose answers depend on the path; hits counts the

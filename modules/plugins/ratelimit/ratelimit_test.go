@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"encoding/json"
 	"net"
 	"net/http"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
-	"github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	"github.com/caddy-gateway/gateway/schema"
@@ -19,36 +17,43 @@ import (
 // The in-process Caddy of these tests is plugintest's.
 func TestMain(m *testing.M) { plugintest.Main(m) }
 
-func TestNormalize(t *testing.T) {
-	got, err := plugins.NormalizeConfig("rate-limit", json.RawMessage(`{"limit":10}`))
-	if err != nil || string(got) != `{"limit":10,"window_s":60,"key":"ip","header_name":""}` {
-		t.Fatalf("defaults: %s %v", got, err)
-	}
-	got, err = plugins.NormalizeConfig("rate-limit", json.RawMessage(`{"limit":5,"window_s":1,"key":"header","header_name":"X-Tenant"}`))
-	if err != nil || string(got) != `{"limit":5,"window_s":1,"key":"header","header_name":"X-Tenant"}` {
-		t.Fatalf("full: %s %v", got, err)
-	}
-	for cfg, want := range map[string]string{
-		`{}`:                                 "config.limit: is required",
-		`null`:                               "config.limit: is required",
-		`{"limit":0}`:                        "config.limit: must be at least 1",
-		`{"limit":"10"}`:                     "config.limit: must be an integer",
-		`{"limit":1.5}`:                      "config.limit: must be an integer",
-		`{"limit":1,"window_s":0}`:           "config.window_s: must be at least 1",
-		`{"limit":1,"key":"user"}`:           "config.key: must be one of",
-		`{"limit":1,"key":"header"}`:         "config.header_name: is required when key is header",
-		`{"limit":1,"header_name":"a b"}`:    "config.header_name: must be a valid header name",
-		`{"limit":1,"window":60}`:            "config.window: unknown field",
-		`{"limit":1,"instance_id":3}`:        "config.instance_id: unknown field",
-		`{"limit":1,"key":"header","x":1}`:   "config.x: unknown field",
-		`{"limit":1,"key":null}`:             "config.key: must not be null",
-		`{"limit":1,"window_s":99999999999}`: "config.window_s: must be at most",
-	} {
-		_, err := plugins.NormalizeConfig("rate-limit", json.RawMessage(cfg))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: error %v, want %q", cfg, err, want)
-		}
-	}
+func TestConfig(t *testing.T) {
+	plugintest.Config{
+		Type: "rate-limit",
+		Normalized: [][2]string{
+			{`{"limit":10}`, `{"limit":10,"window_s":60,"key":"ip","header_name":""}`},
+			{`{"limit":5,"window_s":1,"key":"header","header_name":"X-Tenant"}`, `{"limit":5,"window_s":1,"key":"header","header_name":"X-Tenant"}`},
+		},
+		Refused: map[string]string{
+			`{}`:                                 "config.limit: is required",
+			`null`:                               "config.limit: is required",
+			`{"limit":0}`:                        "config.limit: must be at least 1",
+			`{"limit":"10"}`:                     "config.limit: must be an integer",
+			`{"limit":1.5}`:                      "config.limit: must be an integer",
+			`{"limit":1,"window_s":0}`:           "config.window_s: must be at least 1",
+			`{"limit":1,"key":"user"}`:           "config.key: must be one of",
+			`{"limit":1,"key":"header"}`:         "config.header_name: is required when key is header",
+			`{"limit":1,"header_name":"a b"}`:    "config.header_name: must be a valid header name",
+			`{"limit":1,"window":60}`:            "config.window: unknown field",
+			`{"limit":1,"instance_id":3}`:        "config.instance_id: unknown field",
+			`{"limit":1,"key":"header","x":1}`:   "config.x: unknown field",
+			`{"limit":1,"key":null}`:             "config.key: must not be null",
+			`{"limit":1,"window_s":99999999999}`: "config.window_s: must be at most",
+		},
+		Caddyfile: [][2]string{
+			{"gateway_rate_limit 5", `{"handler":"gateway_rate_limit","limit":5,"window_s":60,"key":"ip","header_name":""}`},
+			{"gateway_rate_limit 2 30 {\n key header X-User\n}", `{"handler":"gateway_rate_limit","limit":2,"window_s":30,"key":"header","header_name":"X-User"}`},
+			{"gateway_rate_limit {\n limit 3\n key route\n}", `{"handler":"gateway_rate_limit","limit":3,"window_s":60,"key":"route","header_name":""}`},
+		},
+		BadCaddyfile: []string{
+			"gateway_rate_limit",
+			"gateway_rate_limit 1 2 3",
+			"gateway_rate_limit 5 {\n key\n}",
+			"gateway_rate_limit 5 {\n key header X-A X-B\n}",
+			"gateway_rate_limit 5 {\n key header\n}",
+			"gateway_rate_limit ten",
+		},
+	}.Check(t)
 	fresh := new(RateLimit)
 	fresh.SetDefaults()
 	if schema.Check(fresh) == nil {

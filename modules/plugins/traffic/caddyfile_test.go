@@ -51,7 +51,7 @@ func TestCaddyfileDirectiveOrder(t *testing.T) {
 		lines = append(lines, plugins.ModuleName(name)+" "+minimal[name])
 	}
 	lines = append(lines, "reverse_proxy 127.0.0.1:9", "header X-A b", "encode gzip", "redir /old /new")
-	hs, err := adaptCaddyfile(t, strings.Join(lines, "\n"))
+	hs, err := plugintest.AdaptCaddyfile(t, strings.Join(lines, "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,20 +7,8 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
-func TestHSTSConfig(t *testing.T) {
-	wantDefaults(t, "hsts", `{}`, `{"max_age_s":31536000,"include_subdomains":false,"preload":false}`)
-	wantDefaults(t, "hsts", `{"max_age_s":0,"preload":true}`, `{"max_age_s":0,"include_subdomains":false,"preload":true}`)
-	wantConfigErrors(t, "hsts", map[string]string{
-		`{"max_age_s":-5}`:             "config.max_age_s",
-		`{"include_subdomains":"yes"}`: "config.include_subdomains",
-		`{"max-age":1}`:                "config.max-age",
-	})
-	wantCaddyfile(t, "gateway_hsts {\n include_subdomains\n preload true\n}",
-		`{"handler":"gateway_hsts","max_age_s":31536000,"include_subdomains":true,"preload":true}`)
-}
-
 func TestHSTSTraffic(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "hsts", `{}`)}, plugintest.WithTLS())
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "hsts", `{}`)}, plugintest.WithTLS())
 	res := g.Get(g.TLSURL + "/")
 	plugintest.WantStatus(t, res, http.StatusOK)
 	if res.TLS == nil {
@@ -35,7 +23,7 @@ func TestHSTSTraffic(t *testing.T) {
 		t.Fatalf("plain HTTP got Strict-Transport-Security %q", got)
 	}
 
-	g = startGW(t, []string{handlerJSON(t, "hsts", `{"max_age_s":600,"include_subdomains":true,"preload":true}`)}, plugintest.WithTLS(),
+	g = startGW(t, []string{plugintest.HandlerJSON(t, "hsts", `{"max_age_s":600,"include_subdomains":true,"preload":true}`)}, plugintest.WithTLS(),
 		plugintest.WithUpstreamFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Strict-Transport-Security", "max-age=1")
 		}))

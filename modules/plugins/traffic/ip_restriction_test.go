@@ -7,29 +7,6 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
-func TestIPRestrictionConfig(t *testing.T) {
-	wantDefaults(t, "ip-restriction", `{"allow":["10.0.0.0/8"]}`,
-		`{"allow":["10.0.0.0/8"],"deny":[],"status":403,"message":"forbidden"}`)
-	wantDefaults(t, "ip-restriction", `{"deny":["::1","1.2.3.4"],"status":404,"message":"gone"}`,
-		`{"allow":[],"deny":["::1","1.2.3.4"],"status":404,"message":"gone"}`)
-	wantConfigErrors(t, "ip-restriction", map[string]string{
-		`{}`:                                "config.allow",
-		`{"allow":[],"deny":[]}`:            "config.allow",
-		`{"allow":["10.0.0.300"]}`:          "config.allow[0]",
-		`{"allow":["1.2.3.4","nope/8"]}`:    "config.allow[1]",
-		`{"deny":["10.0.0.0/33"]}`:          "config.deny[0]",
-		`{"deny":["1.2.3.4"],"status":200}`: "config.status",
-		`{"deny":["1.2.3.4"],"status":600}`: "config.status",
-		`{"deny":"1.2.3.4"}`:                "config.deny",
-		`{"deny":["1.2.3.4"],"x":1}`:        "config.x",
-	})
-	wantCaddyfile(t, "gateway_ip_restriction {\n allow 10.0.0.0/8 127.0.0.1\n allow ::1\n status 404\n}",
-		`{"handler":"gateway_ip_restriction","allow":["10.0.0.0/8","127.0.0.1","::1"],"deny":[],"status":404,"message":"forbidden"}`)
-	if _, err := adaptCaddyfile(t, "gateway_ip_restriction"); err == nil {
-		t.Error("Caddyfile without allow/deny: no error")
-	}
-}
-
 func TestIPRestrictionTraffic(t *testing.T) {
 	cases := []struct {
 		config  string
@@ -45,7 +22,7 @@ func TestIPRestrictionTraffic(t *testing.T) {
 		{`{"deny":["::1"]}`, 200, ""},
 	}
 	for _, c := range cases {
-		g := startGW(t, []string{handlerJSON(t, "ip-restriction", c.config)})
+		g := startGW(t, []string{plugintest.HandlerJSON(t, "ip-restriction", c.config)})
 		res := g.Get("/x")
 		plugintest.WantStatus(t, res, c.status)
 		if c.status != 200 {
@@ -59,7 +36,7 @@ func TestIPRestrictionTraffic(t *testing.T) {
 
 // The client address is Caddy's client_ip when the peer is a trusted proxy.
 func TestIPRestrictionTrustedProxy(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "ip-restriction", `{"deny":["203.0.113.0/24"]}`)},
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "ip-restriction", `{"deny":["203.0.113.0/24"]}`)},
 		plugintest.WithServer(map[string]any{
 			"trusted_proxies":   map[string]any{"source": "static", "ranges": []string{"127.0.0.1/32"}},
 			"client_ip_headers": []string{"X-Forwarded-For"},
@@ -71,8 +48,8 @@ func TestIPRestrictionTrustedProxy(t *testing.T) {
 
 // Inside the gateway the router's client address (gwctx.Info.ClientIP) decides.
 func TestIPRestrictionRouterClientIP(t *testing.T) {
-	g := startGW(t, []string{`{"handler":"test_gwinfo","client_ip":"203.0.113.5"}`, handlerJSON(t, "ip-restriction", `{"allow":["127.0.0.1"]}`)})
+	g := startGW(t, []string{`{"handler":"test_gwinfo","client_ip":"203.0.113.5"}`, plugintest.HandlerJSON(t, "ip-restriction", `{"allow":["127.0.0.1"]}`)})
 	plugintest.WantStatus(t, g.Get("/"), http.StatusForbidden)
-	g = startGW(t, []string{`{"handler":"test_gwinfo","client_ip":"203.0.113.5"}`, handlerJSON(t, "ip-restriction", `{"allow":["203.0.113.0/24"]}`)})
+	g = startGW(t, []string{`{"handler":"test_gwinfo","client_ip":"203.0.113.5"}`, plugintest.HandlerJSON(t, "ip-restriction", `{"allow":["203.0.113.0/24"]}`)})
 	plugintest.WantStatus(t, g.Get("/"), http.StatusOK)
 }

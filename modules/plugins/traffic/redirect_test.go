@@ -7,31 +7,8 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
-func TestRedirectConfig(t *testing.T) {
-	wantDefaults(t, "redirect", `{"to_https":true}`,
-		`{"to_https":true,"location":"","status":308,"keep_path":true}`)
-	wantDefaults(t, "redirect", `{"location":"https://new.example/base?from=old","status":301,"keep_path":false}`,
-		`{"to_https":false,"location":"https://new.example/base?from=old","status":301,"keep_path":false}`)
-	wantConfigErrors(t, "redirect", map[string]string{
-		`{}`: "config.location",
-		`{"to_https":true,"location":"https://x.example"}`: "config.location",
-		`{"location":"/relative"}`:                         "config.location",
-		`{"location":"ftp://x.example"}`:                   "config.location",
-		`{"location":"https://x.example/?a=1"}`:            "config.location",
-		`{"to_https":true,"status":200}`:                   "config.status",
-		`{"to_https":true,"status":304}`:                   "config.status",
-		`{"to_https":true,"https_port":8443}`:              "config.https_port", // internal: not part of the API
-		`{"to_https":true,"keep_path":"no"}`:               "config.keep_path",
-	})
-	wantCaddyfile(t, "gateway_redirect {\n to_https\n https_port 8443\n}",
-		`{"handler":"gateway_redirect","to_https":true,"location":"","status":308,"keep_path":true,"https_port":8443}`)
-	if _, err := adaptCaddyfile(t, "gateway_redirect {\n status 307\n}"); err == nil {
-		t.Error("Caddyfile without to_https or location: no error")
-	}
-}
-
 func TestRedirectLocation(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "redirect", `{"location":"https://new.example/base/"}`)})
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "redirect", `{"location":"https://new.example/base/"}`)})
 	res := g.Get("/a/b?x=1&y=%20")
 	plugintest.WantStatus(t, res, http.StatusPermanentRedirect)
 	if got := res.Header.Get("Location"); got != "https://new.example/base/a/b?x=1&y=%20" {
@@ -41,7 +18,7 @@ func TestRedirectLocation(t *testing.T) {
 		t.Fatal("redirected request reached the upstream")
 	}
 
-	g = startGW(t, []string{handlerJSON(t, "redirect", `{"location":"http://other.example/landing","keep_path":false,"status":302}`)})
+	g = startGW(t, []string{plugintest.HandlerJSON(t, "redirect", `{"location":"http://other.example/landing","keep_path":false,"status":302}`)})
 	res = g.Do(http.MethodPost, "/a?b", nil)
 	plugintest.WantStatus(t, res, http.StatusFound)
 	if got := res.Header.Get("Location"); got != "http://other.example/landing" {
@@ -50,7 +27,7 @@ func TestRedirectLocation(t *testing.T) {
 }
 
 func TestRedirectToHTTPS(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "redirect", `{"to_https":true}`)}, plugintest.WithTLS())
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "redirect", `{"to_https":true}`)}, plugintest.WithTLS())
 	res := g.Get("/p/q?r=1", "Host", "shop.example:8080")
 	plugintest.WantStatus(t, res, http.StatusPermanentRedirect)
 	if got := res.Header.Get("Location"); got != "https://shop.example/p/q?r=1" {

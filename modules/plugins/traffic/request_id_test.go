@@ -9,35 +9,8 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
-func TestRequestIDConfig(t *testing.T) {
-	wantDefaults(t, "request-id", `{}`,
-		`{"header_name":"X-Request-ID","trust_incoming":true,"echo_downstream":true}`)
-	wantDefaults(t, "request-id", `{"trust_incoming":false,"header_name":"X-Corr"}`,
-		`{"header_name":"X-Corr","trust_incoming":false,"echo_downstream":true}`)
-	wantConfigErrors(t, "request-id", map[string]string{
-		`{"header_name":""}`:           "config.header_name",
-		`{"header_name":"bad header"}`: "config.header_name",
-		`{"trust_incoming":"yes"}`:     "config.trust_incoming",
-		`{"echo_downstream":null}`:     "config.echo_downstream",
-		`{"nope":1}`:                   "config.nope",
-	})
-	wantCaddyfile(t, "gateway_request_id", `{"handler":"gateway_request_id","header_name":"X-Request-ID","trust_incoming":true,"echo_downstream":true}`)
-	wantCaddyfile(t, "gateway_request_id {\n header_name X-Trace\n trust_incoming false\n}",
-		`{"handler":"gateway_request_id","header_name":"X-Trace","trust_incoming":false,"echo_downstream":true}`)
-	for _, bad := range []string{
-		"gateway_request_id {\n header_name \"a b\"\n}",
-		"gateway_request_id {\n unknown 1\n}",
-		"gateway_request_id {\n trust_incoming maybe\n}",
-		"gateway_request_id X-Foo",
-	} {
-		if _, err := adaptCaddyfile(t, bad); err == nil {
-			t.Errorf("Caddyfile %q: no error", bad)
-		}
-	}
-}
-
 func TestRequestIDTraffic(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "request-id", `{}`)})
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "request-id", `{}`)})
 
 	// generated: a UUIDv4, the same upstream and downstream
 	res := g.Get("/a")
@@ -70,7 +43,7 @@ func TestRequestIDTraffic(t *testing.T) {
 }
 
 func TestRequestIDNoTrustNoEcho(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "request-id", `{"header_name":"X-Corr","trust_incoming":false,"echo_downstream":false}`)},
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "request-id", `{"header_name":"X-Corr","trust_incoming":false,"echo_downstream":false}`)},
 		plugintest.WithUpstreamFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Corr", "from-upstream")
 			w.WriteHeader(http.StatusOK)
@@ -87,7 +60,7 @@ func TestRequestIDNoTrustNoEcho(t *testing.T) {
 }
 
 func TestRequestIDEchoReplacesUpstreamCopy(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "request-id", `{}`)},
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "request-id", `{}`)},
 		plugintest.WithUpstreamFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Request-ID", "upstream-own")
 		}))

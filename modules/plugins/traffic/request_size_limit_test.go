@@ -10,22 +10,6 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
-func TestRequestSizeLimitConfig(t *testing.T) {
-	wantDefaults(t, "request-size-limit", `{}`, `{"max_bytes":1048576}`)
-	wantDefaults(t, "request-size-limit", `{"max_bytes":0}`, `{"max_bytes":0}`)
-	wantConfigErrors(t, "request-size-limit", map[string]string{
-		`{"max_bytes":-1}`:   "config.max_bytes",
-		`{"max_bytes":1.5}`:  "config.max_bytes",
-		`{"max_bytes":"1"}`:  "config.max_bytes",
-		`{"max_bytes":null}`: "config.max_bytes",
-		`{"limit":1}`:        "config.limit",
-	})
-	wantCaddyfile(t, "gateway_request_size_limit {\n max_bytes 10\n}", `{"handler":"gateway_request_size_limit","max_bytes":10}`)
-	if _, err := adaptCaddyfile(t, "gateway_request_size_limit {\n max_bytes ten\n}"); err == nil {
-		t.Error("Caddyfile max_bytes ten: no error")
-	}
-}
-
 // chunked is a body of n bytes without a declared length (sent chunked).
 func chunked(n int) io.Reader { return io.LimitReader(neverEnding('x'), int64(n)) }
 
@@ -39,7 +23,7 @@ func (b neverEnding) Read(p []byte) (int, error) {
 }
 
 func TestRequestSizeLimitDeclared(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "request-size-limit", `{"max_bytes":100}`)})
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "request-size-limit", `{"max_bytes":100}`)})
 	res := g.Do(http.MethodPost, "/", strings.NewReader(strings.Repeat("a", 100)))
 	plugintest.WantStatus(t, res, http.StatusOK)
 	if got := len(g.Upstream.Last().Body); got != 100 {
@@ -55,7 +39,7 @@ func TestRequestSizeLimitDeclared(t *testing.T) {
 }
 
 func TestRequestSizeLimitStreamed(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "request-size-limit", `{"max_bytes":65536}`)})
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "request-size-limit", `{"max_bytes":65536}`)})
 	res := g.Do(http.MethodPost, "/small", chunked(1000))
 	plugintest.WantStatus(t, res, http.StatusOK)
 	if up := g.Upstream.Last(); len(up.Body) != 1000 || up.BodyErr != "" || len(up.Header.Values("Content-Length")) != 0 {
@@ -81,7 +65,7 @@ func TestRequestSizeLimitStreamed(t *testing.T) {
 }
 
 func TestRequestSizeLimitZero(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "request-size-limit", `{"max_bytes":0}`)})
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "request-size-limit", `{"max_bytes":0}`)})
 	plugintest.WantStatus(t, g.Get("/"), http.StatusOK)
 	plugintest.WantStatus(t, g.Do(http.MethodPost, "/", strings.NewReader("a")), http.StatusRequestEntityTooLarge)
 	plugintest.WantStatus(t, g.Do(http.MethodPost, "/", chunked(10)), http.StatusRequestEntityTooLarge)

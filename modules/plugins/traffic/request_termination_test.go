@@ -10,60 +10,40 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
-func TestRequestTerminationConfig(t *testing.T) {
-	wantDefaults(t, "request-termination", `{}`,
-		`{"status":503,"message":"service unavailable","body":null,"content_type":"application/json"}`)
-	wantDefaults(t, "request-termination", `{"status":200,"body":"ok","content_type":"text/plain"}`,
-		`{"status":200,"message":"service unavailable","body":"ok","content_type":"text/plain"}`)
-	wantConfigErrors(t, "request-termination", map[string]string{
-		`{"status":100}`:            "config.status",
-		`{"status":600}`:            "config.status",
-		`{"body":5}`:                "config.body",
-		`{"content_type":"a b"}`:    "config.content_type",
-		`{"message":null}`:          "config.message",
-		`{"status":503,"extra":""}`: "config.extra",
-		// Placeholders outside the request's own are refused: they read
-		// files and the environment.
-		`{"body":"{file./etc/passwd}"}`:  "config.body",
-		`{"body":"x {env.HOME} y"}`:      "config.body",
-		`{"body":"{system.hostname}"}`:   "config.body",
-		`{"body":"{http.request.body}"}`: "config.body",
-	})
+func TestRequestTerminationProvisionRefuses(t *testing.T) {
 	// Caddy JSON that skips the admin API is refused at Provision too.
 	body := "{file./etc/passwd}"
 	if err := (&RequestTermination{Status: 200, Body: &body}).Provision(caddy.Context{}); err == nil || !strings.Contains(err.Error(), "body") {
 		t.Errorf("Provision with {file.*}: %v", err)
 	}
-	wantCaddyfile(t, "gateway_request_termination {\n status 410\n body \"<h1>gone</h1>\"\n content_type text/html\n}",
-		`{"handler":"gateway_request_termination","status":410,"message":"service unavailable","body":"<h1>gone</h1>","content_type":"text/html"}`)
 }
 
 func TestRequestTerminationTraffic(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "request-termination", `{}`)})
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "request-termination", `{}`)})
 	res := g.Get("/x")
 	plugintest.WantStatus(t, res, http.StatusServiceUnavailable)
 	plugintest.WantErrorBody(t, res, "service unavailable")
 
-	g = startGW(t, []string{handlerJSON(t, "request-termination", `{"status":418,"message":"teapot"}`)})
+	g = startGW(t, []string{plugintest.HandlerJSON(t, "request-termination", `{"status":418,"message":"teapot"}`)})
 	res = g.Do(http.MethodPost, "/x", nil)
 	plugintest.WantStatus(t, res, http.StatusTeapot)
 	plugintest.WantErrorBody(t, res, "teapot")
 
-	g = startGW(t, []string{handlerJSON(t, "request-termination", `{"status":200,"body":"<p>maintenance on {http.request.uri.path}</p>","content_type":"text/html; charset=utf-8"}`)})
+	g = startGW(t, []string{plugintest.HandlerJSON(t, "request-termination", `{"status":200,"body":"<p>maintenance on {http.request.uri.path}</p>","content_type":"text/html; charset=utf-8"}`)})
 	res = g.Get("/page")
 	plugintest.WantStatus(t, res, http.StatusOK)
 	if res.Body != "<p>maintenance on /page</p>" || res.Header.Get("Content-Type") != "text/html; charset=utf-8" {
 		t.Fatalf("raw body %q, Content-Type %q", res.Body, res.Header.Get("Content-Type"))
 	}
 
-	g = startGW(t, []string{handlerJSON(t, "request-termination", `{"body":"{\"down\":true}"}`)})
+	g = startGW(t, []string{plugintest.HandlerJSON(t, "request-termination", `{"body":"{\"down\":true}"}`)})
 	res = g.Get("/")
 	plugintest.WantStatus(t, res, http.StatusServiceUnavailable)
 	if res.Body != `{"down":true}` || res.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("raw body %q, Content-Type %q", res.Body, res.Header.Get("Content-Type"))
 	}
 	// The content type is literal, never expanded.
-	g = startGW(t, []string{handlerJSON(t, "request-termination", `{"body":"x","content_type":"text/{env.HOME}"}`)})
+	g = startGW(t, []string{plugintest.HandlerJSON(t, "request-termination", `{"body":"x","content_type":"text/{env.HOME}"}`)})
 	if ct := g.Get("/").Header.Get("Content-Type"); ct != "text/{env.HOME}" {
 		t.Fatalf("Content-Type %q", ct)
 	}

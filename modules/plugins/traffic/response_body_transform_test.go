@@ -11,32 +11,6 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
-func TestResponseBodyTransformConfig(t *testing.T) {
-	wantDefaults(t, "response-body-transform", `{}`,
-		`{"replace":[],"json_remove":[],"json_set":{},"content_types":["application/json","text/html","text/plain"],"max_body_bytes":1048576}`)
-	wantDefaults(t, "response-body-transform", `{"replace":[{"pattern":"a+"}],"json_set":{"a.b":{"c":[1,2]}}}`,
-		`{"replace":[{"pattern":"a+","with":""}],"json_remove":[],"json_set":{"a.b":{"c":[1,2]}},"content_types":["application/json","text/html","text/plain"],"max_body_bytes":1048576}`)
-	wantConfigErrors(t, "response-body-transform", map[string]string{
-		`{"replace":[{"pattern":"a("}]}`:             "config.replace[0].pattern",
-		`{"replace":[{"pattern":"a"},{"with":"x"}]}`: "config.replace[1].pattern",
-		`{"replace":[{"pattern":"(?=x)"}]}`:          "config.replace[0].pattern", // lookahead: not RE2
-		`{"replace":{"pattern":"a"}}`:                "config.replace",
-		`{"json_remove":["a..b"]}`:                   "config.json_remove[0]",
-		`{"json_set":{".a":1}}`:                      "config.json_set..a",
-		`{"content_types":["html"]}`:                 "config.content_types[0]",
-		`{"max_body_bytes":0}`:                       "config.max_body_bytes",
-		`{"json_patch":[]}`:                          "config.json_patch",
-	})
-	if _, err := normalized(t, "response-body-transform", `{"replace":[{"pattern":"a","flags":"i"}]}`); err == nil {
-		t.Error("unknown field in a replace rule accepted")
-	}
-	wantCaddyfile(t, "gateway_response_body_transform {\n replace \"a(b)\" \"$1\"\n replace x\n json_remove a.b c\n json_set meta.n 5\n json_set meta.s hello\n content_types text/*\n}",
-		`{"handler":"gateway_response_body_transform","replace":[{"pattern":"a(b)","with":"$1"},{"pattern":"x","with":""}],"json_remove":["a.b","c"],"json_set":{"meta.n":5,"meta.s":"hello"},"content_types":["text/*"],"max_body_bytes":1048576}`)
-	if _, err := adaptCaddyfile(t, "gateway_response_body_transform {\n replace a b c\n}"); err == nil {
-		t.Error("Caddyfile replace with 3 arguments: no error")
-	}
-}
-
 const upstreamJSON = `{"user":{"name":"a","password":"p"},"items":[{"secret":1,"id":1},{"id":2}],"url":"http://internal.example/x","html":"<b>&</b>","n":1.50}`
 
 // fixed answers body with content type ct (and Content-Length unless
@@ -67,7 +41,7 @@ func bodyRulesConfig(extra string) string {
 }
 
 func TestResponseBodyTransformJSON(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
 		plugintest.WithUpstreamFunc(fixed("application/json; charset=utf-8", upstreamJSON, false)))
 	res := g.Get("/")
 	plugintest.WantStatus(t, res, http.StatusOK)
@@ -87,7 +61,7 @@ func TestResponseBodyTransformJSON(t *testing.T) {
 
 func TestResponseBodyTransformText(t *testing.T) {
 	page := `<a href="http://internal.example/a">x</a> {"user":{"password":"p"}}`
-	g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
 		plugintest.WithUpstreamFunc(fixed("text/html", page, true)))
 	res := g.Get("/")
 	want := `<a href="https://api.example.com/a">x</a> {"user":{"password":"p"}}` // JSON rules only for JSON
@@ -96,7 +70,7 @@ func TestResponseBodyTransformText(t *testing.T) {
 	}
 
 	// not listed: streams through unchanged
-	g = startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
+	g = startGW(t, []string{plugintest.HandlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
 		plugintest.WithUpstreamFunc(fixed("application/xml", "<u>http://internal.example</u>", false)))
 	res = g.Get("/")
 	if res.Body != "<u>http://internal.example</u>" || res.Header.Get("ETag") != `"v1"` {
@@ -104,7 +78,7 @@ func TestResponseBodyTransformText(t *testing.T) {
 	}
 
 	// no match: the original, ETag kept
-	g = startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
+	g = startGW(t, []string{plugintest.HandlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
 		plugintest.WithUpstreamFunc(fixed("text/plain", "nothing to see", false)))
 	res = g.Get("/")
 	if res.Body != "nothing to see" || res.Header.Get("ETag") != `"v1"` {
@@ -115,7 +89,7 @@ func TestResponseBodyTransformText(t *testing.T) {
 func TestResponseBodyTransformTooLarge(t *testing.T) {
 	big := strings.Repeat("http://internal.example ", 500) // 12000 bytes
 	for _, chunked := range []bool{false, true} {
-		g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(`,"max_body_bytes":5000`))},
+		g := startGW(t, []string{plugintest.HandlerJSON(t, "response-body-transform", bodyRulesConfig(`,"max_body_bytes":5000`))},
 			plugintest.WithUpstreamFunc(fixed("text/plain", big, chunked)))
 		res := g.Get("/")
 		plugintest.WantStatus(t, res, http.StatusOK)
@@ -125,7 +99,7 @@ func TestResponseBodyTransformTooLarge(t *testing.T) {
 	}
 	// within the limit, chunked: transformed
 	small := strings.Repeat("http://internal.example ", 100)
-	g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(`,"max_body_bytes":5000`))},
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "response-body-transform", bodyRulesConfig(`,"max_body_bytes":5000`))},
 		plugintest.WithUpstreamFunc(fixed("text/plain", small, true)))
 	if res := g.Get("/"); res.Body != strings.ReplaceAll(small, "http://internal.example", "https://api.example.com") {
 		t.Fatalf("chunked body within the limit not transformed: %q", res.Body[:60])
@@ -143,7 +117,7 @@ func gzipped(s string) string {
 func TestResponseBodyTransformCompressed(t *testing.T) {
 	want := `{"user":{"name":"b"},"items":[{"id":1},{"id":2}],"url":"https://api.example.com/x","html":"<b>&</b>","n":1.50,"meta":{"gateway":true}}`
 	// an upstream that compresses itself
-	g := startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "response-body-transform", bodyRulesConfig(""))},
 		plugintest.WithUpstreamFunc(fixed("application/json", gzipped(upstreamJSON), false, "Content-Encoding", "gzip")))
 	res := g.Get("/", "Accept-Encoding", "gzip")
 	if res.Header.Get("Content-Encoding") != "gzip" || res.ContentLength != int64(len(res.Body)) {
@@ -155,7 +129,7 @@ func TestResponseBodyTransformCompressed(t *testing.T) {
 
 	// the gateway's default ordering: body transform (1310) outside compression (1400)
 	big := strings.Replace(upstreamJSON, `"n":1.50`, `"n":1.50,"pad":"`+strings.Repeat("z", 2000)+`"`, 1)
-	g = startGW(t, []string{handlerJSON(t, "response-body-transform", bodyRulesConfig("")), handlerJSON(t, "response-compression", `{}`)},
+	g = startGW(t, []string{plugintest.HandlerJSON(t, "response-body-transform", bodyRulesConfig("")), plugintest.HandlerJSON(t, "response-compression", `{}`)},
 		plugintest.WithUpstreamFunc(fixed("application/json", big, false)))
 	for _, enc := range []string{"zstd", "gzip", ""} {
 		res = g.Get("/", "Accept-Encoding", enc)

@@ -14,24 +14,6 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
-func TestResponseCompressionConfig(t *testing.T) {
-	wantDefaults(t, "response-compression", `{}`, `{"encodings":["zstd","gzip"],"min_length":512,"content_types":[]}`)
-	wantDefaults(t, "response-compression", `{"encodings":["gzip"],"min_length":0,"content_types":["text/*","application/json"]}`,
-		`{"encodings":["gzip"],"min_length":0,"content_types":["text/*","application/json"]}`)
-	wantConfigErrors(t, "response-compression", map[string]string{
-		`{"encodings":[]}`:                               "config.encodings",
-		`{"encodings":["br"]}`:                           "config.encodings[0]",
-		`{"encodings":["gzip","gzip"]}`:                  "config.encodings[1]",
-		`{"min_length":-1}`:                              "config.min_length",
-		`{"content_types":["json"]}`:                     "config.content_types[0]",
-		`{"content_types":["*/*"]}`:                      "config.content_types[0]",
-		`{"content_types":["text/html; charset=utf-8"]}`: "config.content_types[0]",
-		`{"level":5}`:                                    "config.level",
-	})
-	wantCaddyfile(t, "gateway_response_compression {\n encodings gzip\n min_length 0\n content_types text/*\n}",
-		`{"handler":"gateway_response_compression","encodings":["gzip"],"min_length":0,"content_types":["text/*"]}`)
-}
-
 // sized answers ?n= bytes of content type ?ct=.
 func sized(w http.ResponseWriter, r *http.Request) {
 	n, _ := strconv.Atoi(r.URL.Query().Get("n"))
@@ -70,7 +52,7 @@ func decoded(t *testing.T, res plugintest.Result) string {
 }
 
 func TestResponseCompressionTraffic(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "response-compression", `{}`)}, plugintest.WithUpstreamFunc(sized))
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "response-compression", `{}`)}, plugintest.WithUpstreamFunc(sized))
 	cases := []struct {
 		url, accept, wantEnc string
 	}{
@@ -103,7 +85,7 @@ func TestResponseCompressionTraffic(t *testing.T) {
 }
 
 func TestResponseCompressionOptions(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "response-compression", `{"encodings":["gzip"],"min_length":0,"content_types":["text/*"]}`)}, plugintest.WithUpstreamFunc(sized))
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "response-compression", `{"encodings":["gzip"],"min_length":0,"content_types":["text/*"]}`)}, plugintest.WithUpstreamFunc(sized))
 	for _, c := range []struct{ url, wantEnc string }{
 		{"/?n=10&ct=text/plain", "gzip"},                 // min_length 0
 		{"/?n=2000&ct=text/csv", "gzip"},                 // text/*

@@ -8,33 +8,8 @@ import (
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
-func TestRequestTransformConfig(t *testing.T) {
-	wantDefaults(t, "request-transform", `{}`,
-		`{"remove_headers":[],"rename_headers":{},"set_headers":{},"add_headers":{},"remove_query":[],"set_query":{}}`)
-	wantDefaults(t, "request-transform", `{"set_headers":{"X-A":"{http.request.remote.host}"},"remove_query":["q"]}`,
-		`{"remove_headers":[],"rename_headers":{},"set_headers":{"X-A":"{http.request.remote.host}"},"add_headers":{},"remove_query":["q"],"set_query":{}}`)
-	wantConfigErrors(t, "request-transform", map[string]string{
-		`{"remove_headers":["ok","bad header"]}`:         "config.remove_headers[1]",
-		`{"rename_headers":{"A":"b c"}}`:                 "config.rename_headers.A",
-		`{"set_headers":{"a b":"x"}}`:                    "config.set_headers.a b",
-		`{"add_headers":{"X":"line\nbreak"}}`:            "config.add_headers.X",
-		`{"set_headers":{"X":1}}`:                        "config.set_headers.X",
-		`{"remove_query":[""]}`:                          "config.remove_query[0]",
-		`{"set_query":{"":"v"}}`:                         "config.set_query",
-		`{"set_path":"/"}`:                               "config.set_path",
-		`{"set_headers":{"X-Env":"{env.HOME}"}}`:         "config.set_headers.X-Env",
-		`{"add_headers":{"X-F":"{file./etc/hostname}"}}`: "config.add_headers.X-F",
-		`{"set_query":{"q":"{system.hostname}"}}`:        "config.set_query.q",
-	})
-	wantCaddyfile(t, "gateway_request_transform {\n set_headers X-Real-IP {http.request.remote.host}\n set_headers X-B b\n remove_headers X-Debug X-Internal-*\n set_query source gw\n}",
-		`{"handler":"gateway_request_transform","remove_headers":["X-Debug","X-Internal-*"],"rename_headers":{},"set_headers":{"X-Real-IP":"{http.request.remote.host}","X-B":"b"},"add_headers":{},"remove_query":[],"set_query":{"source":"gw"}}`)
-	if _, err := adaptCaddyfile(t, "gateway_request_transform {\n set_headers X-A\n}"); err == nil {
-		t.Error("Caddyfile map entry without a value: no error")
-	}
-}
-
 func TestRequestTransformTraffic(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "request-transform", `{
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "request-transform", `{
 		"remove_headers":["X-Debug","X-Internal-*"],
 		"rename_headers":{"X-Old":"X-New","X-Absent":"X-Never"},
 		"set_headers":{"X-Client":"{http.request.remote.host}","X-Set":"set","Host":"upstream.example","X-Unknown":"\\{not.a.placeholder\\}","X-Json":"{\"a\": 1}"},
@@ -79,23 +54,8 @@ func TestRequestTransformTraffic(t *testing.T) {
 	}
 }
 
-func TestResponseTransformConfig(t *testing.T) {
-	wantDefaults(t, "response-transform", `{}`,
-		`{"remove_headers":[],"rename_headers":{},"set_headers":{},"add_headers":{}}`)
-	wantConfigErrors(t, "response-transform", map[string]string{
-		`{"remove_headers":[""]}`:                "config.remove_headers[0]",
-		`{"add_headers":{"X":"\r"}}`:             "config.add_headers.X",
-		`{"remove_query":["a"]}`:                 "config.remove_query",
-		`{"rename_headers":{"a":""}}`:            "config.rename_headers.a",
-		`{"set_headers":{"X-Env":"{env.PATH}"}}`: "config.set_headers.X-Env",
-		`{"add_headers":{"X":"a{file./x}"}}`:     "config.add_headers.X",
-	})
-	wantCaddyfile(t, "gateway_response_transform {\n remove_headers Server\n rename_headers X-A X-B\n add_headers X-C c\n}",
-		`{"handler":"gateway_response_transform","remove_headers":["Server"],"rename_headers":{"X-A":"X-B"},"set_headers":{},"add_headers":{"X-C":"c"}}`)
-}
-
 func TestResponseTransformTraffic(t *testing.T) {
-	g := startGW(t, []string{handlerJSON(t, "response-transform", `{
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "response-transform", `{
 		"remove_headers":["X-Powered-*","Server"],
 		"rename_headers":{"X-Upstream-Time":"X-Time"},
 		"set_headers":{"Cache-Control":"no-store","X-Path":"{http.request.uri.path}"},
