@@ -223,15 +223,7 @@ func (p *parser) folded(out []instr) []instr {
 // blockType parses the type of a block, loop or if. A single result or none
 // is encoded inline; anything else refers to a (possibly implicit) type.
 func (p *parser) blockType() *typeUse {
-	tu := &typeUse{pos: p.peek().pos}
-	if p.isForm("type") {
-		p.open("type")
-		r := p.ref("type")
-		tu.explicit = &r
-		p.rparen()
-	}
-	p.params(tu, false)
-	p.results(tu)
+	tu := p.signature(false)
 	if tu.explicit != nil || len(tu.sig.params) > 0 || len(tu.sig.results) > 1 {
 		p.m.typeUses = append(p.m.typeUses, tu)
 	} else {
@@ -345,30 +337,19 @@ func (p *parser) immediates(in *instr) {
 			}
 			in.align = log
 		}
-	case immI32, immI64:
+	case immI32, immI64, immF32, immF64:
 		t := p.next()
-		bits := uint(32)
-		if in.op.imm == immI64 {
+		bits, what, parse := 32, "an integer", parseInt
+		if in.op.imm == immF32 || in.op.imm == immF64 {
+			what, parse = "a number", parseFloat
+		}
+		if in.op.imm == immI64 || in.op.imm == immF64 {
 			bits = 64
 		}
 		if t.kind != tAtom {
-			p.fail(t.pos, "expected an integer after %s, found %s", in.op.name, t)
+			p.fail(t.pos, "expected %s after %s, found %s", what, in.op.name, t)
 		}
-		v, err := parseInt(t.text, bits)
-		if err != nil {
-			p.fail(t.pos, "invalid %s operand %q: %v", in.op.name, t.text, err)
-		}
-		in.val = v
-	case immF32, immF64:
-		t := p.next()
-		bits := 32
-		if in.op.imm == immF64 {
-			bits = 64
-		}
-		if t.kind != tAtom {
-			p.fail(t.pos, "expected a number after %s, found %s", in.op.name, t)
-		}
-		v, err := parseFloat(t.text, bits)
+		v, err := parse(t.text, bits)
 		if err != nil {
 			p.fail(t.pos, "invalid %s operand %q: %v", in.op.name, t.text, err)
 		}

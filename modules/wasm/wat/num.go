@@ -71,7 +71,7 @@ func parseUint(s string) (uint64, error) {
 // parseInt parses an integer literal for an iN.const: it may be signed
 // (-2^(N-1) .. 2^(N-1)-1) or unsigned (0 .. 2^N-1). The result is the
 // two's complement bit pattern.
-func parseInt(s string, bits uint) (uint64, error) {
+func parseInt(s string, bits int) (uint64, error) {
 	neg, rest, _ := cutSign(s)
 	v, err := parseUint(rest)
 	if err != nil {

@@ -492,6 +492,13 @@ func (p *parser) results(tu *typeUse) {
 // typeUse parses (type x)? (param ...)* (result ...)* and records it, so
 // that a signature without (type x) gets its implicit type in text order.
 func (p *parser) typeUse(named bool) *typeUse {
+	tu := p.signature(named)
+	p.m.typeUses = append(p.m.typeUses, tu)
+	return tu
+}
+
+// signature parses (type x)? (param ...)* (result ...)*.
+func (p *parser) signature(named bool) *typeUse {
 	tu := &typeUse{pos: p.peek().pos}
 	if p.isForm("type") {
 		p.open("type")
@@ -501,7 +508,6 @@ func (p *parser) typeUse(named bool) *typeUse {
 	}
 	p.params(tu, named)
 	p.results(tu)
-	p.m.typeUses = append(p.m.typeUses, tu)
 	return tu
 }
 
@@ -651,16 +657,35 @@ func (p *parser) globalType() (valType, bool) {
 	return p.valType(), false
 }
 
-func (p *parser) funcField(at pos) {
-	id, idAt := p.optID()
-	idx := idxOf(&p.m.funcSpace)
-	p.inlineExports(kindFunc, idx)
-	mod, name, isImport := p.inlineImport()
-	f := &function{pos: at, name: id, imported: isImport, tu: p.typeUse(true)}
-	if isImport {
-		p.addImport(at, mod, name, kindFunc, idx)
+// fieldHead is what a func, table, memory or global field starts with.
+type fieldHead struct {
+	id       string // "" when none
+	idAt     pos
+	idx      uint32 // the definition's index in its space
+	imported bool
+}
+
+// fieldHead parses the start of a func, table, memory or global field: an
+// optional id, inline exports of the index the definition gets in s, and an
+// inline import, recorded as an import (else the field is one of the
+// module's own definitions). The caller binds the id in s when done.
+func (p *parser) fieldHead(at pos, s *space, kind byte) fieldHead {
+	h := fieldHead{idx: idxOf(s)}
+	h.id, h.idAt = p.optID()
+	p.inlineExports(kind, h.idx)
+	mod, name, imported := p.inlineImport()
+	if h.imported = imported; imported {
+		p.addImport(at, mod, name, kind, h.idx)
 	} else {
 		p.define(at)
+	}
+	return h
+}
+
+func (p *parser) funcField(at pos) {
+	h := p.fieldHead(at, &p.m.funcSpace, kindFunc)
+	f := &function{pos: at, name: h.id, imported: h.imported, tu: p.typeUse(true)}
+	if !h.imported {
 		names := map[string]bool{}
 		for _, n := range f.tu.paramNames {
 			names[n] = n != ""
@@ -685,24 +710,17 @@ func (p *parser) funcField(at pos) {
 		f.body = p.instrs(make([]instr, 0, p.wordsBeforeClose()))
 		f.end = p.peek().pos
 	}
-	p.m.funcSpace.bind(p, id, idAt)
+	p.m.funcSpace.bind(p, h.id, h.idAt)
 	p.m.funcs = append(p.m.funcs, f)
 }
 
 func (p *parser) tableField(at pos) {
-	id, idAt := p.optID()
-	idx := idxOf(&p.m.tableSpace)
-	p.inlineExports(kindTable, idx)
-	tb := &table{pos: at}
-	if mod, name, ok := p.inlineImport(); ok {
-		tb.imported = true
-		p.addImport(at, mod, name, kindTable, idx)
-		tb.lim, tb.elemType = p.limits(), p.refType()
-	} else if t := p.peek(); t.kind == tAtom && !isNum(t) {
+	h := p.fieldHead(at, &p.m.tableSpace, kindTable)
+	tb := &table{pos: at, imported: h.imported}
+	if t := p.peek(); !h.imported && t.kind == tAtom && !isNum(t) {
 		// (table reftype (elem x*)): a table just big enough, and its segment.
-		p.define(at)
 		tb.elemType = p.refType()
-		seg := &elemSeg{pos: p.open("elem"), table: ref{idx: idx, pos: at}, elemType: tb.elemType}
+		seg := &elemSeg{pos: p.open("elem"), table: ref{idx: h.idx, pos: at}, elemType: tb.elemType}
 		seg.offset = []instr{{op: opcodes["i32.const"], pos: at}}
 		p.elemItems(seg)
 		p.rparen()
@@ -711,26 +729,18 @@ func (p *parser) tableField(at pos) {
 		p.m.elemSpace.bind(p, "", at)
 		p.m.elems = append(p.m.elems, seg)
 	} else {
-		p.define(at)
 		tb.lim, tb.elemType = p.limits(), p.refType()
 	}
-	p.m.tableSpace.bind(p, id, idAt)
+	p.m.tableSpace.bind(p, h.id, h.idAt)
 	p.m.tables = append(p.m.tables, tb)
 }
 
 func (p *parser) memoryField(at pos) {
-	id, idAt := p.optID()
-	idx := idxOf(&p.m.memSpace)
-	p.inlineExports(kindMemory, idx)
-	mem := &memory{pos: at}
-	if mod, name, ok := p.inlineImport(); ok {
-		mem.imported = true
-		p.addImport(at, mod, name, kindMemory, idx)
-		mem.lim = p.limits()
-	} else if p.isForm("data") {
+	h := p.fieldHead(at, &p.m.memSpace, kindMemory)
+	mem := &memory{pos: at, imported: h.imported}
+	if !h.imported && p.isForm("data") {
 		// (memory (data "...")): a memory just big enough, and its segment.
-		p.define(at)
-		seg := &dataSeg{pos: p.open("data"), mem: ref{idx: idx, pos: at}}
+		seg := &dataSeg{pos: p.open("data"), mem: ref{idx: h.idx, pos: at}}
 		seg.offset = []instr{{op: opcodes["i32.const"], pos: at}}
 		for p.peek().kind == tString {
 			seg.bytes = append(seg.bytes, p.str()...)
@@ -741,31 +751,23 @@ func (p *parser) memoryField(at pos) {
 		p.m.dataSpace.bind(p, "", at)
 		p.m.datas = append(p.m.datas, seg)
 	} else {
-		p.define(at)
 		mem.lim = p.limits()
 	}
 	if t := p.peek(); t.kind == tAtom && (t.text == "shared" || t.text == "i64") {
 		p.fail(t.pos, "%s memories are not supported", t.text)
 	}
-	p.m.memSpace.bind(p, id, idAt)
+	p.m.memSpace.bind(p, h.id, h.idAt)
 	p.m.mems = append(p.m.mems, mem)
 }
 
 func (p *parser) globalField(at pos) {
-	id, idAt := p.optID()
-	idx := idxOf(&p.m.globalSpace)
-	p.inlineExports(kindGlobal, idx)
-	g := &global{pos: at}
-	mod, name, isImport := p.inlineImport()
+	h := p.fieldHead(at, &p.m.globalSpace, kindGlobal)
+	g := &global{pos: at, imported: h.imported}
 	g.typ, g.mut = p.globalType()
-	if isImport {
-		g.imported = true
-		p.addImport(at, mod, name, kindGlobal, idx)
-	} else {
-		p.define(at)
+	if !h.imported {
 		g.init = p.constExpr()
 	}
-	p.m.globalSpace.bind(p, id, idAt)
+	p.m.globalSpace.bind(p, h.id, h.idAt)
 	p.m.globals = append(p.m.globals, g)
 }
 

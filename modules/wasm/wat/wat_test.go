@@ -406,7 +406,7 @@ func asError(err error, target **Error) bool {
 func TestNumbers(t *testing.T) {
 	for _, c := range []struct {
 		s    string
-		bits uint
+		bits int
 		want uint64
 	}{
 		{"0", 32, 0}, {"-1", 32, 0xFFFFFFFF}, {"4294967295", 32, 0xFFFFFFFF},
