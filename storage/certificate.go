@@ -1,25 +1,12 @@
 package storage
 
 import (
-	"fmt"
 	"net/url"
 	"strings"
 	"time"
-
-	"gorm.io/gorm"
 )
 
-func init() {
-	RegisterModels(&Certificate{})
-	RegisterSnapshotLoader(func(db *gorm.DB, snap *Snapshot) error {
-		var certs []Certificate
-		if err := db.Order("id").Find(&certs).Error; err != nil {
-			return fmt.Errorf("reading certificates: %w", err)
-		}
-		snap.Extra[CertificatesKey] = certs
-		return nil
-	})
-}
+func init() { registerTable[Certificate](CertificatesKey, "certificates") }
 
 // CertificatesKey is the key of the []Certificate in Snapshot.Extra.
 const CertificatesKey = "certificates"
@@ -52,10 +39,7 @@ type Certificate struct {
 func (Certificate) TableName() string { return "certificates" }
 
 // Certificates are the certificate rows of a snapshot.
-func (s *Snapshot) Certificates() []Certificate {
-	c, _ := s.Extra[CertificatesKey].([]Certificate)
-	return c
-}
+func (s *Snapshot) Certificates() []Certificate { return extraRows[Certificate](s, CertificatesKey) }
 
 // NormalizeACMEDirectory maps a directory alias to its URL, lowercases the
 // scheme and host and drops a trailing slash.

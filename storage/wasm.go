@@ -1,25 +1,11 @@
 package storage
 
-import (
-	"fmt"
-	"time"
+import "time"
 
-	"gorm.io/gorm"
-)
-
-func init() {
-	RegisterModels(&WasmModule{})
-	RegisterSnapshotLoader(func(db *gorm.DB, snap *Snapshot) error {
-		// Metadata only: the bytes are read by whoever needs them (the
-		// wasm feature hands them to the plugin runtime by reference).
-		var mods []WasmModule
-		if err := db.Omit("wasm").Order("id").Find(&mods).Error; err != nil {
-			return fmt.Errorf("reading wasm modules: %w", err)
-		}
-		snap.Extra[WasmModulesKey] = mods
-		return nil
-	})
-}
+// Snapshots hold the modules' metadata only: the bytes are read by whoever
+// needs them (the wasm feature hands them to the plugin runtime by
+// reference).
+func init() { registerTable[WasmModule](WasmModulesKey, "wasm modules", "wasm") }
 
 // WasmModulesKey is the key of the []WasmModule (without bytes) in
 // Snapshot.Extra.
@@ -42,7 +28,4 @@ type WasmModule struct {
 func (WasmModule) TableName() string { return "wasm_modules" }
 
 // WasmModules are the module rows of a snapshot, without their bytes.
-func (s *Snapshot) WasmModules() []WasmModule {
-	m, _ := s.Extra[WasmModulesKey].([]WasmModule)
-	return m
-}
+func (s *Snapshot) WasmModules() []WasmModule { return extraRows[WasmModule](s, WasmModulesKey) }

@@ -123,19 +123,22 @@ func putToken(c *api.Call) (any, error) {
 		return nil, err
 	}
 	row := &storage.ACMECloudflareToken{ID: 1, Token: in.Token, UpdatedAt: time.Now().UTC()}
-	if err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error { return tx.Save(row).Error }); err != nil {
-		return nil, err
-	}
-	return Configured{Configured: true}, nil
+	return configure(c, true, func(tx *gorm.DB) error { return tx.Save(row).Error })
 }
 
 func deleteToken(c *api.Call) (any, error) {
-	if err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+	return configure(c, false, func(tx *gorm.DB) error {
 		return tx.Where("id = 1").Delete(&storage.ACMECloudflareToken{}).Error
-	}); err != nil {
+	})
+}
+
+// configure stores a change of the ACME credentials (fn, in a mutation) and
+// answers whether they are now configured.
+func configure(c *api.Call, configured bool, fn func(tx *gorm.DB) error) (any, error) {
+	if err := c.CP.Mutate(c.Ctx(), fn); err != nil {
 		return nil, err
 	}
-	return Configured{Configured: false}, nil
+	return Configured{Configured: configured}, nil
 }
 
 func getEAB(c *api.Call) (any, error) {
@@ -158,15 +161,12 @@ func putEAB(c *api.Call) (any, error) {
 	}
 	now := time.Now().UTC()
 	row := &storage.ACMEEAB{DirectoryURL: in.DirectoryURL, KeyID: in.KeyID, MACKey: in.HMACKey, CreatedAt: now, UpdatedAt: now}
-	if err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+	return configure(c, true, func(tx *gorm.DB) error {
 		return tx.Clauses(clause.OnConflict{
 			Columns:   []clause.Column{{Name: "directory_url"}},
 			DoUpdates: clause.AssignmentColumns([]string{"key_id", "mac_key", "updated_at"}),
 		}).Create(row).Error
-	}); err != nil {
-		return nil, err
-	}
-	return Configured{Configured: true}, nil
+	})
 }
 
 func deleteEAB(c *api.Call) (any, error) {
@@ -174,12 +174,9 @@ func deleteEAB(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+	return configure(c, false, func(tx *gorm.DB) error {
 		return tx.Where("directory_url = ?", dir).Delete(&storage.ACMEEAB{}).Error
-	}); err != nil {
-		return nil, err
-	}
-	return Configured{Configured: false}, nil
+	})
 }
 
 // AccountRegistered reports whether Caddy's storage holds an ACME account
