@@ -2,11 +2,12 @@ package backup_test
 
 import (
 	"encoding/json"
+	"maps"
 	"net"
 	"net/http"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,21 +18,12 @@ import (
 
 var secretRe = regexp.MustCompile(`"(password_hash|secret)":|\$2[aby]\$|` + regexp.QuoteMeta(jwtSecret) + `|` + aliceKey + `|` + bobKey + `|` + basicPass)
 
-func sortedKeys(m map[string]any) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func TestExportShape(t *testing.T) {
 	g := start(t, nil)
 	build(t, g)
 
 	raw, doc := export(t, g, false)
-	if got, want := sortedKeys(doc), []string{"certificates", "consumers", "exported_at", "format", "plugins", "routes", "secrets_included", "services", "settings", "stream_routes", "version", "wasm_modules"}; !reflect.DeepEqual(got, want) {
+	if got, want := slices.Sorted(maps.Keys(doc)), []string{"certificates", "consumers", "exported_at", "format", "plugins", "routes", "secrets_included", "services", "settings", "stream_routes", "version", "wasm_modules"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("document fields %v, want %v", got, want)
 	}
 	if doc["format"] != "gateway-export" || doc["version"] != float64(1) || doc["secrets_included"] != false {

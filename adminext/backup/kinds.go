@@ -4,7 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"reflect"
+	"maps"
 	"slices"
 	"time"
 
@@ -57,10 +57,9 @@ var certificatesKind = Kind{
 			if err != nil {
 				return prefix(it.path, err)
 			}
-			if err := r.create(it.path, row); err != nil {
+			if err := r.create(it.path, "certificates", row); err != nil {
 				return err
 			}
-			r.count("certificates")
 			return nil
 		})
 	},
@@ -123,11 +122,10 @@ var wasmModulesKind = Kind{
 			if err != nil {
 				return prefix(it.path, err)
 			}
-			if err := r.create(it.path, row); err != nil {
+			if err := r.create(it.path, "wasm_modules", row); err != nil {
 				return err
 			}
 			r.WasmModules[row.Name] = true
-			r.count("wasm_modules")
 			return nil
 		})
 	},
@@ -307,23 +305,21 @@ var servicesKind = Kind{
 			if err := decode(it.path, it.fields, &s); err != nil {
 				return err
 			}
-			if err := r.create(it.path, &s); err != nil {
+			if err := r.create(it.path, "services", &s); err != nil {
 				return err
 			}
 			if err := r.Map("services", it, s.ID); err != nil {
 				return err
 			}
-			r.count("services")
 			return r.each(it.path+".targets", it.child, "", func(ti item) error {
 				var t storage.Target
 				if err := decode(ti.path, ti.fields, &t); err != nil {
 					return err
 				}
 				t.ServiceID = s.ID
-				if err := r.create(ti.path, &t); err != nil {
+				if err := r.create(ti.path, "targets", &t); err != nil {
 					return err
 				}
-				r.count("targets")
 				return nil
 			})
 		})
@@ -356,10 +352,9 @@ var routesKind = Kind{
 			if err := prefix(it.path, domain.CheckRoute(r.Tx, &rt)); err != nil {
 				return err
 			}
-			if err := r.create(it.path, &rt); err != nil {
+			if err := r.create(it.path, "routes", &rt); err != nil {
 				return err
 			}
-			r.count("routes")
 			return r.Map("routes", it, rt.ID)
 		})
 	},
@@ -386,10 +381,9 @@ var streamRoutesKind = Kind{
 			if err := prefix(it.path, domain.CheckStreamRoute(r.Tx, &sr)); err != nil {
 				return err
 			}
-			if err := r.create(it.path, &sr); err != nil {
+			if err := r.create(it.path, "stream_routes", &sr); err != nil {
 				return err
 			}
-			r.count("stream_routes")
 			return nil
 		})
 	},
@@ -461,10 +455,9 @@ var pluginsKind = Kind{
 			if err := prefix(it.path, pluginapi.CheckPlugin(r.Tx, &p)); err != nil {
 				return err
 			}
-			if err := r.create(it.path, &p); err != nil {
+			if err := r.create(it.path, "plugins", &p); err != nil {
 				return err
 			}
-			r.count("plugins")
 			return nil
 		})
 	},
@@ -475,64 +468,64 @@ var pluginsKind = Kind{
 // exportConsumer is a consumer with its credentials.
 type exportConsumer struct {
 	storage.Consumer
-	Credentials []Credential `json:"credentials"`
+	Credentials []map[string]any `json:"credentials"`
 }
 
-// Credential is a credential in an export document: the identity and, in an
-// export with secrets, the secret (key-auth key, basic-auth password hash,
-// jwt secret) that the normal answers never show.
-type Credential struct {
+// DocumentCredential is what a credential in a document has beyond the
+// create endpoint's input (pluginapi.Credential, which declares the kinds'
+// fields and their rules): its identity, the stored password hash in place
+// of the password, and the secret fields an export without secrets left
+// out.
+type DocumentCredential struct {
 	ID           int64     `json:"id" schema:"readonly"`
 	ConsumerID   int64     `json:"consumer_id" schema:"readonly" doc:"The consumer it belongs to (on import: the consumer it is listed under)."`
-	Type         string    `json:"type" schema:"required,enum=@credential-type"`
-	Key          *string   `json:"key,omitempty" schema:"minLength=1,maxLength=1024" doc:"key-auth: the API key (a secret: only with include_secrets); jwt: the key claim value."`
-	Username     *string   `json:"username,omitempty" schema:"name,minLength=1,maxLength=255" doc:"basic-auth."`
 	PasswordHash *string   `json:"password_hash,omitempty" schema:"minLength=1,maxLength=128" doc:"basic-auth: the bcrypt hash of the password (only with include_secrets)."`
-	Algorithm    *string   `json:"algorithm,omitempty" schema:"enum=@jwt-algorithm" doc:"jwt."`
-	Secret       *string   `json:"secret,omitempty" schema:"minLength=1,maxLength=1024" doc:"jwt HS256/HS384/HS512: the HMAC secret (only with include_secrets)."`
-	PublicKey    *string   `json:"public_key,omitempty" schema:"text,minLength=1,maxLength=16384" doc:"jwt RS256/ES256: the PEM public key."`
 	Redacted     []string  `json:"redacted,omitempty" doc:"The secret fields left out of an export without secrets; such a credential is skipped on import."`
 	CreatedAt    time.Time `json:"created_at" schema:"readonly"`
 }
 
-func exportCredential(cr storage.Credential, secrets bool) Credential {
-	out := Credential{ID: cr.ID, ConsumerID: cr.ConsumerID, Type: cr.Type, CreatedAt: cr.CreatedAt}
+// credentialFields are the create endpoint's input fields without its
+// rules (pluginapi.Credential.Validate; see decodeCredential).
+type credentialFields pluginapi.Credential
+
+// credentialSchema describes a credential in a document.
+func credentialSchema(mode schema.Mode) map[string]any {
+	s := itemSchema(DocumentCredential{}, mode, nil)
+	props := s["properties"].(map[string]any)
+	for name, p := range schema.JSONSchema(pluginapi.Credential{}, schema.Input)["properties"].(map[string]any) {
+		if name == "password" {
+			continue // a document holds its hash
+		}
+		p := maps.Clone(p.(map[string]any))
+		delete(p, "writeOnly") // in exports with include_secrets
+		props[name] = p
+	}
+	req, _ := s["required"].([]string)
+	s["required"] = append(req, "type")
+	return s
+}
+
+// exportCredential is a stored credential in a document: its identity and
+// its kind's fields, the secret ones only with secrets (redacted names
+// those left out).
+func exportCredential(cr storage.Credential, secrets bool) map[string]any {
+	out := map[string]any{"id": cr.ID, "consumer_id": cr.ConsumerID, "type": cr.Type, "created_at": cr.CreatedAt}
 	k, ok := consumers.KindOf(cr.Type)
 	if !ok {
 		return out
 	}
 	c := cr.Compiled()
 	secret := k.Secrets(&c)
+	var redacted []string
 	for _, name := range k.Fields {
 		if slices.Contains(secret, name) && !secrets {
-			out.Redacted = append(out.Redacted, name)
-			continue
-		}
-		if v := *c.Field(name); v != "" {
-			*out.field(name) = &v
+			redacted = append(redacted, name)
+		} else if v := *c.Field(name); v != "" {
+			out[name] = v
 		}
 	}
-	return out
-}
-
-// field is the export field of JSON name name.
-func (c *Credential) field(name string) **string {
-	v := reflect.ValueOf(c).Elem().Field(schema.FieldIndex(reflect.TypeOf(c))[name])
-	return v.Addr().Interface().(**string)
-}
-
-// compiled is the credential in its kind's form, defaults filled in.
-func (c *Credential) compiled() consumers.Credential {
-	out := consumers.Credential{Type: c.Type}
-	if k, ok := consumers.KindOf(c.Type); ok {
-		for _, name := range k.Fields {
-			if v := *c.field(name); v != nil {
-				*out.Field(name) = *v
-			}
-		}
-		if k.Normalize != nil {
-			k.Normalize(&out)
-		}
+	if redacted != nil {
+		out["redacted"] = redacted
 	}
 	return out
 }
@@ -541,7 +534,7 @@ var consumersKind = Kind{
 	Name:   "consumers",
 	Counts: []string{"consumers", "credentials"},
 	Schema: func(mode schema.Mode) map[string]any {
-		return arrayOf(itemSchema(storage.Consumer{}, mode, map[string]any{"credentials": arrayOf(itemSchema(Credential{}, mode, nil))}))
+		return arrayOf(itemSchema(storage.Consumer{}, mode, map[string]any{"credentials": arrayOf(credentialSchema(mode))}))
 	},
 	Export: func(tx *gorm.DB, secrets bool) (any, error) {
 		cons, err := list[storage.Consumer](tx)
@@ -552,7 +545,7 @@ var consumersKind = Kind{
 		if err != nil {
 			return nil, err
 		}
-		by := map[int64][]Credential{}
+		by := map[int64][]map[string]any{}
 		for _, cr := range creds {
 			by[cr.ConsumerID] = append(by[cr.ConsumerID], exportCredential(cr, secrets))
 		}
@@ -563,7 +556,7 @@ var consumersKind = Kind{
 			}
 			out[i] = exportConsumer{Consumer: c, Credentials: by[c.ID]}
 			if out[i].Credentials == nil {
-				out[i].Credentials = []Credential{}
+				out[i].Credentials = []map[string]any{}
 			}
 		}
 		return out, nil
@@ -578,13 +571,12 @@ var consumersKind = Kind{
 			if err := prefix(it.path, pluginapi.CheckConsumer(r.Tx, &c)); err != nil {
 				return err
 			}
-			if err := r.create(it.path, &c); err != nil {
+			if err := r.create(it.path, "consumers", &c); err != nil {
 				return err
 			}
 			if err := r.Map("consumers", it, c.ID); err != nil {
 				return err
 			}
-			r.count("consumers")
 			return r.each(it.path+".credentials", it.child, "", func(ci item) error {
 				return r.restoreCredential(ci, &c)
 			})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 
@@ -78,8 +79,6 @@ func (r *Restorer) ctx() context.Context {
 	return context.Background()
 }
 
-func (r *Restorer) count(name string) { r.restored[name]++ }
-
 // Skip records an item that is not restored.
 func (r *Restorer) Skip(kind, ref, reason string) {
 	r.skipped = append(r.skipped, Skipped{Kind: kind, Ref: ref, Reason: reason})
@@ -112,8 +111,9 @@ func (r *Restorer) Ref(kind, field string, docID int64) (int64, error) {
 	return 0, schema.Errorf(field, "%d is not the id of an item of %s in the document", docID, kind)
 }
 
-// create inserts a new row (a fresh id).
-func (r *Restorer) create(path string, v any) error {
+// create inserts a new row (a fresh id) and counts it in the report's
+// counter.
+func (r *Restorer) create(path, counter string, v any) error {
 	if err := r.Tx.Create(v).Error; err != nil {
 		if storage.IsConflict(err) {
 			return api.BadRequest(path + ": conflicts with another item (a unique value is used twice)")
@@ -123,6 +123,7 @@ func (r *Restorer) create(path string, v any) error {
 		}
 		return fmt.Errorf("storing %s: %w", path, err)
 	}
+	r.restored[counter]++
 	return nil
 }
 
@@ -208,45 +209,47 @@ func prefix(path string, err error) error {
 // password hash stands in for the password). One whose secret is missing
 // (an export without secrets) is skipped.
 func (r *Restorer) restoreCredential(it item, owner *storage.Consumer) error {
-	var in Credential
-	if err := decode(it.path, it.fields, &in); err != nil {
+	doc, in, err := decodeCredential(it)
+	if err != nil {
 		return err
 	}
 	label := fmt.Sprintf("%s credential of consumer %q", in.Type, owner.Username)
-	if len(in.Redacted) > 0 {
-		r.Skip("credential", it.path, fmt.Sprintf("%s: its secret (%s) was redacted (an export without secrets)", label, in.Redacted[0]))
+	if len(doc.Redacted) > 0 {
+		r.Skip("credential", it.path, fmt.Sprintf("%s: its secret (%s) was redacted (an export without secrets)", label, doc.Redacted[0]))
 		return nil
 	}
 	k, _ := consumers.KindOf(in.Type)
-	c := in.compiled()
-	missing := ""
+	c := in.Compiled()
+	if doc.PasswordHash != nil {
+		c.PasswordHash = *doc.PasswordHash
+	}
+	if k.Normalize != nil {
+		k.Normalize(&c) // the secrets of a jwt credential depend on its algorithm
+	}
 	for _, name := range k.Secrets(&c) {
 		if *c.Field(name) == "" {
-			missing = name
-			break
+			r.Skip("credential", it.path, fmt.Sprintf("%s: it has no %s (redacted or left out), so it cannot work", label, name))
+			return nil
 		}
 	}
-	if missing != "" {
-		r.Skip("credential", it.path, fmt.Sprintf("%s: it has no %s (redacted or left out), so it cannot work", label, missing))
-		return nil
-	}
-	if in.PasswordHash != nil && !slices.Contains(k.Fields, "password_hash") {
+	if doc.PasswordHash != nil && !slices.Contains(k.Fields, "password_hash") {
 		return schema.Errorf(it.path+".password_hash", "does not apply to %s credentials", in.Type)
 	}
 	// The create endpoint's rules, on its own input declaration.
-	check := pluginapi.Credential{Type: in.Type, Key: in.Key, Username: in.Username, Algorithm: in.Algorithm, Secret: in.Secret, PublicKey: in.PublicKey}
-	if in.PasswordHash != nil {
+	if doc.PasswordHash != nil {
 		placeholder := "x"
-		check.Password = &placeholder
+		in.Password = &placeholder
 	}
-	if err := prefix(it.path, schema.Check(&check)); err != nil {
+	if err := prefix(it.path, schema.Check(&in)); err != nil {
 		return err
 	}
-	if in.PasswordHash != nil {
-		if _, err := bcrypt.Cost([]byte(*in.PasswordHash)); err != nil {
+	if doc.PasswordHash != nil {
+		if _, err := bcrypt.Cost([]byte(*doc.PasswordHash)); err != nil {
 			return schema.Errorf(it.path+".password_hash", "must be a bcrypt hash")
 		}
 	}
+	c = in.Compiled() // with the kind's defaults
+	c.PasswordHash = deref(doc.PasswordHash)
 	if err := pluginapi.Generate(k, &c); err != nil {
 		return err
 	}
@@ -254,9 +257,45 @@ func (r *Restorer) restoreCredential(it item, owner *storage.Consumer) error {
 	if err := prefix(it.path, pluginapi.CheckCredentialUnique(r.Tx, cr)); err != nil {
 		return err
 	}
-	if err := r.create(it.path, cr); err != nil {
+	if err := r.create(it.path, "credentials", cr); err != nil {
 		return err
 	}
-	r.count("credentials")
 	return nil
+}
+
+// decodeCredential decodes a credential of a document: its own fields
+// (DocumentCredential) and the create endpoint's input, each strictly by its
+// declaration's tags. The input's rules (its Validate) are left to the
+// caller: a credential whose secret is missing is skipped, not refused.
+func decodeCredential(it item) (DocumentCredential, pluginapi.Credential, error) {
+	var doc DocumentCredential
+	var in credentialFields // pluginapi.Credential without its Validate
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(it.fields, &fields); err != nil {
+		return doc, pluginapi.Credential(in), schema.Errorf(it.path, "must be an object")
+	}
+	own := map[string]json.RawMessage{}
+	for name := range schema.FieldIndex(reflect.TypeFor[DocumentCredential]()) {
+		if v, ok := fields[name]; ok {
+			own[name] = v
+			delete(fields, name)
+		}
+	}
+	if _, ok := fields["password"]; ok {
+		return doc, pluginapi.Credential(in), schema.Errorf(it.path+".password", "unknown field (a document holds password_hash)")
+	}
+	ownJSON, _ := json.Marshal(own)
+	inJSON, _ := json.Marshal(fields)
+	err := decode(it.path, ownJSON, &doc)
+	if err == nil {
+		err = decode(it.path, inJSON, &in)
+	}
+	return doc, pluginapi.Credential(in), err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -8,9 +8,10 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"maps"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,22 +25,13 @@ func pemPublic(t *testing.T, key any) string {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
 }
 
-func keys(m map[string]any) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func TestConsumerCRUD(t *testing.T) {
 	g := start(t)
 	alice := g.Must("POST", "/api/v1/consumers", map[string]any{"username": "alice"})
 	if alice["custom_id"] != nil || !reflect.DeepEqual(alice["groups"], []any{}) {
 		t.Fatalf("defaults: %v", alice)
 	}
-	if got := keys(alice); !reflect.DeepEqual(got, []string{"created_at", "custom_id", "groups", "id", "updated_at", "username"}) {
+	if got := slices.Sorted(maps.Keys(alice)); !reflect.DeepEqual(got, []string{"created_at", "custom_id", "groups", "id", "updated_at", "username"}) {
 		t.Fatalf("fields: %v", got)
 	}
 	bob := g.Must("POST", "/api/v1/consumers", map[string]any{"username": "bob", "custom_id": "b-1", "groups": []string{"admins", "ops"}})
@@ -72,7 +64,7 @@ func TestConsumerCRUD(t *testing.T) {
 	if got := g.Must("GET", p("/api/v1/consumers/%d", id(alice)), nil); !reflect.DeepEqual(got, alice) {
 		t.Fatalf("GET %v, want %v", got, alice)
 	}
-	if l := list(t, g, "/api/v1/consumers"); len(l) != 3 || id(l[0]) != id(alice) || id(l[1]) != id(bob) {
+	if l := g.List("/api/v1/consumers"); len(l) != 3 || id(l[0]) != id(alice) || id(l[1]) != id(bob) {
 		t.Fatalf("list: %v", l)
 	}
 
@@ -81,7 +73,7 @@ func TestConsumerCRUD(t *testing.T) {
 	if got := g.Must("DELETE", p("/api/v1/consumers/%d", id(alice)), nil); !reflect.DeepEqual(got, map[string]any{"deleted": true}) {
 		t.Fatalf("delete: %v", got)
 	}
-	if l := list(t, g, p("/api/v1/consumers/%d/credentials", id(alice))); len(l) != 0 {
+	if l := g.List(p("/api/v1/consumers/%d/credentials", id(alice))); len(l) != 0 {
 		t.Fatalf("credentials left: %v", l)
 	}
 	g.WantError(404, "DELETE", p("/api/v1/credentials/%d", id(cred)), nil)
@@ -118,7 +110,7 @@ func TestCredentials(t *testing.T) {
 
 	// key-auth: a generated key is 32 random bytes in hex.
 	k1 := create(map[string]any{"type": "key-auth"})
-	if got := keys(k1); !reflect.DeepEqual(got, []string{"consumer_id", "created_at", "id", "key", "type"}) {
+	if got := slices.Sorted(maps.Keys(k1)); !reflect.DeepEqual(got, []string{"consumer_id", "created_at", "id", "key", "type"}) {
 		t.Fatalf("key-auth fields: %v", got)
 	}
 	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(k1["key"].(string)) || k1["consumer_id"] != float64(c) || k1["type"] != "key-auth" {
@@ -130,12 +122,12 @@ func TestCredentials(t *testing.T) {
 	}
 	// basic-auth
 	ba := create(map[string]any{"type": "basic-auth", "username": "alice", "password": "hunter2"})
-	if got := keys(ba); !reflect.DeepEqual(got, []string{"consumer_id", "created_at", "id", "type", "username"}) {
+	if got := slices.Sorted(maps.Keys(ba)); !reflect.DeepEqual(got, []string{"consumer_id", "created_at", "id", "type", "username"}) {
 		t.Fatalf("basic-auth fields: %v", got)
 	}
 	// jwt: HS256 by default; public_key null.
 	jh := create(map[string]any{"type": "jwt", "secret": "s3cr3t"})
-	if got := keys(jh); !reflect.DeepEqual(got, []string{"algorithm", "consumer_id", "created_at", "id", "key", "public_key", "type"}) {
+	if got := slices.Sorted(maps.Keys(jh)); !reflect.DeepEqual(got, []string{"algorithm", "consumer_id", "created_at", "id", "key", "public_key", "type"}) {
 		t.Fatalf("jwt fields: %v", got)
 	}
 	if jh["algorithm"] != "HS256" || jh["public_key"] != nil || len(jh["key"].(string)) != 64 {
@@ -203,7 +195,7 @@ func TestCredentials(t *testing.T) {
 	g.WantError(400, "POST", "/api/v1/consumers/999/credentials", map[string]any{"type": "key-auth"}, "consumer_id")
 	g.WantError(400, "POST", "/api/v1/consumers/abc/credentials", map[string]any{"type": "key-auth"}, "consumer_id")
 	g.WantError(400, "GET", "/api/v1/consumers/abc/credentials", nil, "consumer_id")
-	if l := list(t, g, "/api/v1/consumers/999/credentials"); len(l) != 0 {
+	if l := g.List("/api/v1/consumers/999/credentials"); len(l) != 0 {
 		t.Fatalf("credentials of consumer 999: %v", l)
 	}
 
@@ -212,7 +204,7 @@ func TestCredentials(t *testing.T) {
 	if st != 200 || secretRe.Match(b) {
 		t.Fatalf("list: %d %s", st, b)
 	}
-	l := list(t, g, base)
+	l := g.List(base)
 	if len(l) != 7 || id(l[0]) != id(k1) || id(l[2]) != id(ba) || l[3]["type"] != "jwt" {
 		t.Fatalf("list: %v", l)
 	}

@@ -2,8 +2,10 @@ package pluginapi
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/crypto/bcrypt"
@@ -16,24 +18,34 @@ import (
 	"github.com/caddy-gateway/gateway/storage"
 )
 
-const credentialDescription = "The fields that apply depend on type; the others must be left out (400). " +
-	"key-auth: key (optional; 32 random bytes, hex, when absent; unique among key-auth keys). " +
-	"basic-auth: username (required; unique among basic-auth credentials; no colon), password (required, write-only, stored as a bcrypt hash; at most 72 bytes). " +
-	"jwt: key (optional, matched against the token's key claim, iss by default; 32 random bytes, hex, when absent; unique among jwt keys), " +
-	"algorithm (HS256 default, HS384, HS512, RS256, ES256), secret (required for HS*, write-only), public_key (PEM, required for RS256 (RSA) and ES256 (ECDSA P-256)). " +
-	"Answers never carry password, password hash or secret."
+// credentialDescription says which fields apply to which type, from the
+// registered kinds; each field's own description says the rest.
+func credentialDescription() string {
+	var b strings.Builder
+	b.WriteString("The fields that apply depend on type; the others must be left out (400). ")
+	for _, k := range consumers.Kinds() {
+		names := slices.Clone(k.Fields)
+		if i := slices.Index(names, "password_hash"); i >= 0 {
+			names[i] = "password" // the input's name for what is stored hashed
+		}
+		fmt.Fprintf(&b, "%s: %s. ", k.Name, strings.Join(names, ", "))
+	}
+	b.WriteString("Answers never carry password, password hash or secret.")
+	return b.String()
+}
 
 // Credential declares the input of a credential create request (the
 // OpenAPI document calls it CredentialInput): one declaration for the three
-// types, whose Validate applies the rules of its type. Answers are
-// KeyAuthCredential, BasicAuthCredential or JWTCredential.
+// types, whose Validate applies the rules of its type. Its fields are also
+// what answers (credentialView) and export documents (package backup) say
+// of a credential.
 type Credential struct {
 	Type      string  `json:"type" schema:"required,enum=@credential-type"`
-	Key       *string `json:"key" schema:"minLength=1,maxLength=1024" doc:"key-auth: the API key; jwt: the value matched against the token's key claim (iss). Optional: 32 random bytes, hex, when absent. Unique per type."`
-	Username  *string `json:"username" schema:"name,minLength=1,maxLength=255" doc:"basic-auth only, required; unique among basic-auth credentials."`
-	Password  *string `json:"password" schema:"minLength=1,maxLength=72,writeonly" doc:"basic-auth only, required; stored as a bcrypt hash, never returned."`
+	Key       *string `json:"key" schema:"minLength=1,maxLength=1024" doc:"key-auth: the API key, a bearer secret (viewers see \"<redacted>\"; in exports only with include_secrets); jwt: the value matched against the token's key claim (iss). Optional: 32 random bytes, hex, when absent. Unique per type."`
+	Username  *string `json:"username" schema:"name,minLength=1,maxLength=255" doc:"basic-auth only, required; no colon; unique among basic-auth credentials."`
+	Password  *string `json:"password" schema:"minLength=1,maxLength=72,writeonly" doc:"basic-auth only, required; at most 72 bytes; stored as a bcrypt hash, never returned."`
 	Algorithm *string `json:"algorithm" schema:"enum=@jwt-algorithm" doc:"jwt only; default HS256."`
-	Secret    *string `json:"secret" schema:"minLength=1,maxLength=1024,writeonly" doc:"jwt with HS256, HS384 or HS512 only, required: the HMAC secret; never returned."`
+	Secret    *string `json:"secret" schema:"minLength=1,maxLength=1024,writeonly" doc:"jwt with HS256, HS384 or HS512 only, required: the HMAC secret; never in answers (in exports only with include_secrets)."`
 	PublicKey *string `json:"public_key" schema:"text,minLength=1,maxLength=16384" doc:"jwt with RS256 or ES256 only, required: the PEM public key (RSA for RS256, ECDSA P-256 for ES256)."`
 }
 
@@ -42,7 +54,7 @@ type Credential struct {
 // kind stores it (the password stands for its hash, an absent generated key
 // for the key).
 func (in *Credential) Validate() error {
-	c := in.compiled()
+	c := in.Compiled()
 	if in.Password != nil {
 		c.PasswordHash = "x" // hashed once valid (row)
 	}
@@ -65,8 +77,8 @@ func (in *Credential) Validate() error {
 	return nil
 }
 
-// compiled is the input in the kind's form, without the password.
-func (in *Credential) compiled() consumers.Credential {
+// Compiled is the input in its kind's form, without the password.
+func (in *Credential) Compiled() consumers.Credential {
 	return consumers.Credential{Type: in.Type, Key: deref(in.Key), Username: deref(in.Username),
 		Algorithm: deref(in.Algorithm), Secret: deref(in.Secret), PublicKey: deref(in.PublicKey)}
 }
@@ -74,7 +86,7 @@ func (in *Credential) compiled() consumers.Credential {
 // row builds the stored credential of a valid input (hashing the password,
 // generating an absent key).
 func (in *Credential) row(consumerID int64) (*storage.Credential, error) {
-	c := in.compiled()
+	c := in.Compiled()
 	k, _ := consumers.Prepare(&c)
 	if err := Generate(k, &c); err != nil {
 		return nil, err

@@ -65,18 +65,6 @@ func (a answer) echo(t *testing.T) echoed {
 	return e
 }
 
-func list(t *testing.T, g *testgw.Gateway, path string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	if st := g.JSON("GET", path, nil, &out); st != 200 {
-		t.Fatalf("GET %s: %d", path, st)
-	}
-	if out == nil {
-		t.Fatalf("GET %s: not an array", path)
-	}
-	return out
-}
-
 func id(v map[string]any) int64 { return testgw.ID(v) }
 
 func p(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -50,7 +50,7 @@ func TestPluginCRUD(t *testing.T) {
 
 	// List: ordering, then id.
 	var order []int64
-	for _, pl := range list(t, g, "/api/v1/plugins") {
+	for _, pl := range g.List("/api/v1/plugins") {
 		order = append(order, id(pl))
 	}
 	if want := []int64{id(early), id(reqID), id(cors), rlID}; !reflect.DeepEqual(order, want) {
@@ -135,7 +135,7 @@ func TestPluginCRUD(t *testing.T) {
 
 	// Deleting the service removes its plugins and its routes' plugins.
 	g.Must("DELETE", p("/api/v1/services/%d", svc), nil)
-	for _, pl := range list(t, g, "/api/v1/plugins") {
+	for _, pl := range g.List("/api/v1/plugins") {
 		if pl["scope"] != "global" {
 			t.Fatalf("plugin left after its service went: %v", pl)
 		}
@@ -225,7 +225,7 @@ func TestEveryRegisteredType(t *testing.T) {
 		}
 		tested = append(tested, ty.Name)
 	}
-	if l := list(t, g, "/api/v1/plugins"); len(l) != len(tested) {
+	if l := g.List("/api/v1/plugins"); len(l) != len(tested) {
 		t.Fatalf("listed %d plugins, created %d", len(l), len(tested))
 	}
 	t.Logf("registered types tested: %s", strings.Join(tested, ", "))

@@ -94,9 +94,7 @@ func TestValidationErrorsNameTheField(t *testing.T) {
 		t.Run(c.method+" "+c.path+" "+c.field, func(t *testing.T) { wantError(t, st, body, 400, c.field) })
 	}
 	// Nothing of it was stored.
-	var list []map[string]any
-	g.JSON("GET", "/api/v1/routes", nil, &list)
-	if len(list) != 0 {
+	if list := g.List("/api/v1/routes"); len(list) != 0 {
 		t.Fatalf("invalid routes were stored: %v", list)
 	}
 }

@@ -151,7 +151,7 @@ func TestRetriesGoToOtherTargets(t *testing.T) {
 	// Without retries, requests given to the dead target fail with 502.
 	sid2 := g.Service("s2", deadAddr(t), deadAddr(t))
 	g.Must("PUT", fmt.Sprintf("/api/v1/services/%d", sid2), map[string]any{"name": "s2", "retries": 0})
-	g.Route("dead", sid2, map[string]any{"paths": []string{"/dead"}})
+	g.Route("dead", sid2, testgw.Paths("/dead"))
 	st, body, _ := g.Get("", "/dead")
 	if st != 502 {
 		t.Fatalf("all targets dead: %d %s", st, body)

@@ -83,9 +83,7 @@ func TestNestedInputErrorsNameTheField(t *testing.T) {
 		st, b := g.Do("POST", "/api/v1/routes", c.body)
 		wantError(t, st, b, 400, c.field)
 	}
-	var list []map[string]any
-	g.JSON("GET", "/api/v1/routes", nil, &list)
-	if len(list) != 0 {
+	if list := g.List("/api/v1/routes"); len(list) != 0 {
 		t.Fatalf("invalid routes were stored: %v", list)
 	}
 }

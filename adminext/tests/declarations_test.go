@@ -21,8 +21,8 @@ func inputDeclarations() map[string]any {
 		"Service": storage.Service{}, "Target": storage.Target{}, "Route": storage.Route{}, "StreamRoute": storage.StreamRoute{},
 		"Plugin": storage.Plugin{}, "Consumer": storage.Consumer{}, "Settings": storage.Settings{},
 		"Credential": pluginapi.Credential{}, "CertificateInput": certs.CertificateInput{}, "User": auth.User{},
-		"ApplicationSpec":   apps.ApplicationSpec{},
-		"backup.Credential": backup.Credential{}, "Certificate (export)": certs.Certificate{},
+		"ApplicationSpec":           apps.ApplicationSpec{},
+		"backup.DocumentCredential": backup.DocumentCredential{}, "Certificate (export)": certs.Certificate{},
 	}
 	for _, t := range plugins.Types() {
 		decls["plugin "+t.Name] = t.New()

@@ -55,7 +55,7 @@ func startFuzzGW(f *testing.F) *fuzzGW {
 	fg.token = tok.Token
 	g.Header.Set("Authorization", "Bearer "+tok.Token)
 	fg.sid = g.Service("s")
-	fg.rid = g.Route("r", fg.sid, map[string]any{"paths": []string{"/r"}})
+	fg.rid = g.Route("r", fg.sid, testgw.Paths("/r"))
 	fg.cid = testgw.ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": "c"}))
 	fg.settings = g.Must("GET", "/api/v1/settings", nil)
 	// an admin user, so that a fuzzed one is never the last admin

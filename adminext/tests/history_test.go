@@ -2,7 +2,6 @@ package tests
 
 import (
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -16,16 +15,12 @@ import (
 // and the answer is bounded (and the size stays bounded over more than an
 // hour of traffic: observe's unit test).
 func TestMetricsHistory(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
-	ok := g.Route("ok-route", sid, map[string]any{"paths": []string{"/ok"}})
-	dead := g.Service("dead", deadAddr(t))
-	g.Must("PUT", fmt.Sprintf("/api/v1/services/%d", dead), map[string]any{"name": "dead", "retries": 0})
-	broken := g.Route("dead-route", dead, map[string]any{"paths": []string{"/dead"}})
-	keyed := g.Route("keyed", sid, map[string]any{"paths": []string{"/keyed"}})
+	g, sid := echoGateway(t)
+	ok := g.Route("ok-route", sid, testgw.Paths("/ok"))
+	broken := g.Route("dead-route", g.DeadService("dead"), testgw.Paths("/dead"))
+	keyed := g.Route("keyed", sid, testgw.Paths("/keyed"))
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "key-auth", "scope": "route", "route_id": keyed})
-	alice := testgw.ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": "alice"}))
-	g.Must("POST", fmt.Sprintf("/api/v1/consumers/%d/credentials", alice), map[string]any{"type": "key-auth", "key": "k-alice"})
+	alice := g.Consumer("alice", map[string]any{"type": "key-auth", "key": "k-alice"})
 
 	for i := 0; i < 4; i++ {
 		g.Get("", "/ok")
@@ -35,13 +30,9 @@ func TestMetricsHistory(t *testing.T) {
 	g.Get("", "/nowhere")
 	g.Get("", "/keyed") // 401: no consumer
 	for i := 0; i < 3; i++ {
-		req, _ := http.NewRequest("GET", g.ProxyURL+"/keyed", nil)
-		req.Header.Set("apikey", "k-alice")
-		resp, err := g.Client.Do(req)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("keyed request: %v %v", resp, err)
+		if a := g.Proxy(t, "GET", "/keyed", nil, "apikey", "k-alice"); a.Status != 200 {
+			t.Fatalf("keyed request: %d %s", a.Status, a.Body)
 		}
-		resp.Body.Close()
 	}
 
 	var h observe.HistoryAnswer
@@ -112,7 +103,7 @@ func TestMetricsHistory(t *testing.T) {
 	}
 
 	// A configuration change (reload) keeps the history.
-	g.Route("later", sid, map[string]any{"paths": []string{"/later"}})
+	g.Route("later", sid, testgw.Paths("/later"))
 	var after observe.HistoryAnswer
 	g.JSON("GET", "/api/v1/metrics/history", nil, &after)
 	var n int64

@@ -31,24 +31,19 @@ func TestHTTPLogThroughTheGateway(t *testing.T) {
 	defer collector.Close()
 
 	sid := g.Service("s", addr(echo(t, "up")))
-	rid := g.Route("logged", sid, map[string]any{"paths": []string{"/logged"}})
+	rid := g.Route("logged", sid, testgw.Paths("/logged"))
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "http-log", "scope": "global",
 		"config": map[string]any{"endpoint": collector.URL, "flush_interval_ms": 50, "batch_max_size": 10}})
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "request-id", "scope": "global"})
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "key-auth", "scope": "route", "route_id": rid})
-	cons := g.Must("POST", "/api/v1/consumers", map[string]any{"username": "alice"})
-	g.Must("POST", "/api/v1/consumers/"+itoa(testgw.ID(cons))+"/credentials", map[string]any{"type": "key-auth", "key": "k1"})
+	cons := g.Consumer("alice", map[string]any{"type": "key-auth", "key": "k1"})
 
 	if st, _, _ := g.Get("", "/logged/denied"); st != 401 {
 		t.Fatalf("without key: %d", st)
 	}
-	req, _ := http.NewRequest("GET", g.ProxyURL+"/logged/ok", nil)
-	req.Header.Set("apikey", "k1")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("with key: %v %v", resp, err)
+	if a := g.Proxy(t, "GET", "/logged/ok", nil, "apikey", "k1"); a.Status != 200 {
+		t.Fatalf("with key: %d %s", a.Status, a.Body)
 	}
-	resp.Body.Close()
 
 	waitFor(t, "two records at the collector", func() bool { mu.Lock(); defer mu.Unlock(); return len(records) >= 2 })
 	mu.Lock()
@@ -62,7 +57,7 @@ func TestHTTPLogThroughTheGateway(t *testing.T) {
 		t.Fatalf("the 401 answered by key-auth was not logged: %v", byPath)
 	}
 	if ok == nil || ok["status"] != 200.0 || ok["route_id"] != float64(rid) || ok["service_id"] != float64(sid) ||
-		ok["consumer_id"] != float64(testgw.ID(cons)) || ok["target"] == nil || ok["request_id"] == nil || ok["id"] == nil {
+		ok["consumer_id"] != float64(cons) || ok["target"] == nil || ok["request_id"] == nil || ok["id"] == nil {
 		t.Fatalf("record of the proxied request: %v", ok)
 	}
 
@@ -70,13 +65,9 @@ func TestHTTPLogThroughTheGateway(t *testing.T) {
 	collector.Close()
 	start := time.Now()
 	for i := 0; i < 50; i++ {
-		req, _ := http.NewRequest("GET", g.ProxyURL+"/logged/ok", nil)
-		req.Header.Set("apikey", "k1")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("with the collector down: %v %v", resp, err)
+		if a := g.Proxy(t, "GET", "/logged/ok", nil, "apikey", "k1"); a.Status != 200 {
+			t.Fatalf("with the collector down: %d %s", a.Status, a.Body)
 		}
-		resp.Body.Close()
 	}
 	if el := time.Since(start); el > 3*time.Second {
 		t.Fatalf("50 requests took %v with the collector down", el)

@@ -51,7 +51,7 @@ func listing(t *testing.T, g *testgw.Gateway, paths ...string) string {
 func TestHostileInputRefused(t *testing.T) {
 	g := testgw.Start(t, nil)
 	sid := g.Service("s")
-	rid := g.Route("r", sid, map[string]any{"paths": []string{"/r"}})
+	rid := g.Route("r", sid, testgw.Paths("/r"))
 	cid := testgw.ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": "c"}))
 	svc := func(f map[string]any) map[string]any {
 		b := map[string]any{"name": "x"}
@@ -112,7 +112,7 @@ func TestHostileInputRefused(t *testing.T) {
 		{"POST", "/api/v1/routes", route(map[string]any{"hosts": []string{"ok.example", "a b.example"}}), "hosts[1]"},
 		{"POST", "/api/v1/routes", route(map[string]any{"hosts": []string{"a\r\n.example"}}), "hosts[0]"},
 		{"POST", "/api/v1/routes", route(map[string]any{"hosts": many(101, "h")}), "hosts"},
-		{"POST", "/api/v1/routes", route(map[string]any{"paths": []string{"/a\nb"}}), "paths[0]"},
+		{"POST", "/api/v1/routes", route(testgw.Paths("/a\nb")), "paths[0]"},
 		{"POST", "/api/v1/routes", route(map[string]any{"paths": []string{"/" + big(4096)}}), "paths[0]"},
 		{"POST", "/api/v1/routes", route(map[string]any{"paths": many(101, "/p")}), "paths"},
 		{"POST", "/api/v1/routes", route(map[string]any{"methods": many(33, "M")}), "methods"},
@@ -234,7 +234,7 @@ func TestHugeTimeoutRefusedAndMutationsWork(t *testing.T) {
 	for _, f := range []string{"connect_timeout_ms", "read_timeout_ms", "write_timeout_ms"} {
 		g.WantError(400, "PUT", "/api/v1/services/"+itoa(sid), map[string]any{"name": "s", f: int64(1<<63 - 1)}, f+": must be at most 3600000")
 	}
-	g.Route("r", sid, map[string]any{"paths": []string{"/a"}})
+	g.Route("r", sid, testgw.Paths("/a"))
 }
 
 // A consumer username with CRLF would become a header that breaks every
@@ -247,7 +247,7 @@ func TestConsumerUsernameNeverBreaksHeaders(t *testing.T) {
 	defer up.Close()
 	g := testgw.Start(t, nil)
 	sid := g.Service("s", strings.TrimPrefix(up.URL, "http://"))
-	rid := g.Route("r", sid, map[string]any{"paths": []string{"/"}})
+	rid := g.Route("r", sid, testgw.Paths("/"))
 	addPlugin(t, g, "key-auth", "route", rid, nil)
 	g.WantError(400, "POST", "/api/v1/consumers", map[string]any{"username": "bob\r\nX-Evil: 1"}, "username")
 	cid := testgw.ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": "bob"}))

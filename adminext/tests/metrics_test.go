@@ -18,12 +18,10 @@ import (
 )
 
 func TestMetrics(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
-	rid := g.Route("ok", sid, map[string]any{"paths": []string{"/ok"}})
-	dead := g.Service("dead", deadAddr(t))
-	g.Must("PUT", fmt.Sprintf("/api/v1/services/%d", dead), map[string]any{"name": "dead", "retries": 0})
-	rdead := g.Route("dead", dead, map[string]any{"paths": []string{"/dead"}})
+	g, sid := echoGateway(t)
+	rid := g.Route("ok", sid, testgw.Paths("/ok"))
+	dead := g.DeadService("dead")
+	rdead := g.Route("dead", dead, testgw.Paths("/dead"))
 	for i := 0; i < 3; i++ {
 		g.Get("", "/ok")
 	}

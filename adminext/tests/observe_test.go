@@ -12,9 +12,8 @@ import (
 )
 
 func TestRecentRequests(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
-	rid := g.Route("r", sid, map[string]any{"paths": []string{"/in"}})
+	g, sid := echoGateway(t)
+	rid := g.Route("r", sid, testgw.Paths("/in"))
 	g.Get("", "/in/one")
 	g.Get("", "/out")
 	var recs []map[string]any
@@ -63,8 +62,7 @@ func readEvent(t *testing.T, sc *bufio.Scanner) (id string, rec map[string]any) 
 }
 
 func TestEventStream(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
+	g, sid := echoGateway(t)
 	g.Route("r", sid, nil)
 	tok := g.Must("POST", "/api/v1/admin/token", nil)["token"].(string)
 

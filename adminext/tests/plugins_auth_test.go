@@ -21,14 +21,9 @@ import (
 // identity headers upstream (X-Consumer-ID a decimal string), forged ones
 // removed, hide_credentials, acl allow/deny and its 403 without a consumer.
 func TestPluginKeyAuthAndACLThroughGateway(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
-	ka := g.Route("ka", sid, map[string]any{"paths": []string{"/ka"}})
-	hidden := g.Route("hidden", sid, map[string]any{"paths": []string{"/hidden"}})
-	allow := g.Route("allow", sid, map[string]any{"paths": []string{"/allow"}})
-	deny := g.Route("deny", sid, map[string]any{"paths": []string{"/deny"}})
-	aclOnly := g.Route("acl-only", sid, map[string]any{"paths": []string{"/acl-only"}})
-	g.Route("open", sid, map[string]any{"paths": []string{"/open"}})
+	g, sid := echoGateway(t)
+	r := g.PathRoutes(sid, "/ka", "/hidden", "/allow", "/deny", "/acl-only", "/open")
+	ka, hidden, allow, deny, aclOnly := r[0], r[1], r[2], r[3], r[4]
 	for _, r := range []int64{ka, allow, deny} {
 		addPlugin(t, g, "key-auth", "route", r, nil)
 	}
@@ -38,9 +33,8 @@ func TestPluginKeyAuthAndACLThroughGateway(t *testing.T) {
 	addPlugin(t, g, "acl", "route", aclOnly, map[string]any{"allow": []string{"admins"}})
 
 	alice := testgw.ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": "alice", "custom_id": "A1", "groups": []string{"admins", "ops"}}))
-	bob := testgw.ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": "bob"}))
 	g.Must("POST", "/api/v1/consumers/"+itoa(alice)+"/credentials", map[string]any{"type": "key-auth", "key": "alice-key"})
-	g.Must("POST", "/api/v1/consumers/"+itoa(bob)+"/credentials", map[string]any{"type": "key-auth", "key": "bob-key"})
+	g.Consumer("bob", map[string]any{"type": "key-auth", "key": "bob-key"})
 
 	wantGatewayError(t, send(t, g, "GET", "/ka", nil), 401, "")
 	wantGatewayError(t, send(t, g, "GET", "/ka", nil, "apikey", "nope"), 401, "")
@@ -82,12 +76,10 @@ func TestPluginKeyAuthAndACLThroughGateway(t *testing.T) {
 
 // TestPluginBasicAuthThroughGateway: WWW-Authenticate with the realm on 401.
 func TestPluginBasicAuthThroughGateway(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
+	g, sid := echoGateway(t)
 	g.Route("all", sid, nil)
 	addPlugin(t, g, "basic-auth", "global", 0, map[string]any{"hide_credentials": true})
-	c := testgw.ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": "carol"}))
-	g.Must("POST", "/api/v1/consumers/"+itoa(c)+"/credentials", map[string]any{"type": "basic-auth", "username": "carol", "password": "s3cret"})
+	c := g.Consumer("carol", map[string]any{"type": "basic-auth", "username": "carol", "password": "s3cret"})
 
 	p := send(t, g, "GET", "/", nil)
 	wantGatewayError(t, p, 401, "")
@@ -105,10 +97,9 @@ func TestPluginBasicAuthThroughGateway(t *testing.T) {
 // TestPluginJWTThroughGateway: HS256, RS256 and ES256 credentials; exp, nbf,
 // maximum_expiration_s; header, query and cookie tokens.
 func TestPluginJWTThroughGateway(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
-	def := g.Route("def", sid, map[string]any{"paths": []string{"/def"}})
-	strict := g.Route("strict", sid, map[string]any{"paths": []string{"/strict"}})
+	g, sid := echoGateway(t)
+	def := g.Route("def", sid, testgw.Paths("/def"))
+	strict := g.Route("strict", sid, testgw.Paths("/strict"))
 	addPlugin(t, g, "jwt", "route", def, map[string]any{"cookie_names": []string{"tok"}})
 	addPlugin(t, g, "jwt", "route", strict, map[string]any{"claims_to_verify": []string{"exp", "nbf"}, "maximum_expiration_s": 600})
 

@@ -21,14 +21,11 @@ import (
 // TestPluginRateLimitThroughGateway: 429 {error} with Retry-After; every
 // response carries RateLimit-*; keys ip, consumer, route, service, header.
 func TestPluginRateLimitThroughGateway(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
+	g, sid := echoGateway(t)
 	other := g.Service("o", addr(echo(t, "other")))
-	byIP := g.Route("ip", sid, map[string]any{"paths": []string{"/ip"}})
-	byHeader := g.Route("hdr", sid, map[string]any{"paths": []string{"/hdr"}})
-	byConsumer := g.Route("cons", sid, map[string]any{"paths": []string{"/cons"}})
-	r1 := g.Route("r1", other, map[string]any{"paths": []string{"/r1"}})
-	g.Route("r2", other, map[string]any{"paths": []string{"/r2"}})
+	r := g.PathRoutes(sid, "/ip", "/hdr", "/cons")
+	byIP, byHeader, byConsumer := r[0], r[1], r[2]
+	r1 := g.PathRoutes(other, "/r1", "/r2")[0]
 	addPlugin(t, g, "rate-limit", "route", byIP, map[string]any{"limit": 2})
 	addPlugin(t, g, "rate-limit", "route", byHeader, map[string]any{"limit": 1, "key": "header", "header_name": "X-Tenant"})
 	addPlugin(t, g, "rate-limit", "route", byConsumer, map[string]any{"limit": 1, "key": "consumer"})
@@ -36,8 +33,7 @@ func TestPluginRateLimitThroughGateway(t *testing.T) {
 	addPlugin(t, g, "rate-limit", "service", other, map[string]any{"limit": 2, "key": "service"})
 	addPlugin(t, g, "rate-limit", "route", r1, map[string]any{"limit": 1, "key": "route"})
 	for _, u := range []string{"u1", "u2"} {
-		c := testgw.ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": u}))
-		g.Must("POST", "/api/v1/consumers/"+itoa(c)+"/credentials", map[string]any{"type": "key-auth", "key": u})
+		g.Consumer(u, map[string]any{"type": "key-auth", "key": u})
 	}
 
 	for i, want := range []string{"1", "0"} {

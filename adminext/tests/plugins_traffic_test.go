@@ -17,8 +17,7 @@ var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 // TestPluginRequestIDThroughGateway: a generated UUIDv4 goes upstream and
 // back; an incoming id is trusted; custom header names work.
 func TestPluginRequestIDThroughGateway(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
+	g, sid := echoGateway(t)
 	g.Route("all", sid, nil)
 	addPlugin(t, g, "request-id", "global", 0, nil)
 
@@ -39,8 +38,7 @@ func TestPluginRequestIDThroughGateway(t *testing.T) {
 // TestPluginIPRestrictionThroughGateway: the client IP honours
 // settings.trusted_proxies; deny wins over allow; status and message.
 func TestPluginIPRestrictionThroughGateway(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
+	g, sid := echoGateway(t)
 	g.Route("all", sid, nil)
 	addPlugin(t, g, "ip-restriction", "global", 0, map[string]any{
 		"allow": []string{"10.0.0.0/8"}, "deny": []string{"10.1.0.0/16"}, "status": 451, "message": "go away"})
@@ -98,28 +96,21 @@ func TestPluginRedirectThroughGateway(t *testing.T) {
 	g, pool := startWithCert(t, "secure.test")
 	sid := g.Service("s", addr(echo(t, "up")))
 	secure := g.Route("secure", sid, map[string]any{"hosts": []string{"secure.test"}})
-	moved := g.Route("moved", sid, map[string]any{"paths": []string{"/old"}})
+	moved := g.Route("moved", sid, testgw.Paths("/old"))
 	httpsAddr := enableHTTPS(t, g)
 	addPlugin(t, g, "redirect", "route", secure, map[string]any{"to_https": true})
 	addPlugin(t, g, "redirect", "route", moved, map[string]any{"location": "https://new.example.com/base", "status": 301})
 
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	req, _ := http.NewRequest("GET", g.ProxyURL+"/a/b?q=1", nil)
-	req.Host = "secure.test"
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	p := send(t, g, "GET", "/a/b?q=1", nil, "Host", "secure.test")
 	_, port, _ := strings.Cut(httpsAddr, ":")
-	if want := "https://secure.test:" + port + "/a/b?q=1"; resp.StatusCode != 308 || resp.Header.Get("Location") != want {
-		t.Fatalf("to_https: %d %q, want 308 %q", resp.StatusCode, resp.Header.Get("Location"), want)
+	if want := "https://secure.test:" + port + "/a/b?q=1"; p.Status != 308 || p.Header.Get("Location") != want {
+		t.Fatalf("to_https: %d %q, want 308 %q", p.Status, p.Header.Get("Location"), want)
 	}
 	tc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "secure.test"}},
-		CheckRedirect: client.CheckRedirect}
-	req, _ = http.NewRequest("GET", "https://"+httpsAddr+"/a", nil)
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest("GET", "https://"+httpsAddr+"/a", nil)
 	req.Host = "secure.test"
-	resp, err = tc.Do(req)
+	resp, err := tc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,22 +119,16 @@ func TestPluginRedirectThroughGateway(t *testing.T) {
 		t.Fatalf("to_https over HTTPS: %d", resp.StatusCode)
 	}
 
-	req, _ = http.NewRequest("GET", g.ProxyURL+"/old/x?y=2", nil)
-	resp, err = client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if want := "https://new.example.com/base/old/x?y=2"; resp.StatusCode != 301 || resp.Header.Get("Location") != want {
-		t.Fatalf("location: %d %q, want %q", resp.StatusCode, resp.Header.Get("Location"), want)
+	p = send(t, g, "GET", "/old/x?y=2", nil)
+	if want := "https://new.example.com/base/old/x?y=2"; p.Status != 301 || p.Header.Get("Location") != want {
+		t.Fatalf("location: %d %q, want %q", p.Status, p.Header.Get("Location"), want)
 	}
 }
 
 // TestPluginRequestSizeLimitThroughGateway: 413 {error} for declared and for
 // chunked bodies over the limit; bodies within pass.
 func TestPluginRequestSizeLimitThroughGateway(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
+	g, sid := echoGateway(t)
 	g.Route("all", sid, nil)
 	addPlugin(t, g, "request-size-limit", "global", 0, map[string]any{"max_bytes": 10})
 
@@ -162,10 +147,9 @@ func TestPluginRequestSizeLimitThroughGateway(t *testing.T) {
 // TestPluginRequestTerminationThroughGateway: default {error} answer, and
 // a raw body with its content type.
 func TestPluginRequestTerminationThroughGateway(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
-	a := g.Route("a", sid, map[string]any{"paths": []string{"/a"}})
-	b := g.Route("b", sid, map[string]any{"paths": []string{"/b"}})
+	g, sid := echoGateway(t)
+	a := g.Route("a", sid, testgw.Paths("/a"))
+	b := g.Route("b", sid, testgw.Paths("/b"))
 	addPlugin(t, g, "request-termination", "route", a, nil)
 	addPlugin(t, g, "request-termination", "route", b, map[string]any{"status": 200, "body": "<h1>maintenance</h1>", "content_type": "text/html"})
 
@@ -187,7 +171,7 @@ func TestPluginRequestTransformSetsUpstreamHost(t *testing.T) {
 	g := testgw.Start(t, nil)
 	up := echo(t, "up")
 	sid := g.Service("s", addr(up))
-	plain := g.Route("plain", sid, map[string]any{"paths": []string{"/plain"}})
+	plain := g.Route("plain", sid, testgw.Paths("/plain"))
 	kept := g.Route("kept", sid, map[string]any{"paths": []string{"/kept"}, "preserve_host": true})
 	untouched := g.Route("untouched", sid, map[string]any{"paths": []string{"/untouched"}, "preserve_host": true})
 	for _, r := range []int64{plain, kept} {

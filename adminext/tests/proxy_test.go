@@ -50,6 +50,15 @@ func decodeEcho(t testing.TB, body string) echoed {
 
 func addr(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
 
+// echoGateway starts a gateway with a service "s" in front of an echo
+// upstream "up", what most proxy tests start from, and returns the service
+// id.
+func echoGateway(t *testing.T) (*testgw.Gateway, int64) {
+	t.Helper()
+	g := testgw.Start(t, nil)
+	return g, g.Service("s", addr(echo(t, "up")))
+}
+
 func TestProxyFollowsRouteChanges(t *testing.T) {
 	g := testgw.Start(t, nil)
 	up1, up2 := echo(t, "one"), echo(t, "two")
@@ -101,8 +110,7 @@ func TestProxyFollowsRouteChanges(t *testing.T) {
 // from a trusted peer's header, for the gateway and for Caddy's own
 // {client_ip} and reverse_proxy alike; from an untrusted peer they do not.
 func TestTrustedProxiesDecideTheClient(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
+	g, sid := echoGateway(t)
 	rid := g.Route("r", sid, nil)
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "request-transform", "scope": "route", "route_id": rid,
 		"config": map[string]any{"set_headers": map[string]string{"X-Client": "{http.vars.client_ip}"}}})

@@ -31,7 +31,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	up := echo(t, "up")
 	sid := g.Service("s", addr(up))
 	bulkRoutes(t, []int64{sid}, 10000) // a configuration of realistic size
-	rid := g.Route("load", sid, map[string]any{"paths": []string{"/load"}})
+	rid := g.Route("load", sid, testgw.Paths("/load"))
 
 	keepAlive := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 10 * time.Second}
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}

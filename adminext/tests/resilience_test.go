@@ -15,8 +15,7 @@ import (
 // A mutation whose config cannot go live (here: a listener address that is
 // taken) is answered 400, leaves the store as it was and the proxy serving.
 func TestFailedMutationKeepsLastGoodConfig(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
+	g, sid := echoGateway(t)
 	g.Route("all", sid, nil)
 	before := g.Must("GET", "/api/v1/settings", nil)
 	version := g.Must("GET", "/api/v1/config", nil)["version"]
@@ -40,13 +39,12 @@ func TestFailedMutationKeepsLastGoodConfig(t *testing.T) {
 		t.Fatalf("proxy after a failed mutation: %d", st)
 	}
 	// And the gateway still takes mutations.
-	g.Route("more", sid, map[string]any{"paths": []string{"/more"}})
+	g.Route("more", sid, testgw.Paths("/more"))
 }
 
 // Listener changes apply at once: the new address serves, the old closes.
 func TestSettingsListenerChangeAppliesLive(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
+	g, sid := echoGateway(t)
 	g.Route("all", sid, nil)
 	old := g.ProxyURL
 	newAddr := testgw.FreeAddr(t)
@@ -130,8 +128,7 @@ func TestUserSitesKeepWorking(t *testing.T) {
 
 // A restart serves the stored configuration.
 func TestRestartServesStoredConfig(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
+	g, sid := echoGateway(t)
 	g.Route("all", sid, nil)
 	dsn := g.DSN
 	if err := stopGateway(); err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,9 +21,8 @@ import (
 // autosaved config and its config folder, GETs as a viewer, and the default
 // export. Secrets reach Caddy's modules by reference only.
 func TestNoSecretInCaddyConfig(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
-	rid := g.Route("r", sid, map[string]any{"paths": []string{"/r"}})
+	g, sid := echoGateway(t)
+	rid := g.Route("r", sid, testgw.Paths("/r"))
 	certPEM, keyPEM, _ := selfSigned(t, "secret.test")
 	keyBody := strings.Split(strings.TrimSpace(keyPEM), "\n")[1] // a line of the key's base64
 
@@ -63,12 +61,8 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 	g.Must("PUT", "/api/v1/sso/config", map[string]any{"issuer": "http://127.0.0.1:1", "client_id": "gw", "client_secret": ssoSecret})
 
 	// The proxy still authenticates with the referenced table.
-	req, _ := http.NewRequest("GET", g.ProxyURL+"/r", nil)
-	req.Header.Set("apikey", keyAuthKey)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("key-auth through the proxy: %v %v", resp, err)
-	} else {
-		resp.Body.Close()
+	if a := g.Proxy(t, "GET", "/r", nil, "apikey", keyAuthKey); a.Status != 200 {
+		t.Fatalf("key-auth through the proxy: %d %s", a.Status, a.Body)
 	}
 
 	planted := map[string]string{

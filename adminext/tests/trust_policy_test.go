@@ -92,8 +92,8 @@ func uriUpstream(t *testing.T) string {
 func TestTrustDotSegments(t *testing.T) {
 	g := testgw.Start(t, nil)
 	sid := g.Service("s", uriUpstream(t))
-	g.Route("public", sid, map[string]any{"paths": []string{"/public"}})
-	private := g.Route("private", sid, map[string]any{"paths": []string{"/private"}})
+	g.Route("public", sid, testgw.Paths("/public"))
+	private := g.Route("private", sid, testgw.Paths("/private"))
 	g.Route("api", sid, map[string]any{"paths": []string{"/api"}, "strip_path": true})
 	addPlugin(t, g, "key-auth", "route", private, nil)
 
@@ -181,8 +181,8 @@ func TestTrustClientCannotTakeTargetDown(t *testing.T) {
 	g := testgw.Start(t, nil)
 	up := echo(t, "up")
 	sid := g.Service("s", addr(up))
-	rid := g.Route("x", sid, map[string]any{"paths": []string{"/x"}})
-	g.Route("y", sid, map[string]any{"paths": []string{"/y"}})
+	rid := g.Route("x", sid, testgw.Paths("/x"))
+	g.Route("y", sid, testgw.Paths("/y"))
 	addPlugin(t, g, "request-transform", "route", rid, map[string]any{"set_headers": map[string]string{
 		"X-P": "{http.request.uri.path}", "X-Q": "{http.request.uri.query.q}",
 	}})
@@ -204,7 +204,7 @@ func TestTrustClientCannotTakeTargetDown(t *testing.T) {
 	// endpoint says so.
 	badAddr := testgw.TCPServer(t, func(c net.Conn) { c.Close() })
 	bad := g.Service("bad", badAddr)
-	g.Route("bad", bad, map[string]any{"paths": []string{"/bad"}})
+	g.Route("bad", bad, testgw.Paths("/bad"))
 	for i := 0; i < 2; i++ {
 		if r := send(t, g, "GET", "/bad", nil); r.Status < 500 {
 			t.Fatalf("broken target: %d", r.Status)
@@ -219,10 +219,9 @@ func TestTrustClientCannotTakeTargetDown(t *testing.T) {
 // TestTrustPlaceholdersOnlyFromTheRequest: plugin values may use the
 // request's placeholders, never files, the environment or the host.
 func TestTrustPlaceholdersOnlyFromTheRequest(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
-	rid := g.Route("r", sid, map[string]any{"paths": []string{"/r"}})
-	tid := g.Route("t", sid, map[string]any{"paths": []string{"/t"}})
+	g, sid := echoGateway(t)
+	rid := g.Route("r", sid, testgw.Paths("/r"))
+	tid := g.Route("t", sid, testgw.Paths("/t"))
 	plugin := func(typ string, route int64, cfg map[string]any) map[string]any {
 		return map[string]any{"type": typ, "scope": "route", "route_id": route, "config": cfg}
 	}
@@ -258,9 +257,8 @@ func TestTrustPlaceholdersOnlyFromTheRequest(t *testing.T) {
 // resolves there) gets its dial refused: Caddy's admin never receives the
 // POST /stop, and the gateway keeps running.
 func TestTrustOutboundNeverReachesAdmin(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", addr(echo(t, "up")))
-	rid := g.Route("r", sid, map[string]any{"paths": []string{"/r"}})
+	g, sid := echoGateway(t)
+	rid := g.Route("r", sid, testgw.Paths("/r"))
 	adminAddr := strings.TrimPrefix(g.AdminURL, "http://")
 	_, caddyPort, _ := net.SplitHostPort(g.CaddyAdmin)
 	for _, ep := range []string{
@@ -288,7 +286,7 @@ func TestTrustOutboundNeverReachesAdmin(t *testing.T) {
 	addPlugin(t, g, "http-log", "route", rid, map[string]any{"endpoint": collector.URL + "/logs", "flush_interval_ms": 50})
 	if hn, err := os.Hostname(); err == nil {
 		if ips, _ := net.LookupHost(hn); len(ips) > 0 && net.ParseIP(ips[0]).IsLoopback() {
-			rid2 := g.Route("r2", sid, map[string]any{"paths": []string{"/r2"}})
+			rid2 := g.Route("r2", sid, testgw.Paths("/r2"))
 			addPlugin(t, g, "http-log", "route", rid2, map[string]any{"endpoint": "http://" + net.JoinHostPort(hn, caddyPort) + "/stop", "flush_interval_ms": 50})
 			if p := send(t, g, "GET", "/r2", nil); p.Status != 200 {
 				t.Fatalf("proxied: %d", p.Status)
@@ -296,7 +294,7 @@ func TestTrustOutboundNeverReachesAdmin(t *testing.T) {
 			// A target named by that hostname: the proxy's dial is refused
 			// (502), Caddy's admin never gets the POST /stop.
 			adm := g.Service("adm", net.JoinHostPort(hn, caddyPort))
-			g.Route("stop", adm, map[string]any{"paths": []string{"/stop"}})
+			g.Route("stop", adm, testgw.Paths("/stop"))
 			if p := send(t, g, "POST", "/stop", nil); p.Status != 502 {
 				t.Fatalf("proxied to Caddy's admin through a name: %d %s", p.Status, p.Body)
 			}

@@ -91,7 +91,7 @@ func TestWasmFilterThroughGateway(t *testing.T) {
 	svc := g.Service("s", addr(up))
 	uploadModule(t, g, map[string]any{"name": "e2e-filter", "wat": watFile(t, "filter.wat")})
 	_, pid := wasmRoute(t, g, svc, "/f", "e2e-filter", "v1")
-	plain := g.Route("plain", svc, map[string]any{"paths": []string{"/plain"}})
+	plain := g.Route("plain", svc, testgw.Paths("/plain"))
 	_ = plain
 
 	r := send(t, g, "GET", "/f/a?q=1", nil, "X-In", "hello", "X-Remove-Me", "secret", "User-Agent", "test-agent")
@@ -250,7 +250,7 @@ func TestWasmRejectedConfiguration(t *testing.T) {
 	g := testgw.Start(t, nil)
 	up := echo(t, "up")
 	svc := g.Service("s", addr(up))
-	route := g.Route("r", svc, map[string]any{"paths": []string{"/r"}})
+	route := g.Route("r", svc, testgw.Paths("/r"))
 	uploadModule(t, g, map[string]any{"name": "picky", "wat": watFile(t, "reject-config.wat")})
 	g.WantError(400, "POST", "/api/v1/plugins", map[string]any{"type": "wasm", "scope": "route", "route_id": route,
 		"config": map[string]any{"module": "picky", "config": "anything"}}, "picky")

@@ -19,8 +19,9 @@ type Answer struct {
 
 // Proxy sends a request to the gateway's HTTP proxy listener and reads the
 // whole answer (failures end t); hdr holds header name, value pairs, a "Host" pair setting
-// the request's host. Without an Accept-Encoding pair the request asks for
-// identity (no transparent gzip: compression tests look at the raw answer).
+// the request's host. The answer is the gateway's own: without an
+// Accept-Encoding pair the request asks for identity (no transparent gzip:
+// compression tests look at the raw answer), and redirects are not followed.
 func (g *Gateway) Proxy(t testing.TB, method, path string, body io.Reader, hdr ...string) Answer {
 	t.Helper()
 	req, err := http.NewRequest(method, g.ProxyURL+path, body)
@@ -37,7 +38,9 @@ func (g *Gateway) Proxy(t testing.TB, method, path string, body io.Reader, hdr .
 	if req.Header.Get("Accept-Encoding") == "" {
 		req.Header.Set("Accept-Encoding", "identity")
 	}
-	resp, err := g.Client.Do(req)
+	client := *g.Client
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("proxy %s %s: %v", method, path, err)
 	}

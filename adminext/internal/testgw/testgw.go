@@ -282,6 +282,54 @@ func (g *Gateway) Route(name string, serviceID int64, fields map[string]any) int
 	return ID(g.Must("POST", "/api/v1/routes", body))
 }
 
+// List GETs an admin list endpoint; anything but 200 with an array ends
+// the test.
+func (g *Gateway) List(path string) []map[string]any {
+	g.T.Helper()
+	var out []map[string]any
+	if st := g.JSON("GET", path, nil, &out); st != 200 {
+		g.T.Fatalf("GET %s: %d", path, st)
+	}
+	if out == nil {
+		g.T.Fatalf("GET %s: not an array", path)
+	}
+	return out
+}
+
+// Paths are the fields of a route that matches the path prefixes p.
+func Paths(p ...string) map[string]any { return map[string]any{"paths": p} }
+
+// PathRoutes creates one route of service serviceID per path prefix,
+// named after it ("/acl-only": "acl-only"), and returns their ids in order.
+func (g *Gateway) PathRoutes(serviceID int64, paths ...string) []int64 {
+	g.T.Helper()
+	ids := make([]int64, len(paths))
+	for i, p := range paths {
+		ids[i] = g.Route(strings.TrimPrefix(p, "/"), serviceID, Paths(p))
+	}
+	return ids
+}
+
+// DeadService creates a service whose one target refuses connections,
+// without retries: every request it serves fails with a 5xx.
+func (g *Gateway) DeadService(name string) int64 {
+	g.T.Helper()
+	id := g.Service(name, FreeAddr(g.T))
+	g.Must("PUT", fmt.Sprintf("/api/v1/services/%d", id), map[string]any{"name": name, "retries": 0})
+	return id
+}
+
+// Consumer creates a consumer with the given credentials (bodies of the
+// credential create endpoint) and returns its id.
+func (g *Gateway) Consumer(username string, credentials ...map[string]any) int64 {
+	g.T.Helper()
+	id := ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": username}))
+	for _, c := range credentials {
+		g.Must("POST", fmt.Sprintf("/api/v1/consumers/%d/credentials", id), c)
+	}
+	return id
+}
+
 // Get sends a proxied GET with an optional Host.
 func (g *Gateway) Get(host, path string) (int, string, http.Header) {
 	g.T.Helper()
