@@ -300,27 +300,16 @@ var servicesKind = Kind{
 	},
 	Clear: deleteAll(&storage.Target{}, &storage.Service{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
-		return r.each("services", raw, "targets", func(it item) error {
-			var s storage.Service
-			if err := decode(it.path, it.fields, &s); err != nil {
-				return err
-			}
-			if err := r.create(it.path, "services", &s); err != nil {
+		return eachRow(r, "services", raw, "targets", func(it item, s *storage.Service) error {
+			if err := r.create(it.path, "services", s); err != nil {
 				return err
 			}
 			if err := r.Map("services", it, s.ID); err != nil {
 				return err
 			}
-			return r.each(it.path+".targets", it.child, "", func(ti item) error {
-				var t storage.Target
-				if err := decode(ti.path, ti.fields, &t); err != nil {
-					return err
-				}
+			return eachRow(r, it.path+".targets", it.child, "", func(ti item, t *storage.Target) error {
 				t.ServiceID = s.ID
-				if err := r.create(ti.path, "targets", &t); err != nil {
-					return err
-				}
-				return nil
+				return r.create(ti.path, "targets", t)
 			})
 		})
 	},
@@ -335,11 +324,7 @@ var routesKind = Kind{
 	Export: func(tx *gorm.DB, _ bool) (any, error) { return list[storage.Route](tx) },
 	Clear:  deleteAll(&storage.Route{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
-		return r.each("routes", raw, "", func(it item) error {
-			var rt storage.Route
-			if err := decode(it.path, it.fields, &rt); err != nil {
-				return err
-			}
+		return eachRow(r, "routes", raw, "", func(it item, rt *storage.Route) error {
 			var err error
 			if rt.ServiceID, err = r.Ref("services", it.path+".service_id", rt.ServiceID); err != nil {
 				return err
@@ -349,10 +334,10 @@ var routesKind = Kind{
 					return err
 				}
 			}
-			if err := prefix(it.path, domain.CheckRoute(r.Tx, &rt)); err != nil {
+			if err := prefix(it.path, domain.CheckRoute(r.Tx, rt)); err != nil {
 				return err
 			}
-			if err := r.create(it.path, "routes", &rt); err != nil {
+			if err := r.create(it.path, "routes", rt); err != nil {
 				return err
 			}
 			return r.Map("routes", it, rt.ID)
@@ -369,22 +354,15 @@ var streamRoutesKind = Kind{
 	Export: func(tx *gorm.DB, _ bool) (any, error) { return list[storage.StreamRoute](tx) },
 	Clear:  deleteAll(&storage.StreamRoute{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
-		return r.each("stream_routes", raw, "", func(it item) error {
-			var sr storage.StreamRoute
-			if err := decode(it.path, it.fields, &sr); err != nil {
-				return err
-			}
+		return eachRow(r, "stream_routes", raw, "", func(it item, sr *storage.StreamRoute) error {
 			var err error
 			if sr.ServiceID, err = r.Ref("services", it.path+".service_id", sr.ServiceID); err != nil {
 				return err
 			}
-			if err := prefix(it.path, domain.CheckStreamRoute(r.Tx, &sr)); err != nil {
+			if err := prefix(it.path, domain.CheckStreamRoute(r.Tx, sr)); err != nil {
 				return err
 			}
-			if err := r.create(it.path, "stream_routes", &sr); err != nil {
-				return err
-			}
-			return nil
+			return r.create(it.path, "stream_routes", sr)
 		})
 	},
 }
@@ -455,10 +433,7 @@ var pluginsKind = Kind{
 			if err := prefix(it.path, pluginapi.CheckPlugin(r.Tx, &p)); err != nil {
 				return err
 			}
-			if err := r.create(it.path, "plugins", &p); err != nil {
-				return err
-			}
-			return nil
+			return r.create(it.path, "plugins", &p)
 		})
 	},
 }
@@ -563,22 +538,18 @@ var consumersKind = Kind{
 	},
 	Clear: deleteAll(&storage.Credential{}, &storage.Consumer{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
-		return r.each("consumers", raw, "credentials", func(it item) error {
-			var c storage.Consumer
-			if err := decode(it.path, it.fields, &c); err != nil {
+		return eachRow(r, "consumers", raw, "credentials", func(it item, c *storage.Consumer) error {
+			if err := prefix(it.path, pluginapi.CheckConsumer(r.Tx, c)); err != nil {
 				return err
 			}
-			if err := prefix(it.path, pluginapi.CheckConsumer(r.Tx, &c)); err != nil {
-				return err
-			}
-			if err := r.create(it.path, "consumers", &c); err != nil {
+			if err := r.create(it.path, "consumers", c); err != nil {
 				return err
 			}
 			if err := r.Map("consumers", it, c.ID); err != nil {
 				return err
 			}
 			return r.each(it.path+".credentials", it.child, "", func(ci item) error {
-				return r.restoreCredential(ci, &c)
+				return r.restoreCredential(ci, c)
 			})
 		})
 	},

@@ -140,6 +140,18 @@ func isNull(raw json.RawMessage) bool {
 	return len(t) == 0 || string(t) == "null"
 }
 
+// eachRow calls fn for every item of the list raw (see each), decoded as
+// a T by its declaration.
+func eachRow[T any](r *Restorer, path string, raw json.RawMessage, nested string, fn func(it item, row *T) error) error {
+	return r.each(path, raw, nested, func(it item) error {
+		row := new(T)
+		if err := decode(it.path, it.fields, row); err != nil {
+			return err
+		}
+		return fn(it, row)
+	})
+}
+
 // each calls fn for every item of the list raw (absent or null: none);
 // nested names the item's child list, split off before decoding.
 func (r *Restorer) each(path string, raw json.RawMessage, nested string, fn func(it item) error) error {
@@ -257,10 +269,7 @@ func (r *Restorer) restoreCredential(it item, owner *storage.Consumer) error {
 	if err := prefix(it.path, pluginapi.CheckCredentialUnique(r.Tx, cr)); err != nil {
 		return err
 	}
-	if err := r.create(it.path, "credentials", cr); err != nil {
-		return err
-	}
-	return nil
+	return r.create(it.path, "credentials", cr)
 }
 
 // decodeCredential decodes a credential of a document: its own fields
