@@ -29,6 +29,14 @@ type Resource[T any] struct {
 	Order string
 }
 
+// check runs Check, when there is one.
+func (res Resource[T]) check(tx *gorm.DB, v *T) error {
+	if res.Check == nil {
+		return nil
+	}
+	return res.Check(tx, v)
+}
+
 func (res Resource[T]) answer(v *T) any {
 	if res.View != nil {
 		return res.View(v)
@@ -98,10 +106,8 @@ func (res Resource[T]) Create(c *Call, prepare func(v *T) error) (any, error) {
 		}
 	}
 	err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
-		if res.Check != nil {
-			if err := res.Check(tx, v); err != nil {
-				return err
-			}
+		if err := res.check(tx, v); err != nil {
+			return err
 		}
 		return tx.Create(v).Error
 	})
@@ -137,10 +143,8 @@ func (res Resource[T]) Replace(c *Call, prepare func(old, v *T) error) (any, err
 				return err
 			}
 		}
-		if res.Check != nil {
-			if err := res.Check(tx, v); err != nil {
-				return err
-			}
+		if err := res.check(tx, v); err != nil {
+			return err
 		}
 		return tx.Save(v).Error
 	})

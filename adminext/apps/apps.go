@@ -126,6 +126,14 @@ type created struct {
 
 // write creates the application's rows inside the mutation's transaction.
 func write(tx *gorm.DB, spec *ApplicationSpec) (*created, error) {
+	// create stores a row, first checked by its declaration's rules as its
+	// own endpoint checks it.
+	create := func(v any) error {
+		if err := schema.Check(v); err != nil {
+			return err
+		}
+		return tx.Create(v).Error
+	}
 	up := spec.upstream
 	svc := &storage.Service{}
 	svc.SetDefaults()
@@ -135,10 +143,7 @@ func write(tx *gorm.DB, spec *ApplicationSpec) (*created, error) {
 		sni := up.Host
 		svc.TLSSNI = &sni
 	}
-	if err := schema.Check(svc); err != nil {
-		return nil, err
-	}
-	if err := tx.Create(svc).Error; err != nil {
+	if err := create(svc); err != nil {
 		return nil, err
 	}
 
@@ -147,10 +152,7 @@ func write(tx *gorm.DB, spec *ApplicationSpec) (*created, error) {
 	tgt.ServiceID = svc.ID
 	tgt.Host = up.Host
 	tgt.Port = up.Port
-	if err := schema.Check(tgt); err != nil {
-		return nil, err
-	}
-	if err := tx.Create(tgt).Error; err != nil {
+	if err := create(tgt); err != nil {
 		return nil, err
 	}
 
@@ -159,10 +161,7 @@ func write(tx *gorm.DB, spec *ApplicationSpec) (*created, error) {
 	rt.Name = spec.Name
 	rt.ServiceID = svc.ID
 	rt.Hosts = []string{spec.Domain}
-	if err := schema.Check(rt); err != nil {
-		return nil, err
-	}
-	if err := tx.Create(rt).Error; err != nil {
+	if err := create(rt); err != nil {
 		return nil, err
 	}
 

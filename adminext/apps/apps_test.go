@@ -279,15 +279,8 @@ func TestHTTPSRequirements(t *testing.T) {
 		t.Fatalf("hsts plugin: %v %s", hsts, hc)
 	}
 	// Plain HTTP is redirected to the HTTPS listener with 308.
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	req, _ := http.NewRequest("GET", g.ProxyURL+"/x?y=1", nil)
-	req.Host = "sec.example.test"
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if loc := resp.Header.Get("Location"); resp.StatusCode != 308 || loc != a.URL+"/x?y=1" {
-		t.Fatalf("plain HTTP: %d Location %q", resp.StatusCode, loc)
+	p := g.Proxy(t, "GET", "/x?y=1", nil, "Host", "sec.example.test")
+	if loc := p.Header.Get("Location"); p.Status != 308 || loc != a.URL+"/x?y=1" {
+		t.Fatalf("plain HTTP: %d Location %q", p.Status, loc)
 	}
 }

@@ -132,8 +132,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	step("create a service",
-		chromedp.Navigate(g.AdminURL+"/#services"),
-		chromedp.WaitVisible(`#services-table`, chromedp.ByQuery),
+		screen(g, "services", `#services-table`),
 		chromedp.Click(`//button[text()="New service"]`, chromedp.BySearch),
 		chromedp.SendKeys(`#service-form input[name=name]`, "ui-svc", chromedp.ByQuery),
 		chromedp.Click(`#service-form button[type=submit]`, chromedp.ByQuery),
@@ -149,8 +148,7 @@ func TestBrowser(t *testing.T) {
 	// An error of the API is shown next to the form.
 	var formErr string
 	step("a rejected route shows the API error",
-		chromedp.Navigate(g.AdminURL+"/#routes"),
-		chromedp.WaitVisible(`#routes-table`, chromedp.ByQuery),
+		screen(g, "routes", `#routes-table`),
 		chromedp.Click(`//button[text()="New route"]`, chromedp.BySearch),
 		chromedp.SendKeys(`#route-form input[name=name]`, "ui-route", chromedp.ByQuery),
 		chromedp.SendKeys(`#route-form input[name=paths]`, "~(", chromedp.ByQuery),
@@ -173,8 +171,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	step("open the live log",
-		chromedp.Navigate(g.AdminURL+"/#log"),
-		chromedp.WaitVisible(`#live-state.live`, chromedp.ByQuery),
+		screen(g, "log", `#live-state.live`),
 	)
 	st, body, _ := g.Get("", "/ui/hello-from-test")
 	if st != 200 || body != "upstream saw /hello-from-test" {
@@ -191,8 +188,7 @@ func TestBrowser(t *testing.T) {
 
 	var result string
 	step("router dry run",
-		chromedp.Navigate(g.AdminURL+"/#router"),
-		chromedp.WaitVisible(`#router-form`, chromedp.ByQuery),
+		screen(g, "router", `#router-form`),
 		chromedp.SetValue(`#router-form input[name=path]`, "/ui/x", chromedp.ByQuery),
 		chromedp.Click(`#router-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#router-result .ok`, chromedp.ByQuery),
@@ -203,16 +199,14 @@ func TestBrowser(t *testing.T) {
 	}
 
 	step("create a plugin and a consumer with a credential",
-		chromedp.Navigate(g.AdminURL+"/#plugins"),
-		chromedp.WaitVisible(`#plugins-table`, chromedp.ByQuery),
+		screen(g, "plugins", `#plugins-table`),
 		chromedp.Click(`//button[text()="New plugin"]`, chromedp.BySearch),
 		chromedp.SetValue(`#plugin-form select[name=type]`, "rate-limit", chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector('#plugin-form select[name=type]').dispatchEvent(new Event('change'))`, nil),
 		chromedp.SetValue(`#plugin-form input[name="config.limit"]`, "1000", chromedp.ByQuery),
 		chromedp.Click(`#plugin-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//table[@id="plugins-table"]//strong[text()="rate-limit"]`, chromedp.BySearch),
-		chromedp.Navigate(g.AdminURL+"/#consumers"),
-		chromedp.WaitVisible(`#consumers-table`, chromedp.ByQuery),
+		screen(g, "consumers", `#consumers-table`),
 		chromedp.Click(`//button[text()="New consumer"]`, chromedp.BySearch),
 		chromedp.SendKeys(`#consumer-form input[name=username]`, "alice", chromedp.ByQuery),
 		chromedp.Click(`#consumer-form button[type=submit]`, chromedp.ByQuery),
@@ -228,8 +222,7 @@ func TestBrowser(t *testing.T) {
 
 	var total, nodes string
 	step("the overview counts the request and lists the node",
-		chromedp.Navigate(g.AdminURL+"/#overview"),
-		chromedp.WaitVisible(`#health`, chromedp.ByQuery),
+		screen(g, "overview", `#health`),
 		chromedp.Text(`#traffic-cards .card .v`, &total, chromedp.ByQuery),
 		chromedp.Text(`#nodes`, &nodes, chromedp.ByQuery),
 	)
@@ -307,6 +300,12 @@ func browser(t *testing.T, bin string) context.Context {
 	return ctx
 }
 
+// screen opens the dashboard's screen #hash and waits until the element
+// sel shows.
+func screen(g *testgw.Gateway, hash, sel string) chromedp.Action {
+	return chromedp.Tasks{chromedp.Navigate(g.AdminURL + "/#" + hash), chromedp.WaitVisible(sel, chromedp.ByQuery)}
+}
+
 // stepper runs named browser steps, failing the test with a screenshot.
 func stepper(t *testing.T, ctx context.Context) func(string, ...chromedp.Action) {
 	return func(name string, actions ...chromedp.Action) {
@@ -381,8 +380,7 @@ func TestBrowserSignIn(t *testing.T) {
 		var visible, editable int
 		var usersLink bool
 		step("a viewer on #"+v.hash,
-			chromedp.Navigate(g.AdminURL+"/#"+v.hash),
-			chromedp.WaitVisible(v.ready, chromedp.ByQuery),
+			screen(g, v.hash, v.ready),
 			chromedp.Evaluate(`[...document.querySelectorAll('button.mut, form.mut, .adm')].filter(b => b.offsetParent !== null).length`, &visible),
 			chromedp.Evaluate(`[...document.querySelectorAll('#settings-form input')].filter(i => !i.disabled).length`, &editable),
 			chromedp.Evaluate(`document.querySelector('nav a[href="#users"]').offsetParent !== null`, &usersLink),
@@ -402,8 +400,7 @@ func TestBrowserSignIn(t *testing.T) {
 		chromedp.Click(`#token-form button`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#config-cards`, chromedp.ByQuery),
 		chromedp.Text(`#whoami`, &who, chromedp.ByQuery),
-		chromedp.Navigate(g.AdminURL+"/#log"),
-		chromedp.WaitVisible(`#live-state.live`, chromedp.ByQuery),
+		screen(g, "log", `#live-state.live`),
 	)
 	if who != "admin token · admin" {
 		t.Errorf("who: %q", who)
@@ -433,8 +430,7 @@ func TestBrowserAdminScreens(t *testing.T) {
 
 	var note string
 	step("create a stream route and see the note",
-		chromedp.Navigate(g.AdminURL+"/#streams"),
-		chromedp.WaitVisible(`#stream-routes-table`, chromedp.ByQuery),
+		screen(g, "streams", `#stream-routes-table`),
 		chromedp.Click(`//button[text()="New stream route"]`, chromedp.BySearch),
 		chromedp.SendKeys(`#stream-form input[name=name]`, "pg", chromedp.ByQuery),
 		chromedp.SendKeys(`#stream-form input[name=listen_addr]`, "127.0.0.1:15432", chromedp.ByQuery),
@@ -454,8 +450,7 @@ func TestBrowserAdminScreens(t *testing.T) {
 
 	var saved string
 	step("save the settings",
-		chromedp.Navigate(g.AdminURL+"/#settings"),
-		chromedp.WaitVisible(`#settings-form`, chromedp.ByQuery),
+		screen(g, "settings", `#settings-form`),
 		chromedp.SetValue(`#settings-form input[name=trusted_proxies]`, "10.0.0.0/8, 192.0.2.7", chromedp.ByQuery),
 		chromedp.SetValue(`#settings-form input[name=acme_email]`, "ops@example.test", chromedp.ByQuery),
 		chromedp.Click(`#settings-form button[type=submit]`, chromedp.ByQuery),
@@ -471,16 +466,14 @@ func TestBrowserAdminScreens(t *testing.T) {
 	}
 
 	step("certificates screen",
-		chromedp.Navigate(g.AdminURL+"/#certificates"),
-		chromedp.WaitVisible(`#certs-table`, chromedp.ByQuery),
+		screen(g, "certificates", `#certs-table`),
 		chromedp.Click(`//button[text()="New certificate"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`#cert-form textarea[name=key]`, chromedp.ByQuery),
 		chromedp.WaitNotVisible(`#cert-form input[name=domains]`, chromedp.ByQuery),
 	)
 	shot(t, ctx, "certs")
 	step("backup screen",
-		chromedp.Navigate(g.AdminURL+"/#backup"),
-		chromedp.WaitVisible(`#export-link`, chromedp.ByQuery),
+		screen(g, "backup", `#export-link`),
 		chromedp.WaitVisible(`#import-form`, chromedp.ByQuery),
 	)
 	st, doc := g.Do("GET", "/api/v1/export", nil)
@@ -505,8 +498,7 @@ func TestBrowserAdminScreens(t *testing.T) {
 
 	var msg string
 	step("create the first user: authentication turns on",
-		chromedp.Navigate(g.AdminURL+"/#users"),
-		chromedp.WaitVisible(`#users-table`, chromedp.ByQuery),
+		screen(g, "users", `#users-table`),
 		chromedp.WaitVisible(`#token-panel button`, chromedp.ByQuery),
 		chromedp.Click(`//button[text()="New user"]`, chromedp.BySearch),
 		chromedp.SendKeys(`#user-form input[name=email]`, "ada@example.test", chromedp.ByQuery),
@@ -660,8 +652,7 @@ func TestBrowserWasmModules(t *testing.T) {
 
 	var offered []string
 	step("the plugin form offers the registered types",
-		chromedp.Navigate(g.AdminURL+"/#plugins"),
-		chromedp.WaitVisible(`#plugins-table`, chromedp.ByQuery),
+		screen(g, "plugins", `#plugins-table`),
 		chromedp.Click(`//button[text()="New plugin"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`#plugin-form`, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll('#plugin-form select[name=type] option')].map(o => o.value).filter(v => v)`, &offered),

@@ -25,22 +25,16 @@ func TestBrowserTraffic(t *testing.T) {
 	upstream := textServer(t, "ok")
 	g := testgw.Start(t, nil)
 	svc := g.Service("web-svc", strings.TrimPrefix(upstream.URL, "http://"))
-	web := g.Route("web-route", svc, map[string]any{"paths": []string{"/web"}})
-	dead := g.Service("dead-svc", "127.0.0.1:1")
-	g.Must("PUT", fmt.Sprintf("/api/v1/services/%d", dead), map[string]any{"name": "dead-svc", "retries": 0})
-	broken := g.Route("broken-route", dead, map[string]any{"paths": []string{"/broken"}})
+	web := g.Route("web-route", svc, testgw.Paths("/web"))
+	dead := g.DeadService("dead-svc")
+	broken := g.Route("broken-route", dead, testgw.Paths("/broken"))
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "key-auth", "scope": "route", "route_id": web})
-	alice := testgw.ID(g.Must("POST", "/api/v1/consumers", map[string]any{"username": "alice"}))
-	g.Must("POST", fmt.Sprintf("/api/v1/consumers/%d/credentials", alice), map[string]any{"type": "key-auth", "key": "k-alice"})
+	alice := g.Consumer("alice", map[string]any{"type": "key-auth", "key": "k-alice"})
 	keyed := func(n int) {
 		for i := 0; i < n; i++ {
-			req, _ := http.NewRequest("GET", g.ProxyURL+"/web/page", nil)
-			req.Header.Set("apikey", "k-alice")
-			resp, err := g.Client.Do(req)
-			if err != nil || resp.StatusCode != 200 {
-				t.Fatalf("keyed request: %v %v", resp, err)
+			if a := g.Proxy(t, "GET", "/web/page", nil, "apikey", "k-alice"); a.Status != 200 {
+				t.Fatalf("keyed request: %d %s", a.Status, a.Body)
 			}
-			resp.Body.Close()
 		}
 	}
 	keyed(5)
@@ -108,7 +102,7 @@ func TestBrowserTraffic(t *testing.T) {
 		chromedp.WaitVisible(`#targets-table tr.bad`, chromedp.ByQuery),
 		chromedp.Text(`#targets-table tr.bad`, &targetRow, chromedp.ByQuery),
 	)
-	if !strings.Contains(targetRow, "unhealthy") || !strings.Contains(targetRow, "127.0.0.1:1") {
+	if !strings.Contains(targetRow, "unhealthy") || !strings.Contains(targetRow, "connection refused") {
 		t.Errorf("target row: %q", targetRow)
 	}
 	shot(t, ctx, "services-targets")
@@ -175,8 +169,7 @@ func TestBrowserPluginForm(t *testing.T) {
 	var typ, scope, limit, windowPH, keyOpt string
 	var fields int
 	step("a new plugin: no type, the route scope",
-		chromedp.Navigate(g.AdminURL+"/#plugins"),
-		chromedp.WaitVisible(`#plugins-table`, chromedp.ByQuery),
+		screen(g, "plugins", `#plugins-table`),
 		chromedp.Click(`//button[text()="New plugin"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`#plugin-form`, chromedp.ByQuery),
 		chromedp.Value(`#plugin-form select[name=type]`, &typ, chromedp.ByQuery),
@@ -274,8 +267,7 @@ func TestBrowserCoverage(t *testing.T) {
 
 	var probe, result string
 	step("expose an app after probing its upstream",
-		chromedp.Navigate(g.AdminURL+"/#apps"),
-		chromedp.WaitVisible(`#app-form`, chromedp.ByQuery),
+		screen(g, "apps", `#app-form`),
 		chromedp.SendKeys(`#app-form input[name=name]`, "shop", chromedp.ByQuery),
 		chromedp.SendKeys(`#app-form input[name=domain]`, "shop.example.test", chromedp.ByQuery),
 		chromedp.SendKeys(`#app-form input[name=upstream_url]`, upstream.URL, chromedp.ByQuery),
@@ -299,8 +291,7 @@ func TestBrowserCoverage(t *testing.T) {
 
 	var cfState string
 	step("the Cloudflare token and EAB credentials",
-		chromedp.Navigate(g.AdminURL+"/#certificates"),
-		chromedp.WaitVisible(`#cloudflare-form`, chromedp.ByQuery),
+		screen(g, "certificates", `#cloudflare-form`),
 		chromedp.SendKeys(`#cloudflare-form input[name=token]`, "cf-token-123", chromedp.ByQuery),
 		chromedp.Click(`#cloudflare-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//div[@id="acme-panel"]//strong[text()="configured"]`, chromedp.BySearch),
@@ -324,8 +315,7 @@ func TestBrowserCoverage(t *testing.T) {
 
 	var purged string
 	step("purge the cache",
-		chromedp.Navigate(g.AdminURL+"/#plugins"),
-		chromedp.WaitVisible(`#plugins-table`, chromedp.ByQuery),
+		screen(g, "plugins", `#plugins-table`),
 		chromedp.Click(`//button[text()="Purge cache"]`, chromedp.BySearch),
 		chromedp.Poll(`document.querySelector('#purge-result').textContent !== ''`, nil),
 		chromedp.Text(`#purge-result`, &purged, chromedp.ByQuery),
@@ -338,8 +328,7 @@ func TestBrowserCoverage(t *testing.T) {
 	g.JSON("GET", "/api/v1/routes", nil, &apps)
 	green := g.Service("green", strings.TrimPrefix(upstream.URL, "http://"))
 	step("edit a route's splits by service name",
-		chromedp.Navigate(g.AdminURL+"/#routes"),
-		chromedp.WaitVisible(`#routes-table`, chromedp.ByQuery),
+		screen(g, "routes", `#routes-table`),
 		chromedp.Click(`//table[@id="routes-table"]//tr[.//strong[text()="shop"]]//button[text()="Edit"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`#route-form input[name=splits]`, chromedp.ByQuery),
 		chromedp.SetValue(`#route-form input[name=splits]`, "shop=90, green=10", chromedp.ByQuery),

@@ -46,6 +46,20 @@
     return data;
   }
 
+  // save creates a resource of collection (POST) or, when it exists,
+  // replaces it (PUT collection/id).
+  function save(collection, existing, body) {
+    return existing ? api('PUT', collection + '/' + existing.id, body) : api('POST', collection, body);
+  }
+
+  // openForm shows form f in box under "New <thing>" or "Edit <thing> #id",
+  // with the field named focus (if any) focused.
+  function openForm(box, f, thing, existing, focus) {
+    box.replaceChildren(txt('h3', existing ? 'Edit ' + thing + ' #' + existing.id : 'New ' + thing), f);
+    box.hidden = false;
+    if (focus) f.elements[focus].focus();
+  }
+
   // Runs an action of a form: shows {error} next to it, disables the button.
   async function guard(errBox, btn, fn) {
     errBox.textContent = '';
@@ -479,13 +493,11 @@
           connect_timeout_ms: num(f, 'connect_timeout_ms'), read_timeout_ms: num(f, 'read_timeout_ms'), write_timeout_ms: num(f, 'write_timeout_ms'),
           health_path: str(f, 'health_path') || null, tls_sni: str(f, 'tls_sni') || null };
         guard(ferr, f.querySelector('button[type=submit]'), async () => {
-          await (s ? api('PUT', '/api/v1/services/' + s.id, body) : api('POST', '/api/v1/services', body));
+          await save('/api/v1/services', s, body);
           formBox.hidden = true; load();
         });
       });
-      formBox.replaceChildren(txt('h3', s ? 'Edit service #' + s.id : 'New service'), f);
-      formBox.hidden = false;
-      f.elements.name.focus();
+      openForm(formBox, f, 'service', s, 'name');
     }
 
     async function showTargets(s) {
@@ -595,13 +607,11 @@
           splits: [], strip_path: bool(f, 'strip_path'), preserve_host: bool(f, 'preserve_host'), enabled: bool(f, 'enabled') };
         guard(ferr, f.querySelector('button[type=submit]'), async () => {
           body.splits = parseSplits(str(f, 'splits'), svcs);
-          await (r ? api('PUT', '/api/v1/routes/' + r.id, body) : api('POST', '/api/v1/routes', body));
+          await save('/api/v1/routes', r, body);
           formBox.hidden = true; load();
         });
       });
-      formBox.replaceChildren(txt('h3', r ? 'Edit route #' + r.id : 'New route'), f);
-      formBox.hidden = false;
-      f.elements.name.focus();
+      openForm(formBox, f, 'route', r, 'name');
     }
     load();
   }
@@ -823,12 +833,11 @@
           enabled: bool(f, 'enabled'), config };
         const o = num(f, 'ordering'); if (o !== undefined) body.ordering = o;
         guard(ferr, f.querySelector('button[type=submit]'), async () => {
-          await (p ? api('PUT', '/api/v1/plugins/' + p.id, body) : api('POST', '/api/v1/plugins', body));
+          await save('/api/v1/plugins', p, body);
           formBox.hidden = true; load();
         });
       });
-      formBox.replaceChildren(txt('h3', p ? 'Edit plugin #' + p.id : 'New plugin'), f);
-      formBox.hidden = false;
+      openForm(formBox, f, 'plugin', p);
     }
     load();
   }
@@ -870,12 +879,11 @@
         ev.preventDefault();
         const body = { username: str(f, 'username'), custom_id: str(f, 'custom_id') || null, groups: list(str(f, 'groups')) };
         guard(ferr, f.querySelector('button[type=submit]'), async () => {
-          await (c ? api('PUT', '/api/v1/consumers/' + c.id, body) : api('POST', '/api/v1/consumers', body));
+          await save('/api/v1/consumers', c, body);
           formBox.hidden = true; load();
         });
       });
-      formBox.replaceChildren(txt('h3', c ? 'Edit consumer #' + c.id : 'New consumer'), f);
-      formBox.hidden = false;
+      openForm(formBox, f, 'consumer', c);
     }
 
     function showCreds(c) {
@@ -1143,14 +1151,12 @@
         ev.preventDefault();
         const body = { name: str(f, 'name'), listen_addr: str(f, 'listen_addr'), service_id: Number(str(f, 'service_id')), enabled: bool(f, 'enabled') };
         guard(ferr, f.querySelector('button[type=submit]'), async () => {
-          const res = await (r ? api('PUT', '/api/v1/stream-routes/' + r.id, body) : api('POST', '/api/v1/stream-routes', body));
+          const res = await save('/api/v1/stream-routes', r, body);
           note.textContent = ''; showNote(res);
           formBox.hidden = true; load();
         });
       });
-      formBox.replaceChildren(txt('h3', r ? 'Edit stream route #' + r.id : 'New stream route'), f);
-      formBox.hidden = false;
-      f.elements.name.focus();
+      openForm(formBox, f, 'stream route', r, 'name');
     }
     load();
   }
@@ -1203,8 +1209,7 @@
           formBox.hidden = true; load();
         });
       });
-      formBox.replaceChildren(txt('h3', 'New certificate'), f);
-      formBox.hidden = false;
+      openForm(formBox, f, 'certificate', null);
     }
     load();
     S.timer = setInterval(() => { if (formBox.hidden) load(); }, 10000);
@@ -1271,9 +1276,7 @@
           formBox.hidden = true; load();
         });
       });
-      formBox.replaceChildren(txt('h3', 'New WASM module'), f);
-      formBox.hidden = false;
-      f.elements.name.focus();
+      openForm(formBox, f, 'WASM module', null, 'name');
     }
     load();
   }
@@ -1365,15 +1368,13 @@
         const body = { email: str(f, 'email'), name: str(f, 'name'), role: str(f, 'role') };
         if (f.elements.password.value) body.password = f.elements.password.value;
         guard(ferr, f.querySelector('button[type=submit]'), async () => {
-          await (u ? api('PUT', '/api/v1/users/' + u.id, body) : api('POST', '/api/v1/users', body));
+          await save('/api/v1/users', u, body);
           f.elements.password.value = '';
           if (await afterAuthChange('Authentication is now on: sign in with the user you created.')) return;
           formBox.hidden = true; load();
         });
       });
-      formBox.replaceChildren(txt('h3', u ? 'Edit user #' + u.id : 'New user'), f);
-      formBox.hidden = false;
-      f.elements.email.focus();
+      openForm(formBox, f, 'user', u, 'email');
     }
 
     async function loadToken(shown) {
