@@ -72,9 +72,20 @@
       return undefined;
     } finally { if (btn) btn.disabled = false; }
   }
-  function confirmDelete(what) { return window.confirm('Delete ' + what + '?'); }
+  // deleteBtn is a row's Delete button (made by btn: mutBtn, hidden from
+  // viewers, or admBtn): it asks to confirm deleting what, deletes path (an
+  // error shows in errBox), then calls after with the answer (undefined
+  // after an error).
+  function deleteBtn(errBox, what, path, after, btn = mutBtn) {
+    return btn('Delete', 'small danger', async () => {
+      if (!window.confirm('Delete ' + what + '?')) return;
+      after(await guard(errBox, null, () => api('DELETE', path)));
+    });
+  }
   function field(label, input, cls) { return h('label', { className: cls || '' }, label, input); }
   function check(label, name, checked) { return h('label', { className: 'check' }, h('input', { type: 'checkbox', name, checked: !!checked }), label); }
+  // serviceOptions are the choices of a service select: "name (#id)".
+  const serviceOptions = svcs => svcs.map(s => [s.id, s.name + ' (#' + s.id + ')']);
   function select(name, options, value) {
     return h('select', { name }, options.map(o => { const [v, l] = Array.isArray(o) ? o : [o, o]; return h('option', { value: String(v), textContent: l, selected: String(v) === String(value ?? '') }); }));
   }
@@ -465,7 +476,7 @@
             h('td', { className: 'actions' },
               h('button', { type: 'button', className: 'small', onclick: () => { selected = s.id; load(); showTargets(s); } }, 'Targets'),
               mutBtn('Edit', 'small', () => editForm(s)),
-              mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('service ' + s.name + ' with its targets, routes and plugins')) return; await guard(err, null, () => api('DELETE', '/api/v1/services/' + s.id)); if (selected === s.id) { selected = null; targetsBox.replaceChildren(); } load(); })))),
+              deleteBtn(err, 'service ' + s.name + ' with its targets, routes and plugins', '/api/v1/services/' + s.id, () => { if (selected === s.id) { selected = null; targetsBox.replaceChildren(); } load(); })))),
           list.length ? null : h('tr', {}, h('td', { colspan: 8, className: 'muted' }, 'No services yet.'))));
         focusRow(tbl);
         const f = S.focus && list.find(s => String(s.id) === S.focus);
@@ -541,7 +552,7 @@
                 h('td', { className: 'actions' },
                   mutBtn(t.enabled ? 'Disable' : 'Enable', 'small', () => put({ enabled: !t.enabled })),
                   mutBtn('Edit', 'small', () => editTarget(t)),
-                  mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('target ' + t.host + ':' + t.port)) return; await guard(terr, null, () => api('DELETE', '/api/v1/targets/' + t.id)); loadTargets(); })));
+                  deleteBtn(terr, 'target ' + t.host + ':' + t.port, '/api/v1/targets/' + t.id, loadTargets)));
             }),
             ts.length ? null : h('tr', {}, h('td', { colspan: 9, className: 'muted' }, 'No targets: requests to this service answer 503.'))));
         } catch (e) { terr.textContent = e.message; }
@@ -576,7 +587,7 @@
             h('td', { className: 'actions' },
               h('a', { href: '#router', onclick: () => { S.routerPrefill = { path: (r.paths.find(p => !p.startsWith('~')) || '/'), host: r.hosts.find(x => !x.startsWith('*')) || '', method: r.methods[0] || 'GET' }; } }, h('button', { type: 'button', className: 'small' }, 'Test')),
               mutBtn('Edit', 'small', () => editForm(r)),
-              mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('route ' + r.name)) return; await guard(err, null, () => api('DELETE', '/api/v1/routes/' + r.id)); load(); })))),
+              deleteBtn(err, 'route ' + r.name, '/api/v1/routes/' + r.id, load)))),
           rs.length ? null : h('tr', {}, h('td', { colspan: 10, className: 'muted' }, 'No routes yet: proxied requests answer 404.'))));
         focusRow(tbl);
       } catch (e) { err.textContent = e.message; }
@@ -587,7 +598,7 @@
       if (!svcs.length) { err.textContent = 'Create a service first: a route sends its traffic to a service.'; return; }
       const f = h('form', { className: 'grid', id: 'route-form' },
         field('Name', h('input', { name: 'name', required: true, value: r ? r.name : '' })),
-        field('Service', select('service_id', svcs.map(s => [s.id, s.name + ' (#' + s.id + ')']), r ? r.service_id : svcs[0].id)),
+        field('Service', select('service_id', serviceOptions(svcs), r ? r.service_id : svcs[0].id)),
         field('Priority', h('input', { name: 'priority', type: 'number', value: r ? r.priority : 0 })),
         field(h('span', {}, 'Hosts ', h('span', { className: 'hint' }, 'comma-separated, *.example.com')), h('input', { name: 'hosts', value: r ? r.hosts.join(', ') : '' })),
         field(h('span', {}, 'Paths ', h('span', { className: 'hint' }, 'prefixes, or ~regex')), h('input', { name: 'paths', value: r ? r.paths.join(', ') : '', placeholder: '/api' })),
@@ -774,7 +785,7 @@
             h('td', { className: 'actions' },
               mutBtn(p.enabled ? 'Disable' : 'Enable', 'small', async () => { await guard(err, null, () => api('PUT', '/api/v1/plugins/' + p.id, Object.assign(input(p), { enabled: !p.enabled }))); load(); }),
               mutBtn('Edit', 'small', () => editForm(p)),
-              mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('plugin ' + p.type + ' #' + p.id)) return; await guard(err, null, () => api('DELETE', '/api/v1/plugins/' + p.id)); load(); })))),
+              deleteBtn(err, 'plugin ' + p.type + ' #' + p.id, '/api/v1/plugins/' + p.id, load)))),
           ps.length ? null : h('tr', {}, h('td', { colspan: 7, className: 'muted' }, 'No plugins yet.'))));
       } catch (e) { err.textContent = e.message; }
     }
@@ -787,7 +798,7 @@
       const typeSel = select('type', [['', 'choose a type…']].concat(offered), p ? p.type : '');
       typeSel.required = true;
       const scopeSel = select('scope', ['global', 'service', 'route'], p ? p.scope : (rts.length ? 'route' : svcs.length ? 'service' : 'global'));
-      const svcSel = select('service_id', svcs.map(s => [s.id, s.name + ' (#' + s.id + ')']), p && p.service_id);
+      const svcSel = select('service_id', serviceOptions(svcs), p && p.service_id);
       const rtSel = select('route_id', rts.map(r => [r.id, r.name + ' (#' + r.id + ')']), p && p.route_id);
       const svcField = field('Service', svcSel), rtField = field('Route', rtSel);
       const sync = () => { svcField.hidden = scopeSel.value !== 'service'; rtField.hidden = scopeSel.value !== 'route'; };
@@ -861,7 +872,7 @@
             h('td', { className: 'actions' },
               h('button', { type: 'button', className: 'small', onclick: () => { selected = c.id; load(); showCreds(c); } }, 'Credentials'),
               mutBtn('Edit', 'small', () => editForm(c)),
-              mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('consumer ' + c.username + ' and its credentials')) return; await guard(err, null, () => api('DELETE', '/api/v1/consumers/' + c.id)); if (selected === c.id) { selected = null; credBox.replaceChildren(); } load(); })))),
+              deleteBtn(err, 'consumer ' + c.username + ' and its credentials', '/api/v1/consumers/' + c.id, () => { if (selected === c.id) { selected = null; credBox.replaceChildren(); } load(); })))),
           cs.length ? null : h('tr', {}, h('td', { colspan: 6, className: 'muted' }, 'No consumers yet.'))));
         focusRow(tbl);
       } catch (e) { err.textContent = e.message; }
@@ -918,7 +929,7 @@
           ct.replaceChildren(h('table', { id: 'credentials-table' },
             h('tr', {}, ['ID', 'Type', 'Key / username', 'Algorithm', 'Created', ''].map(x => txt('th', x))),
             cr.map(x => h('tr', {}, txt('td', x.id), txt('td', x.type), txt('td', x.key || x.username || '–', 'mono'), txt('td', x.algorithm || '–'), txt('td', new Date(x.created_at).toLocaleString()),
-              h('td', { className: 'actions' }, mutBtn('Delete', 'small danger', async () => { if (!confirmDelete(x.type + ' credential #' + x.id)) return; await guard(cerr, null, () => api('DELETE', '/api/v1/credentials/' + x.id)); loadCreds(); })))),
+              h('td', { className: 'actions' }, deleteBtn(cerr, x.type + ' credential #' + x.id, '/api/v1/credentials/' + x.id, loadCreds)))),
             cr.length ? null : h('tr', {}, h('td', { colspan: 6, className: 'muted' }, 'No credentials.'))));
         } catch (e) { cerr.textContent = e.message; }
       }
@@ -1129,10 +1140,7 @@
             txt('td', r.enabled ? 'yes' : 'no', r.enabled ? 'ok' : 'off'), txt('td', new Date(r.updated_at).toLocaleString()),
             h('td', { className: 'actions' },
               mutBtn('Edit', 'small', () => editForm(r)),
-              mutBtn('Delete', 'small danger', async () => {
-                if (!confirmDelete('stream route ' + r.name)) return;
-                showNote(await guard(err, null, () => api('DELETE', '/api/v1/stream-routes/' + r.id))); load();
-              })))),
+              deleteBtn(err, 'stream route ' + r.name, '/api/v1/stream-routes/' + r.id, res => { showNote(res); load(); })))),
           rs.length ? null : h('tr', {}, h('td', { colspan: 7, className: 'muted' }, 'No stream routes.'))));
       } catch (e) { err.textContent = e.message; }
     }
@@ -1143,7 +1151,7 @@
       const f = h('form', { className: 'grid', id: 'stream-form' },
         field('Name', h('input', { name: 'name', required: true, value: r ? r.name : '' })),
         field(h('span', {}, 'Listen address ', h('span', { className: 'hint' }, 'host:port')), h('input', { name: 'listen_addr', required: true, value: r ? r.listen_addr : '', placeholder: '0.0.0.0:5432' })),
-        field('Service', select('service_id', svcs.map(s => [s.id, s.name + ' (#' + s.id + ')']), r ? r.service_id : svcs[0].id)),
+        field('Service', select('service_id', serviceOptions(svcs), r ? r.service_id : svcs[0].id)),
         check('Enabled', 'enabled', r ? r.enabled : true),
         h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, r ? 'Save stream route' : 'Create stream route'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
         h('div', { className: 'wide' }, ferr));
@@ -1182,7 +1190,7 @@
             txt('td', c.last_error || '', 'muted'),
             h('td', { className: 'actions' },
               c.acme ? mutBtn('Renew', 'small', async () => { const r = await guard(err, null, () => api('POST', '/api/v1/certificates/' + c.id + '/renew')); if (r) err.textContent = ''; load(); }) : null,
-              mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('certificate #' + c.id + ' (' + c.domains.join(', ') + ')')) return; await guard(err, null, () => api('DELETE', '/api/v1/certificates/' + c.id)); load(); })))),
+              deleteBtn(err, 'certificate #' + c.id + ' (' + c.domains.join(', ') + ')', '/api/v1/certificates/' + c.id, load)))),
           cs.length ? null : h('tr', {}, h('td', { colspan: 8, className: 'muted' }, 'No certificates.'))));
       } catch (e) { err.textContent = e.message; }
     }
@@ -1244,7 +1252,7 @@
             h('td', {}, users(m.name).length ? users(m.name).map(p => txt('span', 'plugin #' + p.id + (p.enabled ? '' : ' (disabled)'), 'chip')) : txt('span', 'none', 'off')),
             txt('td', new Date(m.created_at).toLocaleString()),
             h('td', { className: 'actions' },
-              mutBtn('Delete', 'small danger', async () => { if (!confirmDelete('WASM module ' + m.name)) return; await guard(err, null, () => api('DELETE', '/api/v1/wasm-modules/' + m.id)); load(); })))),
+              deleteBtn(err, 'WASM module ' + m.name, '/api/v1/wasm-modules/' + m.id, load)))),
           ms.length ? null : h('tr', {}, h('td', { colspan: 7, className: 'muted' }, 'No WASM modules yet.'))));
       } catch (e) { err.textContent = e.message; }
     }
@@ -1347,7 +1355,7 @@
             txt('td', new Date(u.created_at).toLocaleString()),
             h('td', { className: 'actions' },
               admBtn('Edit', 'small', () => editForm(u)),
-              admBtn('Delete', 'small danger', async () => { if (!confirmDelete('user ' + u.email + ' (their sessions end at once)')) return; await guard(err, null, () => api('DELETE', '/api/v1/users/' + u.id)); load(); })))),
+              deleteBtn(err, 'user ' + u.email + ' (their sessions end at once)', '/api/v1/users/' + u.id, load, admBtn)))),
           us.length ? null : h('tr', {}, h('td', { colspan: 8, className: 'muted' }, 'No users: the API is protected by the admin token only, or open.'))));
       } catch (e) { err.textContent = e.message; }
     }
