@@ -7,6 +7,7 @@ package gateway
 import (
 	_ "github.com/caddy-gateway/gateway/adminext"
 	_ "github.com/caddy-gateway/gateway/caddyfile"
+	_ "github.com/caddy-gateway/gateway/modules/certevents"
 	_ "github.com/caddy-gateway/gateway/modules/dnsproviders/cloudflare"
 	_ "github.com/caddy-gateway/gateway/modules/gwtls"
 	_ "github.com/caddy-gateway/gateway/modules/plugins"

@@ -14,7 +14,9 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"go.uber.org/zap"
 
+	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
+	"github.com/caddy-gateway/gateway/modules/certevents"
 	"github.com/caddy-gateway/gateway/modules/health"
 	"github.com/caddy-gateway/gateway/modules/router"
 )
@@ -133,8 +135,17 @@ func (a *App) HealthRegistry() *health.Registry {
 	return a.cp.Health()
 }
 
+// CertificateEvent implements certevents.Sink: Caddy's certificate events
+// are recorded by the certificates feature of the control plane.
+func (a *App) CertificateEvent(ev certevents.Event) {
+	if a.cp != nil {
+		certs.Record(a.cp, ev)
+	}
+}
+
 // Interface guards
 var (
+	_ certevents.Sink   = (*App)(nil)
 	_ caddy.App         = (*App)(nil)
 	_ caddy.Provisioner = (*App)(nil)
 	_ caddy.Validator   = (*App)(nil)

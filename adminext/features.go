@@ -48,6 +48,7 @@ func withFeatures(cp *controlplane.ControlPlane) error {
 	cp.SetAdmin(a)
 	cp.SetReadyHook(func() { logSummary(cp) })
 	cp.AddService(cluster.Start)
+	cp.AddService(certs.Events)
 	return nil
 }
 

@@ -4,8 +4,8 @@
 // which the app hands to the compiler): uploaded pairs through the
 // tls.certificates.gateway loader, ACME names into certificates.automate
 // with an automation policy; the HTTPS listener picks them by SNI. Issued ACME
-// certificates live in Caddy's storage (certmagic); their status is read
-// from Caddy's certificate cache.
+// certificates live in Caddy's storage (certmagic); their status comes
+// from Caddy's certificate events (events.go).
 package certs
 
 import (
@@ -25,7 +25,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"github.com/caddyserver/certmagic"
 	"gorm.io/gorm"
 
@@ -37,7 +36,11 @@ import (
 const description = "Manual: cert (PEM chain, leaf first) and key (PEM private key, write-only, must match the leaf); " +
 	"domains are the leaf's SANs; a valid certificate is active, one past not_after expired. " +
 	"ACME: acme true, domains (1..100 public DNS names, no IP addresses; wildcards only with challenge dns-01), challenge (http-01 default, tls-alpn-01, dns-01); " +
-	"the certificate is pending until Caddy's automation has issued it (from settings.acme_directory_url with settings.acme_email), then active. " +
+	"the certificate is pending until Caddy's automation has issued it (from settings.acme_directory_url with settings.acme_email), then active; " +
+	"status, last_error, issuer, not_before and not_after come from Caddy's own certificate events: an order that fails makes a pending certificate failed, " +
+	"with the CA's or the challenge's reason in last_error (Caddy keeps retrying; the next success makes it active and clears last_error), " +
+	"and a failed renewal of an issued certificate keeps it active (it is still served) with the reason in last_error. " +
+	"In a cluster the node that obtains the certificate records it, and every node serves it from the shared storage. " +
 	"HTTP-01 challenges are answered by the gateway's HTTP listener (the CA must reach it on port 80). " +
 	"Private keys are never returned."
 
@@ -181,9 +184,14 @@ func certificateEndpoints() []*api.Endpoint {
 		{Method: "DELETE", Path: "/api/v1/certificates/{id}", Role: api.RoleEditor, Tag: "certificates",
 			Summary: "Delete a certificate", Response: api.Deleted{}, Statuses: []int{404}, Handle: resource.Remove},
 		{Method: "POST", Path: "/api/v1/certificates/{id}/renew", Role: api.RoleEditor, Tag: "certificates",
-			Summary:     "Queue the renewal of an ACME-managed certificate",
-			Description: "400 for a manual certificate (upload a new one instead).",
-			Response:    RenewResult{}, Statuses: []int{400, 404}, Handle: renew},
+			Summary: "Renew an ACME-managed certificate now",
+			Description: "Forces a renewal of every name of the certificate now, even when it is not due (a name not yet issued is ordered): " +
+				"the renewal runs in the background (queued true), with Caddy's retries for up to 10 minutes; " +
+				"the renewed certificate is stored, served by this node from the next TLS handshake " +
+				"(other nodes of a cluster keep serving the previous, still valid, certificate until they load the renewed one from the shared storage at their next certificate maintenance), " +
+				"and its not_before, not_after and fingerprint_sha256 show on the certificate once issued; a failure shows in last_error. " +
+				"400 for a manual certificate (upload a new one instead) or a certificate the running configuration does not manage (dns-01 without the Cloudflare token).",
+			Response: RenewResult{}, Statuses: []int{400, 404}, Handle: renew},
 	}
 }
 
@@ -219,6 +227,9 @@ func create(c *api.Call) (any, error) {
 	}
 	if err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error { return tx.Create(row).Error }); err != nil {
 		return nil, err
+	}
+	if row.ACME {
+		replay(c.CP, row.Domains)
 	}
 	return View(row, time.Now()), nil
 }
@@ -335,8 +346,9 @@ func issuerName(c *x509.Certificate) string {
 
 // View is a row as answers show it at time now: a manual certificate is
 // active within its validity period and expired after; an ACME certificate
-// is active once Caddy holds it (its details then come from the issued
-// leaf).
+// shows what Caddy's certificate events recorded in its row (events.go):
+// pending until issued, failed with last_error when an order failed,
+// active once issued (expired past not_after).
 func View(row *storage.Certificate, now time.Time) Certificate {
 	v := Certificate{
 		ID: row.ID, ACME: row.ACME, Domains: row.Domains, Status: row.Status,
@@ -346,23 +358,6 @@ func View(row *storage.Certificate, now time.Time) Certificate {
 	if v.Domains == nil {
 		v.Domains = []string{}
 	}
-	if row.ACME {
-		v.Status, v.Issuer, v.NotBefore, v.NotAfter, v.FingerprintSHA256 = "pending", nil, nil, nil, nil
-		if row.Status == "failed" {
-			v.Status = "failed"
-		}
-		if leaf := managedLeaf(row.Domains); leaf != nil {
-			sum := sha256.Sum256(leaf.Raw)
-			fp, iss := hex.EncodeToString(sum[:]), issuerName(leaf)
-			nb, na := leaf.NotBefore.UTC(), leaf.NotAfter.UTC()
-			v.Status, v.Issuer, v.NotBefore, v.NotAfter, v.FingerprintSHA256 = "active", &iss, &nb, &na, &fp
-			v.LastError = nil
-			if now.After(na) {
-				v.Status = "expired"
-			}
-		}
-		return v
-	}
 	if row.Issuer != "" {
 		iss := row.Issuer
 		v.Issuer = &iss
@@ -371,48 +366,14 @@ func View(row *storage.Certificate, now time.Time) Certificate {
 		fp := row.Fingerprint
 		v.FingerprintSHA256 = &fp
 	}
+	if row.ACME && v.Status != "active" {
+		return v // pending or failed
+	}
 	v.Status = "active"
 	if row.NotAfter != nil && now.After(*row.NotAfter) {
 		v.Status = "expired"
 	}
 	return v
-}
-
-// managedLeaf finds, in Caddy's certificate cache, certificates that cover
-// every name and were not uploaded through the gateway (nil until all are
-// issued). Caddy's automation manages each name on its own, so several
-// names may be covered by several certificates: the leaf of the first
-// name's is described.
-func managedLeaf(domains []string) *x509.Certificate {
-	if len(domains) == 0 {
-		return nil
-	}
-	var first *x509.Certificate
-	for i, d := range domains {
-		leaf := managedLeafFor(d)
-		if leaf == nil {
-			return nil
-		}
-		if i == 0 {
-			first = leaf
-		}
-	}
-	return first
-}
-
-// managedLeafFor is an issued (untagged) certificate whose names include d.
-func managedLeafFor(d string) *x509.Certificate {
-	for _, c := range caddytls.AllMatchingCertificates(d) {
-		if len(c.Tags) > 0 || c.Leaf == nil {
-			continue // uploaded (tagged by Compile), not issued
-		}
-		for _, n := range c.Names {
-			if strings.EqualFold(n, d) {
-				return c.Leaf
-			}
-		}
-	}
-	return nil
 }
 
 func renew(c *api.Call) (any, error) {
@@ -427,8 +388,8 @@ func renew(c *api.Call) (any, error) {
 	if !row.ACME {
 		return nil, api.BadRequest("certificate " + fmt.Sprint(id) + " is a manual certificate: upload a new one to replace it")
 	}
-	if err := queueRenewal(c, row); err != nil {
-		return nil, err
+	if err := forceRenewal(c.CP, row.Domains); err != nil {
+		return nil, api.BadRequest(fmt.Sprintf("certificate %d: %v", id, err))
 	}
 	return RenewResult{Queued: true}, nil
 }
@@ -468,14 +429,4 @@ func NameMatches(name, domain string) bool {
 		return found && label != "" && parent == rest
 	}
 	return false
-}
-
-// queueRenewal reloads the configuration with the certificate touched:
-// Caddy's automation manages its names again and renews what is due (an
-// early, forced renewal of a still-valid certificate is not done).
-func queueRenewal(c *api.Call, row *storage.Certificate) error {
-	return c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
-		return tx.Model(&storage.Certificate{}).Where("id = ?", row.ID).
-			Updates(map[string]any{"last_error": nil, "updated_at": time.Now().UTC()}).Error
-	})
 }

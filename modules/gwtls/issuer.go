@@ -24,6 +24,8 @@ type ACMEIssuer struct {
 	// ExternalAccountRef references an *acme.EAB compiled by the gateway;
 	// it sets external_account.
 	ExternalAccountRef string `json:"external_account_ref,omitempty"`
+
+	magic *certmagic.Config
 }
 
 // CaddyModule returns the Caddy module information.
@@ -46,6 +48,22 @@ func (iss *ACMEIssuer) Provision(ctx caddy.Context) error {
 	}
 	return iss.ACMEIssuer.Provision(ctx)
 }
+
+// SetConfig implements caddytls.ConfigSetter: Caddy hands the issuer the
+// certmagic config of its automation policy. The issuer keeps it (Config:
+// a forced renewal goes through it) and makes the policy serve, among the
+// cached certificates of a name, the one issued last, so that a renewed
+// certificate is served from the next handshake while the one it replaces
+// is still cached (certmagic drops that one at its next maintenance).
+func (iss *ACMEIssuer) SetConfig(cfg *certmagic.Config) {
+	iss.ACMEIssuer.SetConfig(cfg)
+	cfg.CertSelection = NewestFirst{}
+	iss.magic = cfg
+}
+
+// Config is the certmagic config of the issuer's automation policy (nil
+// before Caddy provisioned the policy).
+func (iss *ACMEIssuer) Config() *certmagic.Config { return iss.magic }
 
 // Interface guards
 var (
