@@ -84,6 +84,9 @@ func Compile(apps map[string]json.RawMessage, snap *storage.Snapshot, opt compil
 			tlsApp.Automation = new(caddytls.AutomationConfig)
 		}
 		tlsApp.Automation.Policies = append(policies, tlsApp.Automation.Policies...)
+		if err := subscribeEvents(apps); err != nil {
+			return err
+		}
 	}
 	raw, err := json.Marshal(tlsApp)
 	if err != nil {
