@@ -165,8 +165,12 @@ func (h *Handler) storedLeaf(ctx context.Context, key string) (*x509.Certificate
 // ServedLeaf is the issued (untagged: not uploaded through the gateway)
 // certificate of Caddy's cache for exactly name that was issued last; nil
 // when there is none.
-func ServedLeaf(name string) *x509.Certificate {
-	var best *x509.Certificate
+func ServedLeaf(name string) (best *x509.Certificate) {
+	defer func() {
+		if recover() != nil { // no tls app has run yet: Caddy has no cache
+			best = nil
+		}
+	}()
 	for _, c := range caddytls.AllMatchingCertificates(name) {
 		if len(c.Tags) > 0 || c.Leaf == nil {
 			continue
