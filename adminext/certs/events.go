@@ -31,8 +31,13 @@ import (
 // shows the same status, last error, issuer and validity. A node loading a
 // certificate another node obtained writes nothing new (same values).
 
-// maxUnmatched bounds the events kept for names no row holds yet.
-const maxUnmatched = 1000
+// Events for names no row holds yet are kept (at most maxUnmatched) and
+// tried again every unmatchedRetry for unmatchedKeep.
+const (
+	maxUnmatched   = 1000
+	unmatchedRetry = 2 * time.Second
+	unmatchedKeep  = 2 * time.Minute
+)
 
 // forcedRenewalTimeout bounds a forced renewal with its retries.
 const forcedRenewalTimeout = 10 * time.Minute
@@ -49,8 +54,8 @@ type recorder struct {
 
 	mu sync.Mutex
 	// unmatched: the last event of names no certificate row holds (yet: an
-	// event can come before the row's transaction commits); replayed when
-	// a certificate is created.
+	// event can come before the row's transaction commits); applied again
+	// when a certificate is created and every unmatchedRetry.
 	unmatched map[string]certevents.Event
 	renewing  map[string]bool
 }
@@ -111,17 +116,21 @@ func (r *recorder) do(fn func()) {
 
 func (r *recorder) run() {
 	defer r.wg.Done()
+	retry := time.NewTicker(unmatchedRetry)
+	defer retry.Stop()
 	for {
 		select {
 		case fn := <-r.queue:
 			fn()
+		case <-retry.C:
+			r.retryUnmatched()
 		case <-r.ctx.Done():
 			return
 		}
 	}
 }
 
-// replay applies the held events of a new certificate's names.
+// replay applies at once the held events of a new certificate's names.
 func replay(cp *controlplane.ControlPlane, domains []string) {
 	r := recorderOf(cp)
 	if r == nil {
@@ -141,6 +150,24 @@ func replay(cp *controlplane.ControlPlane, domains []string) {
 			r.apply(ev)
 		}
 	})
+}
+
+// retryUnmatched applies the held events again (a row created by another
+// path, such as a backup import, or committed after its event), and
+// forgets those older than unmatchedKeep (names of the user's own sites).
+func (r *recorder) retryUnmatched() {
+	r.mu.Lock()
+	var evs []certevents.Event
+	for name, ev := range r.unmatched {
+		delete(r.unmatched, name)
+		if time.Since(ev.At) < unmatchedKeep {
+			evs = append(evs, ev)
+		}
+	}
+	r.mu.Unlock()
+	for _, ev := range evs {
+		r.apply(ev)
+	}
 }
 
 // apply writes what ev says into the rows of the ACME certificates that
