@@ -11,32 +11,24 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
-	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/letsencrypt/pebble/v2/ca"
-	"github.com/letsencrypt/pebble/v2/db"
-	"github.com/letsencrypt/pebble/v2/va"
-	"github.com/letsencrypt/pebble/v2/wfe"
 	"github.com/miekg/dns"
 
+	"github.com/caddy-gateway/gateway/adminext/internal/pebbletest"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
 func TestMain(m *testing.M) {
-	os.Setenv("PEBBLE_VA_ALWAYS_VALID", "1")
 	dir, _ := os.MkdirTemp("", "gateway-acmedns")
 	os.Setenv("XDG_DATA_HOME", dir)
 	os.Setenv("XDG_CONFIG_HOME", dir)
@@ -45,27 +37,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// pebble starts an ACME CA; with requireEAB, the EAB key (keyID, base64url
-// hmac) is the only one it accepts.
+// pebble starts an ACME CA that accepts every challenge; with
+// requireEAB, the EAB key (keyID, base64url hmac) is the only one it
+// accepts.
 func pebble(t *testing.T, requireEAB bool, keyID, hmac string) (directory, rootsFile string) {
-	logger := log.New(io.Discard, "", 0)
-	store := db.NewMemoryStore()
+	opt := pebbletest.Options{}
 	if requireEAB {
-		if err := store.AddExternalAccountKeyByID(keyID, hmac); err != nil {
-			t.Fatal(err)
-		}
+		opt.EABKeyID, opt.EABHMAC = keyID, hmac
 	}
-	authority := ca.New(logger, store, "", "ecdsa", 0, 1, map[string]ca.Profile{"default": {Description: "test"}})
-	validator := va.New(logger, 80, 443, false, "", store)
-	front := wfe.New(logger, store, validator, authority, nil, false, requireEAB, 0, 0)
-	srv := httptest.NewTLSServer(front.Handler())
-	t.Cleanup(srv.Close)
-	rootsFile = filepath.Join(t.TempDir(), "pebble-https.pem")
-	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	if err := os.WriteFile(rootsFile, pemBytes, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return srv.URL + "/dir", rootsFile
+	c := pebbletest.Start(t, opt)
+	return c.Directory, c.RootsFile
 }
 
 // waitActive polls the certificate list until certificate id is active.

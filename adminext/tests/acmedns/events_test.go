@@ -5,67 +5,21 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
-	"io"
-	"log"
 	"net"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/letsencrypt/pebble/v2/ca"
-	"github.com/letsencrypt/pebble/v2/db"
-	"github.com/letsencrypt/pebble/v2/va"
-	"github.com/letsencrypt/pebble/v2/wfe"
-	"github.com/miekg/dns"
-
+	"github.com/caddy-gateway/gateway/adminext/internal/pebbletest"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
 // validatingPebble starts an ACME CA that really validates challenges:
-// every name resolves to 127.0.0.1 (its own DNS server) and HTTP-01 is
-// fetched from httpPort.
+// every name resolves to 127.0.0.1 and HTTP-01 is fetched from httpPort.
 func validatingPebble(t *testing.T, httpPort int) (directory, rootsFile string) {
-	t.Setenv("PEBBLE_VA_ALWAYS_VALID", "")
-	t.Setenv("PEBBLE_VA_NOSLEEP", "1")
-	logger := log.New(io.Discard, "", 0)
-	store := db.NewMemoryStore()
-	authority := ca.New(logger, store, "", "ecdsa", 0, 1, map[string]ca.Profile{"default": {Description: "test"}})
-	validator := va.New(logger, httpPort, 443, false, loopbackDNS(t), store)
-	front := wfe.New(logger, store, validator, authority, nil, false, false, 0, 0)
-	srv := httptest.NewTLSServer(front.Handler())
-	t.Cleanup(srv.Close)
-	rootsFile = filepath.Join(t.TempDir(), "pebble-https.pem")
-	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	if err := os.WriteFile(rootsFile, pemBytes, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return srv.URL + "/dir", rootsFile
-}
-
-// loopbackDNS answers every A query with 127.0.0.1 (over TCP, as Pebble
-// asks) and nothing else.
-func loopbackDNS(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{Listener: ln, Net: "tcp", Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(req)
-		if q := req.Question[0]; q.Qtype == dns.TypeA {
-			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
-				A: net.IPv4(127, 0, 0, 1)})
-		}
-		_ = w.WriteMsg(m)
-	})}
-	go func() { _ = srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return ln.Addr().String()
+	c := pebbletest.Start(t, pebbletest.Options{Validate: true, HTTPPort: httpPort})
+	return c.Directory, c.RootsFile
 }
 
 func port(t *testing.T, addr string) int {

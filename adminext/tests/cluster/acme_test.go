@@ -5,85 +5,40 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"io"
-	"log"
 	"net"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/letsencrypt/pebble/v2/ca"
-	"github.com/letsencrypt/pebble/v2/db"
-	"github.com/letsencrypt/pebble/v2/va"
-	"github.com/letsencrypt/pebble/v2/wfe"
-	"github.com/miekg/dns"
-
+	"github.com/caddy-gateway/gateway/adminext/internal/pebbletest"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
-
-// loopbackDNS answers every A query with 127.0.0.1 (over TCP, as Pebble's
-// validator asks): every name the CA validates is on this machine.
-func loopbackDNS(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{Listener: ln, Net: "tcp", Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(req)
-		if q := req.Question[0]; q.Qtype == dns.TypeA {
-			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
-				A: net.IPv4(127, 0, 0, 1)})
-		}
-		_ = w.WriteMsg(m)
-	})}
-	go func() { _ = srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return ln.Addr().String()
-}
 
 // challengeRouter is where the CA's validator connects for one challenge
 // type: it forwards each connection to a node that did NOT order the
 // certificate (the orderer is the node whose log says it is obtaining one),
 // so the answer must come from the shared storage.
 type challengeRouter struct {
-	t     *testing.T
-	ln    net.Listener
-	nodes []*node
-	addr  func(*node) string
-	name  string // the name being validated through this router
+	t          *testing.T
+	listenPort int
+	nodes      []*node
+	addr       func(*node) string
+	name       string // the name being validated through this router
 
 	mu      sync.Mutex
 	reached map[string][2]string // name → orderer, answering node
 }
 
 func newChallengeRouter(t *testing.T, name string, addr func(*node) string) *challengeRouter {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &challengeRouter{t: t, ln: ln, name: name, addr: addr, reached: map[string][2]string{}}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go r.forward(c)
-		}
-	}()
+	r := &challengeRouter{t: t, name: name, addr: addr, reached: map[string][2]string{}}
+	_, p := hostPort(testgw.TCPServer(t, r.forward))
+	r.listenPort = p
 	return r
 }
 
-func (r *challengeRouter) port() int { return r.ln.Addr().(*net.TCPAddr).Port }
+func (r *challengeRouter) port() int { return r.listenPort }
 
 // orderer is the node that logged obtaining the certificate of r.name
 // (waiting up to 5 s for its log).
@@ -121,6 +76,12 @@ func (r *challengeRouter) forward(c net.Conn) {
 			target = r.nodes[(i+1)%len(r.nodes)]
 		}
 	}
+	// The answering node has loaded the configuration with the
+	// certificate (a node that has not yet cannot know the challenge's
+	// issuer; propagation is tested elsewhere).
+	for deadline := time.Now().Add(5 * time.Second); appliedVersion(target) < appliedVersion(orderer) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	up, err := net.Dial("tcp", r.addr(target))
 	if err != nil {
 		r.t.Errorf("forwarding the CA's validation to %s: %v", target.name, err)
@@ -136,29 +97,17 @@ func (r *challengeRouter) forward(c net.Conn) {
 	_, _ = io.Copy(c, up)
 }
 
-// clusterPebble starts an ACME CA validating through the routers; it
-// counts the orders placed with it.
-func clusterPebble(t *testing.T, httpPort, tlsPort int, orders *atomic.Int64) (directory, rootsFile string) {
-	t.Setenv("PEBBLE_VA_ALWAYS_VALID", "")
-	t.Setenv("PEBBLE_VA_NOSLEEP", "1")
-	logger := log.New(io.Discard, "", 0)
-	store := db.NewMemoryStore()
-	authority := ca.New(logger, store, "", "ecdsa", 0, 1, map[string]ca.Profile{"default": {Description: "test"}})
-	validator := va.New(logger, httpPort, tlsPort, false, loopbackDNS(t), store)
-	frontEnd := wfe.New(logger, store, validator, authority, nil, false, false, 0, 0)
-	front := frontEnd.Handler()
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method == http.MethodPost && req.URL.Path == "/order-plz" {
-			orders.Add(1)
-		}
-		front.ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	rootsFile = filepath.Join(t.TempDir(), "pebble-https.pem")
-	if err := os.WriteFile(rootsFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
+// appliedVersion is the configuration version n serves (0 when it does
+// not answer).
+func appliedVersion(n *node) int64 {
+	st, body := n.try("GET", "/api/v1/config", nil)
+	var cfg struct {
+		Version int64 `json:"version"`
 	}
-	return srv.URL + "/dir", rootsFile
+	if st != 200 || json.Unmarshal(body, &cfg) != nil {
+		return 0
+	}
+	return cfg.Version
 }
 
 func servedFingerprint(t *testing.T, addr, sni string) (string, []string) {
@@ -180,8 +129,8 @@ func servedFingerprint(t *testing.T, addr, sni string) (string, []string) {
 func TestClusterACME(t *testing.T) {
 	httpRouter := newChallengeRouter(t, "web.cluster.test", func(n *node) string { return n.http })
 	tlsRouter := newChallengeRouter(t, "alpn.cluster.test", func(n *node) string { return n.https })
-	var orders atomic.Int64
-	directory, roots := clusterPebble(t, httpRouter.port(), tlsRouter.port(), &orders)
+	acme := pebbletest.Start(t, pebbletest.Options{Validate: true, HTTPPort: httpRouter.port(), TLSPort: tlsRouter.port()})
+	directory, roots := acme.Directory, acme.RootsFile
 	// The nodes trust the CA's HTTPS endpoint through the process's
 	// system roots (Go reads SSL_CERT_FILE).
 	_, nodes := threeNodes(t, "SSL_CERT_FILE="+roots)
@@ -197,7 +146,7 @@ func TestClusterACME(t *testing.T) {
 		certs[c.name] = testgw.ID(created)
 		waitIssuedEverywhere(t, nodes, testgw.ID(created), c.name)
 	}
-	if got := orders.Load(); got != int64(len(certs)) {
+	if got := acme.Orders(); got != int64(len(certs)) {
 		t.Fatalf("the CA saw %d orders for %d certificates", got, len(certs))
 	}
 	for router, name := range map[*challengeRouter]string{httpRouter: "web.cluster.test", tlsRouter: "alpn.cluster.test"} {
