@@ -97,9 +97,8 @@ func (cp *ControlPlane) listen(addr string, isTLS bool) (*proxyListener, error) 
 		return nil, fmt.Errorf("%s: %w", kind, err)
 	}
 	l := &proxyListener{addr: addr, tls: isTLS, ln: ln}
-	h := &proxyHandler{cp: cp, srv: &caddyhttp.Server{}}
 	l.srv = &http.Server{
-		Handler:           h,
+		Handler:           cp.ProxyHandler(),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          zap.NewStdLog(cp.logger.Named("proxy")),
@@ -150,6 +149,13 @@ func (cp *ControlPlane) ProxyAddr(isTLS bool) string {
 	return ""
 }
 
+// ProxyHandler is the handler the proxy listeners serve, for in-process
+// benchmarks of the whole proxy path (router, plugin chain, service proxy,
+// request record and metrics) without a client connection.
+func (cp *ControlPlane) ProxyHandler() http.Handler {
+	return &proxyHandler{cp: cp, srv: &caddyhttp.Server{}}
+}
+
 // proxyHandler serves proxied traffic with whatever router is live.
 type proxyHandler struct {
 	cp  *ControlPlane
@@ -162,10 +168,12 @@ func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ta := h.cp.tlsApp.Load(); ta != nil && ta.HandleHTTPChallenge(w, r) {
 		return
 	}
-	info := &gwctx.Info{Start: time.Now(), RecordBuilt: true}
+	// The request's gateway state and its recording writer: one allocation.
+	st := &requestState{info: gwctx.Info{Start: time.Now(), RecordBuilt: true}}
+	st.rw.ResponseWriter = w
+	info, rw := &st.info, &st.rw
 	r = gwctx.With(r, info)
 	repl := caddy.NewReplacer()
-	rw := gwctx.NewRecordingWriter(w)
 	r = caddyhttp.PrepareRequest(r, repl, rw, h.srv)
 
 	var err error
@@ -192,6 +200,12 @@ func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		info.Target = target
 	}
 	h.cp.observer.Observe(gwctx.NewRecord(r, info, rw.Status, rw.Bytes, time.Now()), info)
+}
+
+// requestState is what the proxy handler allocates per request.
+type requestState struct {
+	info gwctx.Info
+	rw   gwctx.RecordingWriter
 }
 
 // Interface guards

@@ -31,8 +31,11 @@ func NewRecord(r *http.Request, info *Info, status int, bytes int64, end time.Ti
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	ip := ClientIP(r)
-	rc := &records.Record{
+	// The record and the values its optional fields point to are one
+	// allocation.
+	a := &recordAlloc{ip: ClientIP(r)}
+	rc := &a.rec
+	*rc = records.Record{
 		Time:      end.UTC(),
 		Method:    r.Method,
 		Scheme:    scheme,
@@ -41,25 +44,35 @@ func NewRecord(r *http.Request, info *Info, status int, bytes int64, end time.Ti
 		Status:    status,
 		LatencyMS: float64(end.Sub(info.Start).Microseconds()) / 1000,
 		BytesSent: bytes,
-		ClientIP:  &ip,
+		ClientIP:  &a.ip,
 	}
 	if info.Matched {
-		rc.RouteID = ptr(info.RouteID)
-		rc.ServiceID = ptr(info.ServiceID)
+		a.routeID, a.serviceID = info.RouteID, info.ServiceID
+		rc.RouteID, rc.ServiceID = &a.routeID, &a.serviceID
 	}
 	if info.Target != "" {
-		rc.Target = ptr(info.Target)
+		a.target = info.Target
+		rc.Target = &a.target
 	}
 	if info.Consumer != nil {
-		rc.ConsumerID = ptr(info.Consumer.ID)
+		a.consumerID = info.Consumer.ID
+		rc.ConsumerID = &a.consumerID
 	}
-	if ua := r.UserAgent(); ua != "" {
-		rc.UserAgent = &ua
+	if a.userAgent = r.UserAgent(); a.userAgent != "" {
+		rc.UserAgent = &a.userAgent
 	}
 	if info.RequestID != "" {
-		rc.RequestID = ptr(info.RequestID)
+		a.requestID = info.RequestID
+		rc.RequestID = &a.requestID
 	}
 	return rc
+}
+
+// recordAlloc is a record with the storage of its pointer fields.
+type recordAlloc struct {
+	rec                              records.Record
+	routeID, serviceID, consumerID   int64
+	ip, target, userAgent, requestID string
 }
 
 // requestPath is the path the client asked for (before strip_path and
@@ -71,20 +84,18 @@ func requestPath(r *http.Request) string {
 	return r.URL.Path
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // RecordingWriter notes the status and body size of the response it passes
 // through, for the request record. It keeps Caddy's wrapper underneath so
 // Flush, Hijack (WebSockets) and ReadFrom still work.
 type RecordingWriter struct {
-	*caddyhttp.ResponseWriterWrapper
+	caddyhttp.ResponseWriterWrapper
 	Status int   // the final status (a 1xx until a final one is written)
 	Bytes  int64 // body bytes written
 }
 
 // NewRecordingWriter wraps w.
 func NewRecordingWriter(w http.ResponseWriter) *RecordingWriter {
-	return &RecordingWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	return &RecordingWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 }
 
 // WriteHeader notes the first status, replaced by a final one after 1xx.

@@ -311,7 +311,11 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	// Caddy's own view of the client follows the gateway's trusted_proxies:
 	// {client_ip} placeholders, and reverse_proxy keeping a trusted peer's
 	// X-Forwarded-* chain instead of replacing it.
-	caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, clientIP)
+	// (Caddy set both already; storing the same string again would
+	// allocate.)
+	if ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ip != clientIP {
+		caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, clientIP)
+	}
 	caddyhttp.SetVar(r.Context(), caddyhttp.TrustedProxyVarKey, trusted)
 	info.Consumers = rt.consumers
 	info.HTTPSPort = rt.HTTPSPort

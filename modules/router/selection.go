@@ -55,33 +55,48 @@ func (s *Selection) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// triedKey is the request variable listing the targets already tried for
-// this request: a retry after a connection failure must go elsewhere.
+// triedKey is the request variable holding the targets already tried for
+// this request (a *reverseproxy.Upstream after the first pick, then a
+// slice): a retry after a connection failure must go elsewhere.
 const triedKey = "gateway_lb_tried"
 
 // Select implements reverseproxy.Selector.
 func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, _ http.ResponseWriter) *reverseproxy.Upstream {
-	tried, _ := caddyhttp.GetVar(r.Context(), triedKey).([]*reverseproxy.Upstream)
+	var tried []*reverseproxy.Upstream
+	switch t := caddyhttp.GetVar(r.Context(), triedKey).(type) {
+	case *reverseproxy.Upstream:
+		tried = []*reverseproxy.Upstream{t}
+	case []*reverseproxy.Upstream:
+		tried = t
+	}
+	// Candidates and their addresses live on the stack for the usual
+	// small pools.
+	var candBuf [16]*reverseproxy.Upstream
+	var addrBuf [16]string
 	// Healthy targets first; when none is, any available one (a target the
 	// checks call unhealthy is still better than no answer).
-	cands := s.candidates(pool, tried, true)
+	cands := s.candidates(candBuf[:0], pool, tried, true)
 	if len(cands) == 0 {
-		cands = s.candidates(pool, tried, false)
+		cands = s.candidates(candBuf[:0], pool, tried, false)
 	}
-	addrs := make([]string, len(cands))
-	for i, u := range cands {
-		addrs[i] = u.Dial
+	addrs := addrBuf[:0]
+	for _, u := range cands {
+		addrs = append(addrs, u.Dial)
 	}
 	i := s.Pick(addrs, gwctx.ClientIP(r))
 	if i < 0 {
 		return nil
 	}
-	caddyhttp.SetVar(r.Context(), triedKey, append(tried, cands[i]))
+	if tried == nil {
+		// the first pick of the request: no slice to allocate
+		caddyhttp.SetVar(r.Context(), triedKey, cands[i])
+	} else {
+		caddyhttp.SetVar(r.Context(), triedKey, append(tried, cands[i]))
+	}
 	return cands[i]
 }
 
-func (s *Selection) candidates(pool reverseproxy.UpstreamPool, tried []*reverseproxy.Upstream, healthyOnly bool) []*reverseproxy.Upstream {
-	out := make([]*reverseproxy.Upstream, 0, len(pool))
+func (s *Selection) candidates(out []*reverseproxy.Upstream, pool reverseproxy.UpstreamPool, tried []*reverseproxy.Upstream, healthyOnly bool) []*reverseproxy.Upstream {
 outer:
 	for _, u := range pool {
 		if !u.Available() || !s.Eligible(u.Dial, healthyOnly) {

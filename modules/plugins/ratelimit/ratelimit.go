@@ -41,7 +41,17 @@ type RateLimit struct {
 	store  *slidingwindow.Store
 	prefix string
 	window time.Duration
+	limit  string // Limit, formatted once for the RateLimit-Limit header
 }
+
+// The response headers' canonical forms (http.Header keys): set without
+// canonicalizing (and allocating) the names on every request.
+var (
+	headerLimit      = http.CanonicalHeaderKey("RateLimit-Limit")
+	headerRemaining  = http.CanonicalHeaderKey("RateLimit-Remaining")
+	headerReset      = http.CanonicalHeaderKey("RateLimit-Reset")
+	headerRetryAfter = http.CanonicalHeaderKey("Retry-After")
+)
 
 // CaddyModule returns the Caddy module information.
 func (*RateLimit) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[RateLimit]("rate-limit") }
@@ -53,6 +63,7 @@ func (rl *RateLimit) Provision(caddy.Context) error {
 	}
 	rl.store = counters
 	rl.window = time.Duration(rl.WindowS) * time.Second
+	rl.limit = strconv.FormatInt(rl.Limit, 10)
 	// counters are kept per instance (see InstanceID)
 	rl.prefix = plugins.InstanceKey(rl.InstanceID, rl) + "\x00"
 	_, _ = instances.LoadOrStore(rl.prefix, instanceCounters(rl.prefix))
@@ -82,49 +93,72 @@ func (rl *RateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	if store == nil {
 		store = counters
 	}
-	res := store.Take(rl.prefix+rl.keyOf(r), rl.Limit, rl.window)
+	var buf [128]byte
+	res := store.TakeBytes(rl.key(buf[:0], r), rl.Limit, rl.window)
+	// The header values: the numbers formatted into one string, and one
+	// backing array of values, each capacity-limited so an append to one
+	// never writes into another.
+	nums := strconv.AppendInt(buf[:0], res.Remaining, 10)
+	split := len(nums)
+	nums = strconv.AppendInt(nums, seconds(res.Reset), 10)
+	text := string(nums)
+	vals := make([]string, 4)
+	vals[0] = rl.limit
+	if vals[0] == "" { // not provisioned
+		vals[0] = strconv.FormatInt(res.Limit, 10)
+	}
+	vals[1], vals[2] = text[:split], text[split:]
 	h := w.Header()
-	h.Set("RateLimit-Limit", strconv.FormatInt(res.Limit, 10))
-	h.Set("RateLimit-Remaining", strconv.FormatInt(res.Remaining, 10))
-	h.Set("RateLimit-Reset", strconv.FormatInt(seconds(res.Reset), 10))
+	h[headerLimit] = vals[0:1:1]
+	h[headerRemaining] = vals[1:2:2]
+	h[headerReset] = vals[2:3:3]
 	if !res.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(seconds(res.RetryAfter), 10))
+		vals[3] = strconv.FormatInt(seconds(res.RetryAfter), 10)
+		h[headerRetryAfter] = vals[3:4:4]
 		gwctx.WriteError(w, http.StatusTooManyRequests, "rate limit exceeded")
 		return nil
 	}
 	return next.ServeHTTP(w, r)
 }
 
-// keyOf is the counted key of a request.
-func (rl *RateLimit) keyOf(r *http.Request) string {
+// key appends the request's counter key in the store to dst: the
+// instance's prefix and the counted key (keyOf).
+func (rl *RateLimit) key(dst []byte, r *http.Request) []byte {
+	kind, value := rl.keyOf(r)
+	return append(append(append(dst, rl.prefix...), kind...), value...)
+}
+
+// keyOf is the counted key of a request, as a kind ("ip:", "consumer:" …)
+// and a value.
+func (rl *RateLimit) keyOf(r *http.Request) (kind, value string) {
 	info := gwctx.From(r)
 	switch rl.Key {
 	case "global":
-		return "global"
+		return "global", ""
 	case "consumer":
 		if info != nil && info.Consumer != nil {
-			return "consumer:" + strconv.FormatInt(info.Consumer.ID, 10)
+			return "consumer:", strconv.FormatInt(info.Consumer.ID, 10)
 		}
 	case "route":
 		if info != nil {
-			return "route:" + strconv.FormatInt(info.RouteID, 10)
+			return "route:", strconv.FormatInt(info.RouteID, 10)
 		}
-		return "route:0"
+		return "route:0", ""
 	case "service":
 		if info != nil {
-			return "service:" + strconv.FormatInt(info.ServiceID, 10)
+			return "service:", strconv.FormatInt(info.ServiceID, 10)
 		}
-		return "service:0"
+		return "service:0", ""
 	case "header":
 		if v := r.Header.Get(rl.HeaderName); v != "" {
 			if len(v) > 128 { // bound the memory a key takes
 				sum := sha256.Sum256([]byte(v))
 				v = "sha256:" + hex.EncodeToString(sum[:])
 			}
-			return "header:" + v
+			return "header:", v
 		}
 	}
-	return "ip:" + gwctx.ClientIP(r)
+	return "ip:", gwctx.ClientIP(r)
 }
 
 // seconds rounds up to whole seconds, at least 1.

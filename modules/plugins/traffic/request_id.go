@@ -1,12 +1,14 @@
 package traffic
 
 import (
+	"encoding/binary"
+	"encoding/hex"
+	"math/rand/v2"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/google/uuid"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
@@ -59,19 +61,66 @@ func (h *RequestID) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		}
 	}
 	if id == "" {
-		id = uuid.NewString()
+		id = newUUID()
 	}
-	r.Header.Set(h.header, id)
+	// One allocation holds the request's header values and, when the id
+	// goes back to the client, the response header hook.
+	st := &requestIDState{name: h.header, id: id}
+	st.up[0] = id
+	r.Header[h.header] = st.up[:]
 	info, r := gwctx.Ensure(r)
 	info.RequestID = id
 	caddyhttp.SetVar(r.Context(), "request_id", id)
 	if h.EchoDownstream {
 		// now, for responses made after this handler returns (proxy errors),
 		// and again when the response is written, replacing an upstream copy
-		w.Header().Set(h.header, id)
-		w = newHeaderHook(w, func(hdr http.Header) { hdr.Set(h.header, id) })
+		st.down[0] = id
+		w.Header()[h.header] = st.down[:]
+		st.ResponseWriter, st.apply = w, st
+		w = st
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// requestIDState is a request's id in its header values and the hook
+// that echoes it in the response.
+type requestIDState struct {
+	headerHook
+	name, id string
+	up, down [1]string
+}
+
+// applyHeader sets the id on the response header (replacing an upstream's
+// copy); the value set before the request went upstream is kept when
+// nothing changed it.
+func (st *requestIDState) applyHeader(hdr http.Header) {
+	if v := hdr[st.name]; len(v) == 1 && v[0] == st.id {
+		return
+	}
+	hdr[st.name] = []string{st.id}
+}
+
+// newUUID returns a random (version 4) UUID in its canonical text form,
+// from the runtime's per-thread ChaCha8 generator (seeded from the
+// system's entropy): request ids must be unique, not secret, and this
+// costs neither a system call nor a lock.
+func newUUID() string {
+	var u [16]byte
+	binary.LittleEndian.PutUint64(u[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(u[8:], rand.Uint64())
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], u[10:])
+	return string(b[:])
 }
 
 // validIncomingID accepts 1..200 visible ASCII characters: anything else

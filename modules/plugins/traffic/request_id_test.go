@@ -75,3 +75,20 @@ func TestRequestIDEchoReplacesUpstreamCopy(t *testing.T) {
 		t.Fatalf("upstream down: status %d, id %q", res.StatusCode, res.Header.Get("X-Request-ID"))
 	}
 }
+
+// TestNewUUID: generated ids are version 4, RFC 4122 variant, lower-case
+// canonical text, and distinct.
+func TestNewUUID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 10000 {
+		id := newUUID()
+		u, err := uuid.Parse(id)
+		if err != nil || u.Version() != 4 || u.Variant() != uuid.RFC4122 || u.String() != id {
+			t.Fatalf("%q is not a canonical UUIDv4", id)
+		}
+		if seen[id] {
+			t.Fatalf("%q generated twice", id)
+		}
+		seen[id] = true
+	}
+}

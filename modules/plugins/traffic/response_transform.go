@@ -58,9 +58,20 @@ func (h *ResponseTransform) ServeHTTP(w http.ResponseWriter, r *http.Request, ne
 	if h.headers.empty() {
 		return next.ServeHTTP(w, r)
 	}
-	repl := replacer(r)
-	return next.ServeHTTP(newHeaderHook(w, func(hdr http.Header) { h.headers.apply(hdr, repl) }), r)
+	hook := &transformHook{ops: h.headers, repl: replacer(r)}
+	hook.ResponseWriter, hook.apply = w, hook
+	return next.ServeHTTP(hook, r)
 }
+
+// transformHook is a response's header hook and the state it needs, in
+// one allocation.
+type transformHook struct {
+	headerHook
+	ops  *headerOps
+	repl *caddy.Replacer
+}
+
+func (t *transformHook) applyHeader(hdr http.Header) { t.ops.apply(hdr, t.repl) }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax (map fields
 // take one "key value" per line):

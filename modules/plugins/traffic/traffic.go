@@ -64,6 +64,12 @@ func replacer(r *http.Request) *caddy.Replacer {
 type headerOps struct {
 	remove, set, add *headers.HeaderOps
 	rename           [][2]string // canonical old, new
+
+	// For responses (apply), set is split: values without placeholders
+	// (canonical name, value), assigned without the replacer and in one
+	// allocation, and the rest (dynamicSet, nil when none).
+	staticSet  [][2]string
+	dynamicSet *headers.HeaderOps
 }
 
 func newHeaderOps(remove []string, rename, set, add map[string]string) *headerOps {
@@ -78,6 +84,16 @@ func newHeaderOps(remove []string, rename, set, add map[string]string) *headerOp
 		ops.set = &headers.HeaderOps{Set: http.Header{}}
 		for k, v := range set {
 			ops.set.Set.Set(k, v)
+		}
+		for k, vals := range ops.set.Set {
+			if v := vals[0]; !strings.ContainsAny(k+v, "{}\\") {
+				ops.staticSet = append(ops.staticSet, [2]string{k, v})
+				continue
+			}
+			if ops.dynamicSet == nil {
+				ops.dynamicSet = &headers.HeaderOps{Set: http.Header{}}
+			}
+			ops.dynamicSet.Set[k] = vals
 		}
 	}
 	if len(add) > 0 {
@@ -97,7 +113,16 @@ func (ops *headerOps) empty() bool {
 func (ops *headerOps) apply(hdr http.Header, repl *caddy.Replacer) {
 	ops.remove.ApplyTo(hdr, repl) // nil-safe
 	ops.renameIn(hdr)
-	ops.set.ApplyTo(hdr, repl)
+	if len(ops.staticSet) > 0 {
+		// what Caddy's Set does for a value without placeholders, with
+		// one backing array (each header's slice capacity-limited)
+		vals := make([]string, len(ops.staticSet))
+		for i, kv := range ops.staticSet {
+			vals[i] = kv[1]
+			hdr[kv[0]] = vals[i : i+1 : i+1]
+		}
+	}
+	ops.dynamicSet.ApplyTo(hdr, repl)
 	ops.add.ApplyTo(hdr, repl)
 }
 
@@ -166,23 +191,33 @@ func validHeaderPattern(s string) bool {
 
 // ---- response writer hooks ----
 
-// headerHook runs fn on the response header just before the final status
-// line is written (once; not for 1xx informational responses), so what fn
-// sets wins over what the upstream sent.
+// headerHook runs its applier on the response header just before the
+// final status line is written (once; not for 1xx informational
+// responses), so what it sets wins over what the upstream sent. Caddy's
+// wrapper is embedded by value and a plugin's per-request state can embed
+// the hook and be its own applier: one allocation per request, no closure.
 type headerHook struct {
-	*caddyhttp.ResponseWriterWrapper
-	fn   func(http.Header)
-	done bool
+	caddyhttp.ResponseWriterWrapper
+	apply headerApplier
+	done  bool
 }
 
+// headerApplier changes a response header (headerHook).
+type headerApplier interface{ applyHeader(http.Header) }
+
+// headerFunc is a function as a headerApplier.
+type headerFunc func(http.Header)
+
+func (f headerFunc) applyHeader(h http.Header) { f(h) }
+
 func newHeaderHook(w http.ResponseWriter, fn func(http.Header)) *headerHook {
-	return &headerHook{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, fn: fn}
+	return &headerHook{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, apply: headerFunc(fn)}
 }
 
 func (w *headerHook) WriteHeader(status int) {
 	if !w.done && (status >= 200 || status == http.StatusSwitchingProtocols) {
 		w.done = true
-		w.fn(w.Header())
+		w.apply.applyHeader(w.Header())
 	}
 	w.ResponseWriter.WriteHeader(status)
 }

@@ -12,6 +12,7 @@ import (
 	"math"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // DefaultMaxKeys is the key cap of a store made with NewStore(0).
@@ -70,7 +71,7 @@ func NewStore(maxKeys int) *Store {
 	return s
 }
 
-func (s *Store) shard(key string) *shard {
+func (s *Store) shard(key []byte) *shard {
 	// FNV-1a
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
@@ -83,6 +84,13 @@ func (s *Store) shard(key string) *shard {
 // Take counts one request for key against limit per window and reports
 // whether it is allowed. Denied requests are not counted.
 func (s *Store) Take(key string, limit int64, window time.Duration) Result {
+	// TakeBytes only reads the key (and copies it when it stores it)
+	return s.TakeBytes(unsafe.Slice(unsafe.StringData(key), len(key)), limit, window)
+}
+
+// TakeBytes is Take with the key in a byte slice, which the caller may
+// reuse: a request whose key is already counted allocates nothing.
+func (s *Store) TakeBytes(key []byte, limit int64, window time.Duration) Result {
 	s.janitor.Do(func() { go s.sweepLoop() })
 	if window <= 0 {
 		window = time.Second
@@ -95,13 +103,13 @@ func (s *Store) Take(key string, limit int64, window time.Duration) Result {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.m[key]
+	e := sh.m[string(key)] // no allocation: a lookup only
 	if e == nil || e.window != window {
 		if e == nil && len(sh.m) >= s.perShardMax {
 			sh.evict(ns, s.perShardMax)
 		}
 		e = &entry{window: window, idx: idx}
-		sh.m[key] = e
+		sh.m[string(key)] = e
 	}
 	switch {
 	case idx == e.idx:

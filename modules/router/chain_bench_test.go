@@ -1,0 +1,101 @@
+package router_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/internal/cputime"
+	"github.com/caddy-gateway/gateway/modules/gwctx"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"
+	"github.com/caddy-gateway/gateway/modules/router"
+)
+
+// BenchmarkChain measures what the gateway itself adds to a request, with
+// no network: the router and the four-plugin chain of bench/proxy.sh
+// (request-id, key-auth, rate-limit, response-transform) in front of a
+// service that answers at once (Caddy's static_response instead of a
+// reverse proxy). "plain" is the same route without plugins; the chain's
+// cost is the difference. The whole proxy path, upstream included, is
+// adminext/tests' BenchmarkProxyPath.
+func BenchmarkChain(b *testing.B) {
+	cfg := `{
+		"routes": [
+			{"id": 1, "service_id": 1, "paths": ["/plain"]},
+			{"id": 2, "service_id": 1, "paths": ["/chain"], "plugins": [1, 2, 3, 4]}
+		],
+		"services": {"1": {"handler": "static_response", "body": "hello from the upstream, a small body of about sixty bytes."}},
+		"plugins": {
+			"1": {"handler": "gateway_request_id", "header_name": "X-Request-ID", "trust_incoming": true, "echo_downstream": true},
+			"2": {"handler": "gateway_key_auth", "key_names": ["apikey"]},
+			"3": {"handler": "gateway_rate_limit", "limit": 1000000000, "window_s": 60, "key": "ip", "instance_id": 3},
+			"4": {"handler": "gateway_response_transform", "set_headers": {"X-Served-By": "gateway"}}
+		},
+		"consumers": [{"id": 1, "username": "bench", "credentials": [{"id": 1, "type": "key-auth", "key": "bench-key"}]}]
+	}`
+	var rt router.Router
+	if err := json.Unmarshal([]byte(cfg), &rt); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	if err := rt.Provision(ctx); err != nil {
+		b.Fatal(err)
+	}
+	srv := &caddyhttp.Server{}
+	for _, path := range []string{"/plain", "/chain"} {
+		b.Run(path[1:], func(b *testing.B) {
+			w := &discardWriter{header: http.Header{}}
+			serve := func() {
+				// what the gateway's proxy listener does before the router
+				r := &http.Request{
+					Method: "GET", URL: &url.URL{Path: path}, RequestURI: path,
+					Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+					Host: "127.0.0.1:8080", RemoteAddr: "127.0.0.1:40000",
+					Header: http.Header{"Apikey": {"bench-key"}, "User-Agent": {"wrk"}},
+				}
+				r = gwctx.With(r, &gwctx.Info{Start: time.Now(), RecordBuilt: true})
+				r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, srv)
+				clear(w.header)
+				w.status = 0
+				if err := rt.ServeHTTP(w, r, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			serve()
+			if w.status != http.StatusOK || (path == "/chain" && w.header.Get("X-Served-By") != "gateway") {
+				b.Fatalf("%s answered %d %v", path, w.status, w.header)
+			}
+			b.ReportAllocs()
+			cputime.Report(b, serve)
+		})
+	}
+}
+
+// discardWriter is a response writer that keeps the status and drops the
+// body, reused across requests.
+type discardWriter struct {
+	header http.Header
+	status int
+}
+
+func (w *discardWriter) Header() http.Header { return w.header }
+func (w *discardWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+func (w *discardWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return len(p), nil
+}
