@@ -64,14 +64,16 @@ func (h *ResponseTransform) ServeHTTP(w http.ResponseWriter, r *http.Request, ne
 }
 
 // transformHook is a response's header hook and the state it needs, in
-// one allocation.
+// one allocation (with room for the values of up to four headers set
+// without placeholders).
 type transformHook struct {
 	headerHook
 	ops  *headerOps
 	repl *caddy.Replacer
+	vals [4]string
 }
 
-func (t *transformHook) applyHeader(hdr http.Header) { t.ops.apply(hdr, t.repl) }
+func (t *transformHook) applyHeader(hdr http.Header) { t.ops.apply(hdr, t.repl, t.vals[:]) }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax (map fields
 // take one "key value" per line):

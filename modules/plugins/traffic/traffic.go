@@ -109,14 +109,18 @@ func (ops *headerOps) empty() bool {
 	return ops.remove == nil && ops.set == nil && ops.add == nil && len(ops.rename) == 0
 }
 
-// apply changes hdr (response headers).
-func (ops *headerOps) apply(hdr http.Header, repl *caddy.Replacer) {
+// apply changes hdr (response headers). buf, when long enough, holds the
+// values set without placeholders (the caller's per-request storage).
+func (ops *headerOps) apply(hdr http.Header, repl *caddy.Replacer, buf []string) {
 	ops.remove.ApplyTo(hdr, repl) // nil-safe
 	ops.renameIn(hdr)
 	if len(ops.staticSet) > 0 {
 		// what Caddy's Set does for a value without placeholders, with
 		// one backing array (each header's slice capacity-limited)
-		vals := make([]string, len(ops.staticSet))
+		vals := buf
+		if len(vals) < len(ops.staticSet) {
+			vals = make([]string, len(ops.staticSet))
+		}
 		for i, kv := range ops.staticSet {
 			vals[i] = kv[1]
 			hdr[kv[0]] = vals[i : i+1 : i+1]
