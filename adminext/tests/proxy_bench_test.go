@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
-	"github.com/caddy-gateway/gateway/internal/cputime"
+	"github.com/caddy-gateway/gateway/internal/proxybench"
 )
 
 // BenchmarkProxyPath serves requests in-process through the gateway's whole
@@ -45,47 +44,19 @@ func BenchmarkProxyPath(b *testing.B) {
 
 	for _, path := range []string{"/plain", "/chain"} {
 		b.Run(strings.TrimPrefix(path, "/"), func(b *testing.B) {
-			w := &discardWriter{header: http.Header{}}
+			w := &proxybench.Writer{}
 			serve := func() {
-				r := &http.Request{
-					Method: "GET", URL: &url.URL{Path: path}, RequestURI: path,
-					Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-					Host: g.ProxyAddr, RemoteAddr: "127.0.0.1:40000",
-					Header: http.Header{"Apikey": {"bench-key"}, "User-Agent": {"wrk"}},
-				}
-				clear(w.header)
-				w.status = 0
-				h.ServeHTTP(w, r)
+				w.Reset()
+				h.ServeHTTP(w, proxybench.Request(g.ProxyAddr, path))
 			}
 			serve()
-			if w.status != http.StatusOK {
-				b.Fatalf("%s answered %d", path, w.status)
+			if w.Status != http.StatusOK {
+				b.Fatalf("%s answered %d", path, w.Status)
 			}
-			b.ReportAllocs()
-			cputime.Report(b, serve)
-			if w.status != http.StatusOK {
-				b.Fatalf("%s answered %d", path, w.status)
+			proxybench.Run(b, serve)
+			if w.Status != http.StatusOK {
+				b.Fatalf("%s answered %d", path, w.Status)
 			}
 		})
 	}
-}
-
-// discardWriter is a response writer that keeps the status and drops the
-// body, reused across requests.
-type discardWriter struct {
-	header http.Header
-	status int
-}
-
-func (w *discardWriter) Header() http.Header { return w.header }
-func (w *discardWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-}
-func (w *discardWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return len(p), nil
 }

@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/caddy-gateway/gateway/internal/cputime"
+	"github.com/caddy-gateway/gateway/internal/proxybench"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
@@ -53,49 +52,22 @@ func BenchmarkChain(b *testing.B) {
 	srv := &caddyhttp.Server{}
 	for _, path := range []string{"/plain", "/chain"} {
 		b.Run(path[1:], func(b *testing.B) {
-			w := &discardWriter{header: http.Header{}}
+			w := &proxybench.Writer{}
 			serve := func() {
 				// what the gateway's proxy listener does before the router
-				r := &http.Request{
-					Method: "GET", URL: &url.URL{Path: path}, RequestURI: path,
-					Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-					Host: "127.0.0.1:8080", RemoteAddr: "127.0.0.1:40000",
-					Header: http.Header{"Apikey": {"bench-key"}, "User-Agent": {"wrk"}},
-				}
+				r := proxybench.Request("127.0.0.1:8080", path)
 				r = gwctx.With(r, &gwctx.Info{Start: time.Now(), RecordBuilt: true})
 				r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, srv)
-				clear(w.header)
-				w.status = 0
+				w.Reset()
 				if err := rt.ServeHTTP(w, r, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
 			serve()
-			if w.status != http.StatusOK || (path == "/chain" && w.header.Get("X-Served-By") != "gateway") {
-				b.Fatalf("%s answered %d %v", path, w.status, w.header)
+			if w.Status != http.StatusOK || (path == "/chain" && w.Header().Get("X-Served-By") != "gateway") {
+				b.Fatalf("%s answered %d %v", path, w.Status, w.Header())
 			}
-			b.ReportAllocs()
-			cputime.Report(b, serve)
+			proxybench.Run(b, serve)
 		})
 	}
-}
-
-// discardWriter is a response writer that keeps the status and drops the
-// body, reused across requests.
-type discardWriter struct {
-	header http.Header
-	status int
-}
-
-func (w *discardWriter) Header() http.Header { return w.header }
-func (w *discardWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-}
-func (w *discardWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return len(p), nil
 }
