@@ -11,6 +11,7 @@ import (
 	"github.com/mholt/acmez/v3/acme"
 
 	"github.com/caddy-gateway/gateway/adminext/compiler"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/dnsproviders/cloudflare"
 	"github.com/caddy-gateway/gateway/modules/gwtls"
@@ -22,20 +23,28 @@ import (
 func Tag(id int64) string { return "gateway-certificate-" + strconv.FormatInt(id, 10) }
 
 // Compile is the certificates' compile step (a compiler.Step, handed to the
-// compiler by the app's feature list): it merges the stored certificates
-// into the tls app of the base config (the user's own tls app is kept):
-// uploaded pairs are loaded by the tls.certificates.gateway loader, tagged
-// with their id; ACME names are added to certificates.automate with an
-// automation policy per certificate, placed before the user's policies (the
-// first matching policy wins). Certificates are then selected by SNI by the
-// HTTPS listener's empty connection policy.
+// compiler by the app's feature list), with the bootstrap's ACME settings
+// (extra trusted roots, dns-01 resolvers, the Cloudflare API URL): it
+// merges the stored certificates into the tls app of the base config (the
+// user's own tls app is kept): uploaded pairs are loaded by the
+// tls.certificates.gateway loader, tagged with their id; ACME names are
+// added to certificates.automate with an automation policy per
+// certificate, placed before the user's policies (the first matching policy
+// wins). Certificates are then selected by SNI by the HTTPS listener's
+// empty connection policy.
 //
 // Private keys, the Cloudflare token and EAB keys are secrets: they reach
 // the tls app's modules by reference (package configref, modules/gwtls):
 // uploaded pairs through the loader, EAB through the
 // tls.issuance.gateway_acme issuer, the token through the Cloudflare
 // provider's api_token_ref.
-func Compile(apps map[string]json.RawMessage, snap *storage.Snapshot, opt compiler.Options) error {
+func Compile(boot controlplane.Bootstrap) compiler.Step {
+	return func(apps map[string]json.RawMessage, snap *storage.Snapshot, opt compiler.Options) error {
+		return compileTLS(apps, snap, opt.Version, &boot)
+	}
+}
+
+func compileTLS(apps map[string]json.RawMessage, snap *storage.Snapshot, version int64, boot *controlplane.Bootstrap) error {
 	certs := snap.Certificates()
 	if len(certs) == 0 {
 		return nil
@@ -69,11 +78,11 @@ func Compile(apps map[string]json.RawMessage, snap *storage.Snapshot, opt compil
 		automate = append(automate, c.Domains...)
 		policies = append(policies, &caddytls.AutomationPolicy{
 			SubjectsRaw: c.Domains,
-			IssuersRaw:  []json.RawMessage{acmeIssuer(snap, &c, token, opt)},
+			IssuersRaw:  []json.RawMessage{acmeIssuer(snap, &c, token, version, boot)},
 		})
 	}
 	if len(pairs) > 0 {
-		loader := &gwtls.Loader{Ref: configref.Put(opt.Version, "certificates", pairs)}
+		loader := &gwtls.Loader{Ref: configref.Put(version, "certificates", pairs)}
 		tlsApp.CertificatesRaw["gateway"] = caddyconfig.JSON(loader, nil)
 	}
 	if len(automate) > 0 {
@@ -99,16 +108,16 @@ func Compile(apps map[string]json.RawMessage, snap *storage.Snapshot, opt compil
 // acmeIssuer is the issuer of one ACME certificate: the settings' directory
 // and contact, the EAB of that directory by reference, and exactly the
 // certificate's challenge enabled.
-func acmeIssuer(snap *storage.Snapshot, c *storage.Certificate, token string, opt compiler.Options) json.RawMessage {
+func acmeIssuer(snap *storage.Snapshot, c *storage.Certificate, token string, version int64, boot *controlplane.Bootstrap) json.RawMessage {
 	s := snap.Settings
 	dir := storage.NormalizeACMEDirectory(s.ACMEDirectoryURL)
 	iss := &gwtls.ACMEIssuer{ACMEIssuer: caddytls.ACMEIssuer{
 		CA:                   dir,
 		Email:                s.ACMEEmail,
-		TrustedRootsPEMFiles: opt.ACMETrustedRoots,
+		TrustedRootsPEMFiles: boot.ACMETrustedRoots,
 	}}
 	if eab := snap.EABFor(dir); eab != nil {
-		iss.ExternalAccountRef = configref.Put(opt.Version, "eab/"+dir, &acme.EAB{KeyID: eab.KeyID, MACKey: eab.MACKey})
+		iss.ExternalAccountRef = configref.Put(version, "eab/"+dir, &acme.EAB{KeyID: eab.KeyID, MACKey: eab.MACKey})
 	}
 	ch := new(caddytls.ChallengesConfig)
 	switch c.Challenge {
@@ -117,14 +126,14 @@ func acmeIssuer(snap *storage.Snapshot, c *storage.Certificate, token string, op
 		ch.TLSALPN = &caddytls.TLSALPNChallengeConfig{AlternatePort: storage.ListenPort(s.HTTPSListen)}
 	case "dns-01":
 		provider := &cloudflare.Provider{
-			APITokenRef: configref.Put(opt.Version, "cloudflare_token", token),
-			BaseURL:     opt.CloudflareAPIURL,
+			APITokenRef: configref.Put(version, "cloudflare_token", token),
+			BaseURL:     boot.CloudflareAPIURL,
 		}
 		ch.DNS = &caddytls.DNSChallengeConfig{
 			ProviderRaw: caddyconfig.JSONModuleObject(provider, "name", "cloudflare", nil),
 		}
-		if len(opt.ACMEDNSResolvers) > 0 {
-			ch.DNS.Resolvers = opt.ACMEDNSResolvers
+		if len(boot.ACMEDNSResolvers) > 0 {
+			ch.DNS.Resolvers = boot.ACMEDNSResolvers
 			ch.DNS.PropagationTimeout = -1
 		}
 		ch.HTTP = &caddytls.HTTPChallengeConfig{Disabled: true}

@@ -68,11 +68,6 @@ type Options struct {
 	// the gateway app: the certificates' tls app (adminext/certs.Compile).
 	// The app hands them over explicitly (adminext/features.go).
 	Steps []Step
-	// ACME settings of the bootstrap (see adminext.Bootstrap), for the
-	// certificates' step.
-	ACMETrustedRoots []string
-	ACMEDNSResolvers []string
-	CloudflareAPIURL string
 	// NodeHTTPListen and NodeHTTPSListen, when set, replace the settings'
 	// listeners: this node's own (cluster nodes on one host).
 	NodeHTTPListen  string

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/compiler"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/router"
@@ -190,11 +191,12 @@ func fixtures() map[string]store {
 			"apps": json.RawMessage(`{"tls":{"certificates":{"automate":["user.example.com"]},"automation":{"policies":[{"subjects":["user.example.com"],"issuers":[{"module":"internal"}]}]}},` +
 				`"pki":{"certificate_authorities":{"mine":{"name":"Mine","install_trust":true}}}}`),
 		}
-		out["certificates_acme"] = store{snap: s, base: base, opt: compiler.Options{
+		boot := controlplane.Bootstrap{
 			ACMETrustedRoots: []string{"/etc/gateway/test-ca.pem"},
 			ACMEDNSResolvers: []string{"127.0.0.1:5353"},
 			CloudflareAPIURL: "http://127.0.0.1:9999/client/v4",
-		}}
+		}
+		out["certificates_acme"] = store{snap: s, base: base, opt: compiler.Options{Steps: []compiler.Step{certs.Compile(boot)}}}
 		s2 := baseSnapshot()
 		s2.Extra[storage.CertificatesKey] = []storage.Certificate{{ID: 5, ACME: true, Domains: []string{"d.example.com"}, Challenge: "dns-01"}}
 		out["certificates_dns_without_token"] = store{snap: s2}
@@ -249,8 +251,19 @@ func TestGolden(t *testing.T) {
 }
 
 // steps are the features' compile steps, as the app hands them to the
-// control plane (adminext/features.go).
-var steps = []compiler.Step{certs.Compile}
+// control plane (adminext/features.go), for a fixture that sets none.
+var steps = []compiler.Step{certs.Compile(controlplane.Bootstrap{})}
+
+// withSteps completes a fixture's options: the version, the time, its base
+// config and the app's compile steps.
+func withSteps(fx store, version int64) compiler.Options {
+	opt := fx.opt
+	opt.Version, opt.Now, opt.Base = version, epoch, fx.base
+	if opt.Steps == nil {
+		opt.Steps = steps
+	}
+	return opt
+}
 
 // goldenVersion is the config version every fixture is compiled as.
 const goldenVersion = 7
@@ -261,8 +274,7 @@ func compileFixture(t *testing.T, fx store) []byte {
 	t.Helper()
 	version := int64(goldenVersion)
 	defer configref.Drop(version)
-	opt := fx.opt
-	opt.Version, opt.Now, opt.Base, opt.Steps = version, epoch, fx.base, steps
+	opt := withSteps(fx, version)
 	opt.Bootstrap = json.RawMessage(`{"admin_listen":"127.0.0.1:9080","database":"sqlite","dsn":"gateway.db"}`)
 	out, err := compiler.Config(fx.snap, opt)
 	if err != nil {
@@ -330,8 +342,7 @@ func lineDiff(want, got string) string {
 func TestSecretsStayOutOfTheConfig(t *testing.T) {
 	secrets := []string{"alice-key", "$2a$10$hash", "bob-secret", "cf-token", "bWFj", "PRIVATE KEY"}
 	for name, fx := range fixtures() {
-		opt := fx.opt
-		opt.Version, opt.Now, opt.Base, opt.Steps = goldenVersion, epoch, fx.base, steps
+		opt := withSteps(fx, goldenVersion)
 		out, err := compiler.Config(fx.snap, opt)
 		configref.Drop(goldenVersion)
 		if err != nil {

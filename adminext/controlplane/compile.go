@@ -37,18 +37,15 @@ func (cp *ControlPlane) compile(snap *storage.Snapshot) (*compiler.Compiled, int
 		return nil, 0, err
 	}
 	out, err := compiler.Config(snap, compiler.Options{
-		Version:          version,
-		Previous:         cp.table,
-		NodeHTTPListen:   cp.boot.NodeHTTPListen,
-		NodeHTTPSListen:  cp.boot.NodeHTTPSListen,
-		Storage:          certStorage,
-		Now:              time.Now().UTC(),
-		Bootstrap:        boot,
-		Base:             cp.base,
-		Steps:            cp.steps,
-		ACMETrustedRoots: cp.boot.ACMETrustedRoots,
-		ACMEDNSResolvers: cp.boot.ACMEDNSResolvers,
-		CloudflareAPIURL: cp.boot.CloudflareAPIURL,
+		Version:         version,
+		Previous:        cp.table,
+		NodeHTTPListen:  cp.boot.NodeHTTPListen,
+		NodeHTTPSListen: cp.boot.NodeHTTPSListen,
+		Storage:         certStorage,
+		Now:             time.Now().UTC(),
+		Bootstrap:       boot,
+		Base:            cp.base,
+		Steps:           cp.steps,
 	})
 	if err != nil {
 		configref.Drop(version)
