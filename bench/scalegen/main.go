@@ -1,6 +1,6 @@
 // Command scalegen writes an import document (POST /api/v1/import) with
-// the given number of routes for bench/scale.sh: 100 services with one
-// target each, routes with exact hosts, wildcard hosts, no host, literal
+// the given number of routes for bench/scale.sh: 100 services (-services)
+// with one target each (-targets), routes with exact hosts, wildcard hosts, no host, literal
 // prefixes and one in ten regex paths, one consumer with a key-auth
 // credential and one route-scoped plugin.
 //
@@ -19,6 +19,8 @@ import (
 
 func main() {
 	routes := flag.Int("routes", 1, "number of routes")
+	nsvc := flag.Int("services", 100, "number of services")
+	ntargets := flag.Int("targets", 1, "targets per service (ports upstream, upstream+1, ...)")
 	upstream := flag.String("upstream", "127.0.0.1:19101", "target of every service")
 	flag.Parse()
 	host, port, err := net.SplitHostPort(*upstream)
@@ -46,13 +48,17 @@ func main() {
 	}
 	doc := map[string]any{"format": "gateway-export", "version": 1}
 	var svcs []service
-	for i := int64(1); i <= 100; i++ {
-		svcs = append(svcs, service{ID: i, Name: fmt.Sprintf("s%d", i), Targets: []target{{host, p}}})
+	for i := int64(1); i <= int64(*nsvc); i++ {
+		s := service{ID: i, Name: fmt.Sprintf("s%d", i)}
+		for t := range *ntargets {
+			s.Targets = append(s.Targets, target{host, p + t})
+		}
+		svcs = append(svcs, s)
 	}
 	doc["services"] = svcs
 	list := make([]route, 0, *routes)
 	for i := 0; i < *routes; i++ {
-		r := route{ID: int64(i + 1), Name: fmt.Sprintf("r%d", i), ServiceID: int64(i%100 + 1)}
+		r := route{ID: int64(i + 1), Name: fmt.Sprintf("r%d", i), ServiceID: int64(i%*nsvc + 1)}
 		switch i % 10 {
 		case 0, 1, 2, 3:
 			r.Hosts, r.Paths = []string{fmt.Sprintf("h%d.example.com", i)}, []string{"/", fmt.Sprintf("/api/%d", i)}

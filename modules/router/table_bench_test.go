@@ -91,7 +91,7 @@ func benchTable(b *testing.B, n int) (*Table, []Request, []int64) {
 }
 
 func BenchmarkMatch(b *testing.B) {
-	for _, n := range []int{10, 1000, 10000} {
+	for _, n := range []int{10, 1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
 			tbl, reqs, want := benchTable(b, n)
 			// A benchmark of wrong answers is worthless: check them all
