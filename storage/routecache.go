@@ -334,7 +334,7 @@ func readStamps(db *gorm.DB) ([]routeStamp, error) {
 
 // readRoutes reads the rows with the ids, in batches.
 func readRoutes(db *gorm.DB, ids []int64) ([]Route, error) {
-	var out []Route
+	out := make([]Route, 0, len(ids))
 	for i := 0; i < len(ids); i += 500 {
 		end := min(i+500, len(ids))
 		var fresh []Route

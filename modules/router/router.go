@@ -375,11 +375,11 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 
 // pickService is the route's service, or a weighted random pick of its splits.
 func (e *entry) pickService() int64 {
-	if e.total == 0 {
+	if e.x == nil || e.x.total == 0 {
 		return e.route.ServiceID
 	}
-	n := rand.Int64N(e.total)
-	i := sort.Search(len(e.splits), func(i int) bool { return e.splits[i] > n })
+	n := rand.Int64N(e.x.total)
+	i := sort.Search(len(e.x.splits), func(i int) bool { return e.x.splits[i] > n })
 	return e.route.Splits[i].ServiceID
 }
 

@@ -109,24 +109,90 @@ type regexCand struct {
 	re *regexp.Regexp // compiled as ^(?:re)
 }
 
-// entry is a route compiled for matching.
+// entry is a route compiled for matching. It keeps little beside the
+// route: at 50,000 routes every word of it is 400 KB. The host keys and
+// literal paths are read from the route when needed (building or
+// updating buckets, Explain), and what few routes have sits behind x.
 type entry struct {
 	// route is the entry's own copy, so that the *Route handed out by
 	// Match stays valid and unchanged whatever the caller does with the
 	// slice the table was built from.
 	route    Route
 	priority int32
-	conds    int32    // (1 if methods) + number of header conditions
-	methods  []string // upper-cased
-	headers  []headerCond
-	// Matching data kept for Explain, which scans every route.
-	exact    []string
-	wild     []string
-	literals []string
-	regexes  []pathRegex
+	conds    int32 // (1 if methods) + number of header conditions
+	// x is nil for a route without methods, headers, regex paths or
+	// splits.
+	x *entryExtra
+}
+
+type entryExtra struct {
+	methods []string // upper-cased
+	headers []headerCond
+	regexes []pathRegex
 	// splits are the cumulative weights of route.Splits (pickService).
 	splits []int64
 	total  int64
+}
+
+func (e *entry) extra() *entryExtra {
+	if e.x == nil {
+		e.x = &entryExtra{}
+	}
+	return e.x
+}
+
+func (e *entry) methods() []string {
+	if e.x == nil {
+		return nil
+	}
+	return e.x.methods
+}
+
+func (e *entry) headers() []headerCond {
+	if e.x == nil {
+		return nil
+	}
+	return e.x.headers
+}
+
+func (e *entry) regexes() []pathRegex {
+	if e.x == nil {
+		return nil
+	}
+	return e.x.regexes
+}
+
+// hasHosts reports whether the route lists hosts (else it sits in the
+// no-host bucket).
+func (e *entry) hasHosts() bool { return len(e.route.Hosts) > 0 }
+
+// eachHost calls fn with the index key of every host of the route: the
+// normalized host for an exact one, the lower-cased suffix with its dot
+// (".example.com") for a wildcard "*.example.com". The dot stays so that
+// a suffix lookup on "a.example.com" cannot hit "*.example.com" via the
+// bare domain.
+func (e *entry) eachHost(fn func(key string, wild bool)) {
+	for _, h := range e.route.Hosts {
+		if suffix, ok := strings.CutPrefix(h, "*."); ok {
+			fn("."+strings.ToLower(suffix), true)
+			continue
+		}
+		// Route hosts go through the same normalization as request
+		// hosts, so a stray port or bracketed IPv6 literal still matches.
+		fn(normalizeHost(h), false)
+	}
+}
+
+// hasWild reports whether the route lists a wildcard host.
+func (e *entry) hasWild() bool {
+	return slices.ContainsFunc(e.route.Hosts, func(h string) bool { return strings.HasPrefix(h, "*.") })
+}
+
+// hasHostKey reports whether key is one of the route's index keys.
+func (e *entry) hasHostKey(key string, wild bool) bool {
+	found := false
+	e.eachHost(func(k string, w bool) { found = found || (k == key && w == wild) })
+	return found
 }
 
 // pathRegex is a "~re" path entry.
@@ -172,7 +238,7 @@ func methodBit(method string) uint16 {
 
 func (e *entry) cand() cand {
 	c := cand{e: e, id: e.route.ID, priority: e.priority, conds: e.conds}
-	for _, m := range e.methods {
+	for _, m := range e.methods() {
 		bit := methodBit(m)
 		if bit == 0 {
 			c.methods, c.slow = 0, true
@@ -180,7 +246,7 @@ func (e *entry) cand() cand {
 		}
 		c.methods |= bit
 	}
-	if len(e.headers) > 0 {
+	if len(e.headers()) > 0 {
 		c.slow = true
 	}
 	return c
@@ -267,7 +333,7 @@ func build(entries []*entry) (*Table, error) {
 	var none *builder
 	for _, e := range entries {
 		t.count(e, 1)
-		if len(e.exact) == 0 && len(e.wild) == 0 {
+		if !e.hasHosts() {
 			if none == nil {
 				none = newBuilder(hostNone, 0)
 			}
@@ -276,30 +342,23 @@ func build(entries []*entry) (*Table, error) {
 		}
 		// A route listing the same host twice (or "A.com" and "a.com") must
 		// land in a bucket once.
-		seen := make(map[*builder]bool, len(e.exact)+len(e.wild))
-		for _, h := range e.exact {
-			b := exact[h]
+		seen := make(map[*builder]bool, len(e.route.Hosts))
+		e.eachHost(func(key string, isWild bool) {
+			m, class, suffixLen := exact, hostExact, 0
+			if isWild {
+				m, class, suffixLen = wild, hostWildcard, len(key)
+				t.wildMaxPriority = max(t.wildMaxPriority, e.priority)
+			}
+			b := m[key]
 			if b == nil {
-				b = newBuilder(hostExact, 0)
-				exact[h] = b
+				b = newBuilder(class, suffixLen)
+				m[key] = b
 			}
 			if !seen[b] {
 				seen[b] = true
 				b.add(e)
 			}
-		}
-		for _, s := range e.wild {
-			b := wild[s]
-			if b == nil {
-				b = newBuilder(hostWildcard, len(s))
-				wild[s] = b
-			}
-			if !seen[b] {
-				seen[b] = true
-				b.add(e)
-			}
-			t.wildMaxPriority = max(t.wildMaxPriority, e.priority)
-		}
+		})
 	}
 	for h, b := range exact {
 		t.exact.set(h, b.freeze())
@@ -336,50 +395,59 @@ func (t *Table) count(e *entry, n int32) {
 func compileEntry(e *entry, r *Route) error {
 	*e = entry{route: *r, priority: r.Priority}
 	r = &e.route
-	for _, h := range r.Hosts {
-		if suffix, ok := strings.CutPrefix(h, "*."); ok {
-			// Keep the dot so that a suffix lookup on "a.example.com"
-			// cannot hit "*.example.com" via the bare domain.
-			e.wild = append(e.wild, "."+strings.ToLower(suffix))
-			continue
-		}
-		// Route hosts go through the same normalization as request hosts,
-		// so a stray port or bracketed IPv6 literal still matches.
-		e.exact = append(e.exact, normalizeHost(h))
-	}
+	r.Hosts, r.Paths = compactStrings(r.Hosts, r.Paths)
 	for _, p := range r.Paths {
 		expr, ok := strings.CutPrefix(p, "~")
 		if !ok {
-			e.literals = append(e.literals, p)
 			continue
 		}
 		pr, err := regexes.get(expr)
 		if err != nil {
 			return fmt.Errorf("route %d: path %q: %w", r.ID, p, err)
 		}
-		e.regexes = append(e.regexes, pr)
+		e.extra().regexes = append(e.x.regexes, pr)
 	}
 	for _, m := range r.Methods {
-		e.methods = append(e.methods, strings.ToUpper(m))
+		e.extra().methods = append(e.x.methods, strings.ToUpper(m))
 	}
-	if len(e.methods) > 0 {
+	if len(r.Methods) > 0 {
 		e.conds = 1
 	}
 	for name, value := range r.Headers {
-		e.headers = append(e.headers, headerCond{
+		e.extra().headers = append(e.x.headers, headerCond{
 			name:  http.CanonicalHeaderKey(name),
 			value: value,
 			any:   value == "*",
 		})
 	}
-	// Sorted so that Explain names the same header on every run.
-	slices.SortFunc(e.headers, func(a, b headerCond) int { return strings.Compare(a.name, b.name) })
-	e.conds += int32(len(e.headers))
+	if e.x != nil {
+		// Sorted so that Explain names the same header on every run.
+		slices.SortFunc(e.x.headers, func(a, b headerCond) int { return strings.Compare(a.name, b.name) })
+		e.conds += int32(len(e.x.headers))
+	}
 	for _, sp := range r.Splits {
-		e.total += int64(sp.Weight)
-		e.splits = append(e.splits, e.total)
+		x := e.extra()
+		x.total += int64(sp.Weight)
+		x.splits = append(x.splits, x.total)
 	}
 	return nil
+}
+
+// compactStrings copies hosts and paths into one array of their exact
+// length when they have spare capacity (JSON decoding leaves room for four
+// elements): the table keeps them for as long as the route lives.
+func compactStrings(hosts, paths []string) ([]string, []string) {
+	if cap(hosts) == len(hosts) && cap(paths) == len(paths) {
+		return hosts, paths
+	}
+	if len(hosts)+len(paths) == 0 {
+		return nil, nil
+	}
+	both := make([]string, 0, len(hosts)+len(paths))
+	both = append(both, hosts...)
+	both = append(both, paths...)
+	n := len(hosts)
+	return both[:n:n], both[n:]
 }
 
 // builder is a bucket under construction, with an ordinary pointer tree.
@@ -406,7 +474,10 @@ func newBuilder(class hostClass, suffixLen int) *builder {
 func (b *builder) add(e *entry) {
 	b.maxPriority = max(b.maxPriority, e.priority)
 	c := e.cand()
-	for _, lit := range e.literals {
+	for _, lit := range e.route.Paths {
+		if strings.HasPrefix(lit, "~") {
+			continue
+		}
 		n := b.root.insert(lit)
 		// Duplicate literals of one route are inserted back to back, since
 		// routes are added one at a time.
@@ -414,10 +485,10 @@ func (b *builder) add(e *entry) {
 			n.literal = append(n.literal, c)
 		}
 	}
-	if len(e.literals) == 0 && len(e.regexes) == 0 {
+	if len(e.route.Paths) == 0 {
 		b.root.literal = append(b.root.literal, c)
 	}
-	for _, pr := range e.regexes {
+	for _, pr := range e.regexes() {
 		n := b.root.insert(pr.prefix)
 		n.regex = append(n.regex, regexCand{cand: c, re: pr.re})
 		b.hasRegex = true
@@ -721,10 +792,11 @@ func (e *entry) accepts(req *Request) bool {
 }
 
 func (e *entry) methodOK(method string) bool {
-	if len(e.methods) == 0 {
+	methods := e.methods()
+	if len(methods) == 0 {
 		return true
 	}
-	for _, m := range e.methods {
+	for _, m := range methods {
 		if m == method || strings.EqualFold(m, method) {
 			return true
 		}
@@ -735,8 +807,9 @@ func (e *entry) methodOK(method string) bool {
 // failedHeader returns the index of the first header condition h does not
 // satisfy, or -1.
 func (e *entry) failedHeader(h http.Header) int {
-	for i := range e.headers {
-		c := &e.headers[i]
+	headers := e.headers()
+	for i := range headers {
+		c := &headers[i]
 		values, ok := h[c.name]
 		if !ok {
 			return i
@@ -775,16 +848,19 @@ func normalizeHost(host string) string {
 	return host
 }
 
-// hostMatch is the scanning form of the host buckets, for Explain.
+// hostMatch is the scanning form of the host buckets, for Explain (host
+// normalized).
 func (e *entry) hostMatch(host string) bool {
-	if len(e.exact) == 0 && len(e.wild) == 0 {
+	if !e.hasHosts() {
 		return true
 	}
-	if slices.Contains(e.exact, host) {
-		return true
-	}
-	for _, s := range e.wild {
-		if len(host) > len(s) && strings.HasSuffix(host, s) {
+	for _, h := range e.route.Hosts {
+		if suffix, ok := strings.CutPrefix(h, "*."); ok {
+			n := len(host) - len(suffix)
+			if n > 1 && host[n-1] == '.' && strings.EqualFold(host[n:], suffix) {
+				return true
+			}
+		} else if normalizeHost(h) == host {
 			return true
 		}
 	}
@@ -793,15 +869,15 @@ func (e *entry) hostMatch(host string) bool {
 
 // pathMatch is the scanning form of the radix tree, for Explain.
 func (e *entry) pathMatch(path string) bool {
-	if len(e.literals) == 0 && len(e.regexes) == 0 {
+	if len(e.route.Paths) == 0 {
 		return true
 	}
-	for _, lit := range e.literals {
-		if strings.HasPrefix(path, lit) {
+	for _, lit := range e.route.Paths {
+		if !strings.HasPrefix(lit, "~") && strings.HasPrefix(path, lit) {
 			return true
 		}
 	}
-	for _, pr := range e.regexes {
+	for _, pr := range e.regexes() {
 		if pr.re.MatchString(path) {
 			return true
 		}
@@ -849,7 +925,7 @@ func (t *Table) Explain(req Request) string {
 			byMethod = append(byMethod, e)
 			continue
 		}
-		allowed = append(allowed, e.methods...)
+		allowed = append(allowed, e.methods()...)
 	}
 	if len(byMethod) == 0 {
 		slices.Sort(allowed)
@@ -869,7 +945,7 @@ func (t *Table) Explain(req Request) string {
 		if i < 0 {
 			continue
 		}
-		c := e.headers[i]
+		c := e.headers()[i]
 		if _, ok := req.Header[c.name]; !ok {
 			return fmt.Sprintf("header %s is missing", c.name)
 		}

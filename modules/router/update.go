@@ -85,13 +85,13 @@ func (t *Table) With(upserts []Route, removed []int64) (*Table, error) {
 		nt.wildMaxPriority = math.MinInt32
 	}
 	for h := range touched.exact {
-		rebuildBucket(&nt.exact, h, hostExact, 0, fresh, gone, func(e *entry) bool { return slices.Contains(e.exact, h) })
+		rebuildBucket(&nt.exact, h, hostExact, 0, fresh, gone, func(e *entry) bool { return e.hasHostKey(h, false) })
 	}
 	for s := range touched.wild {
-		rebuildBucket(&nt.wild, s, hostWildcard, len(s), fresh, gone, func(e *entry) bool { return slices.Contains(e.wild, s) })
+		rebuildBucket(&nt.wild, s, hostWildcard, len(s), fresh, gone, func(e *entry) bool { return e.hasHostKey(s, true) })
 	}
 	for _, e := range fresh {
-		if len(e.wild) > 0 {
+		if e.hasWild() {
 			nt.wildMaxPriority = max(nt.wildMaxPriority, e.priority)
 		}
 	}
@@ -105,7 +105,7 @@ func (t *Table) With(upserts []Route, removed []int64) (*Table, error) {
 			}
 		}
 		for _, e := range fresh {
-			if len(e.exact) == 0 && len(e.wild) == 0 {
+			if !e.hasHosts() {
 				b.add(e)
 				n++
 			}
@@ -125,15 +125,16 @@ type touchedBuckets struct {
 }
 
 func (tb *touchedBuckets) add(e *entry) {
-	if len(e.exact) == 0 && len(e.wild) == 0 {
+	if !e.hasHosts() {
 		tb.none = true
 	}
-	for _, h := range e.exact {
-		tb.exact[h] = true
-	}
-	for _, s := range e.wild {
-		tb.wild[s] = true
-	}
+	e.eachHost(func(key string, wild bool) {
+		if wild {
+			tb.wild[key] = true
+		} else {
+			tb.exact[key] = true
+		}
+	})
 }
 
 // rebuildBucket rebuilds the bucket under key in x (the new table's index,
