@@ -50,6 +50,7 @@ func (t *Table) With(upserts []Route, removed []int64) (*Table, error) {
 		wild:            t.wild.shared(),
 		any:             t.any,
 		wildMaxPriority: t.wildMaxPriority,
+		wildDots:        t.wildDots,
 		services:        maps.Clone(t.services),
 		primaries:       maps.Clone(t.primaries),
 	}
@@ -91,9 +92,12 @@ func (t *Table) With(upserts []Route, removed []int64) (*Table, error) {
 		rebuildBucket(&nt.wild, s, hostWildcard, len(s), fresh, gone, func(e *entry) bool { return e.hasHostKey(s, true) })
 	}
 	for _, e := range fresh {
-		if e.hasWild() {
-			nt.wildMaxPriority = max(nt.wildMaxPriority, e.priority)
-		}
+		e.eachHost(func(key string, wild bool) {
+			if wild {
+				nt.wildMaxPriority = max(nt.wildMaxPriority, e.priority)
+				nt.wildDots |= dotsBit(key)
+			}
+		})
 	}
 	if touched.none {
 		b := newBuilder(hostNone, 0)
