@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -25,7 +26,9 @@ const (
 	passiveMaxFails     = 2
 )
 
-// compileProxy is the reverse_proxy handler of one service: its live
+// compileProxy is the reverse_proxy handler config of one service
+// (without its module key: it goes by reference, see
+// router.ServiceProxies): its live
 // targets, the gateway transport (Caddy's http transport with guarded
 // dials) with the service's timeouts, the gateway selection policy, passive
 // health, and the Host header the router decides per request.
@@ -79,7 +82,11 @@ func compileProxy(svc *storage.Service, targets []storage.Target) (json.RawMessa
 		}},
 		StreamCloseDelay: caddy.Duration(streamCloseDelay),
 	}
-	return moduleObject(h, "handler", "reverse_proxy")
+	raw, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the proxy of service %d: %w", svc.ID, err)
+	}
+	return raw, nil
 }
 
 // liveTargets are the dial addresses of the targets that take traffic (weight

@@ -31,7 +31,9 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex, version int64, prev *
 	// The routing table is bulk: it goes by reference.
 	rt.RoutesRef = configref.Put(version, "routes", table)
 
-	rt.ServicesRaw = map[string]json.RawMessage{}
+	// The service proxies go by reference too: at thousands of services
+	// their configs were most of the JSON Caddy decodes on every load.
+	proxies := router.ServiceProxies{}
 	for _, id := range table.Services() {
 		svc, ok := idx.services[id]
 		if !ok {
@@ -41,8 +43,9 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex, version int64, prev *
 		if err != nil {
 			return nil, nil, err
 		}
-		rt.ServicesRaw[strconv.FormatInt(id, 10)] = raw
+		proxies[id] = raw
 	}
+	rt.ServicesRef = configref.Put(version, "services", proxies)
 
 	var used map[int64]bool
 	rt.Chains, used = compileChains(snap, table)

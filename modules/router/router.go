@@ -32,6 +32,10 @@ func init() {
 	caddy.RegisterModule(Router{})
 }
 
+// ServiceProxies are the reverse_proxy handler configs of services by
+// service id, without the "handler" module key (Router.ServicesRef).
+type ServiceProxies map[int64]json.RawMessage
+
 // Router is the gateway_router HTTP handler.
 type Router struct {
 	// Routes are the enabled routes.
@@ -46,6 +50,11 @@ type Router struct {
 	// Services maps a service id to the handler that proxies to it (a
 	// reverse_proxy provisioned from the service and its targets).
 	ServicesRaw map[string]json.RawMessage `json:"services,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
+	// ServicesRef references the service proxies instead of Services: a
+	// ServiceProxies in package configref. With thousands of services
+	// their handler configs were most of Caddy's JSON config, which Caddy
+	// decodes and encodes again several times on every load.
+	ServicesRef string `json:"services_ref,omitempty"`
 	// Plugins maps a plugin instance id to its handler module.
 	PluginsRaw map[string]json.RawMessage `json:"plugins,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
 	// Chains are the plugin chains of routes that do not list their own
@@ -125,6 +134,21 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 				return fmt.Errorf("service key %q is not an id", id)
 			}
 			rt.services[n] = m.(caddyhttp.MiddlewareHandler)
+		}
+	}
+	if rt.ServicesRef != "" {
+		proxies, err := configref.Get[ServiceProxies](rt.ServicesRef)
+		if err != nil {
+			return fmt.Errorf("services_ref: %w", err)
+		}
+		for id, raw := range proxies {
+			// Loaded through the context like an inline module: Caddy
+			// cleans it up with the config.
+			m, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
+			if err != nil {
+				return fmt.Errorf("loading the proxy of service %d: %w", id, err)
+			}
+			rt.services[id] = m.(caddyhttp.MiddlewareHandler)
 		}
 	}
 	plugins := map[int64]caddyhttp.MiddlewareHandler{}
