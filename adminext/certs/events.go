@@ -124,6 +124,7 @@ func (r *recorder) run() {
 			fn()
 		case <-retry.C:
 			r.retryUnmatched()
+			r.reconcile()
 		case <-r.ctx.Done():
 			return
 		}
@@ -167,6 +168,27 @@ func (r *recorder) retryUnmatched() {
 	r.mu.Unlock()
 	for _, ev := range evs {
 		r.apply(ev)
+	}
+}
+
+// reconcile records certificates Caddy already serves for rows that are
+// not active: a row created while its names stayed managed (a backup
+// restore replacing the rows in one change) gets no new event.
+func (r *recorder) reconcile() {
+	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+	defer cancel()
+	var rows []storage.Certificate
+	if err := r.cp.Store().DB.WithContext(ctx).Where("acme = ? AND status <> ?", true, "active").Find(&rows).Error; err != nil {
+		return // the store is unreachable: the next tick tries again
+	}
+	for i := range rows {
+		if len(rows[i].Domains) == 0 {
+			continue
+		}
+		name := rows[i].Domains[0]
+		if leaf := certevents.ServedLeaf(name); leaf != nil {
+			r.apply(certevents.Event{Name: name, Kind: certevents.Loaded, Leaf: leaf, At: time.Now().UTC()})
+		}
 	}
 }
 

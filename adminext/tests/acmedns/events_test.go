@@ -121,6 +121,21 @@ func TestCertificateStatusFromEvents(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+
+	// A restore replaces the row within one change (the name stays
+	// managed, so Caddy emits nothing new): the restored certificate shows
+	// what Caddy serves.
+	var doc map[string]any
+	g.JSON("GET", "/api/v1/export", nil, &doc)
+	g.Must("POST", "/api/v1/import", doc)
+	var list []map[string]any
+	g.JSON("GET", "/api/v1/certificates", nil, &list)
+	if len(list) != 1 || testgw.ID(list[0]) == id {
+		t.Fatalf("certificates after the restore: %v", list)
+	}
+	waitCertificate(t, g, testgw.ID(list[0]), "restored certificate not active", func(r map[string]any) bool {
+		return r["status"] == "active" && r["fingerprint_sha256"] == renewed["fingerprint_sha256"]
+	})
 }
 
 // TestCertificateFailureSaysWhy: the CA cannot reach the challenge (its
