@@ -129,9 +129,8 @@ func newExchange(method, target string, hdr ...string) *Exchange {
 	return &Exchange{Request: r}
 }
 
-// run takes an instance and runs an exchange's request phase and, unless
-// a local response was sent, a 200 response phase; it returns the
-// instance's error, if any.
+// run takes an instance and runs exchange on it; it returns the instance's
+// error, if any.
 func (tp *testPlugin) run(t testing.TB, ex *Exchange) error {
 	t.Helper()
 	in, err := tp.Get(context.Background())
@@ -139,6 +138,12 @@ func (tp *testPlugin) run(t testing.TB, ex *Exchange) error {
 		t.Fatal(err)
 	}
 	defer tp.Put(in)
+	return exchange(in, ex)
+}
+
+// exchange runs an exchange's request phase on in and, unless a local
+// response was sent, a 200 text/plain response phase, then ends the stream.
+func exchange(in *Instance, ex *Exchange) error {
 	if err := in.Begin(ex); err != nil {
 		return err
 	}

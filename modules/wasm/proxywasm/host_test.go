@@ -135,18 +135,7 @@ func TestHeaderOps(t *testing.T) {
 	}
 	defer tp.Put(in)
 	ex := newExchange("GET", "/orig?a=b", "X-In", "hello", "X-Rep", "old", "X-Del", "gone")
-	if err := in.Begin(ex); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := in.OnRequestHeaders(true); err != nil {
-		t.Fatal(err)
-	}
-	ex.ResponseStatus = 200
-	ex.ResponseHeader = map[string][]string{"Content-Type": {"text/plain"}}
-	if _, err := in.OnResponseHeaders(false); err != nil {
-		t.Fatal(err)
-	}
-	if err := in.End(); err != nil {
+	if err := exchange(in, ex); err != nil {
 		t.Fatal(err)
 	}
 	mem := func(addr uint32) uint32 { v, _ := in.mem.ReadUint32Le(addr); return v }
@@ -762,16 +751,7 @@ func TestStreamLifecycle(t *testing.T) {
 	in, _ := tp.Get(context.Background())
 	defer tp.Put(in)
 	ex := newExchange("GET", "/")
-	_ = in.Begin(ex)
-	if _, err := in.OnRequestHeaders(true); err != nil {
-		t.Fatal(err)
-	}
-	ex.ResponseStatus = 200
-	ex.ResponseHeader = map[string][]string{"Content-Type": {"text/plain"}}
-	if _, err := in.OnResponseHeaders(false); err != nil {
-		t.Fatal(err)
-	}
-	if err := in.End(); err != nil {
+	if err := exchange(in, ex); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(tp.messages(), ","); got != "created,done,log,text/plain,delete" {
