@@ -135,27 +135,25 @@ func applyTags(s map[string]any, f *field, mode Mode) {
 	}
 	target, onItems := s, false
 	elem := t
+	// A collection's rules: where its values' schema is, and the names of
+	// its size bounds.
+	var values, minSize, maxSize string
 	switch {
 	case t == rawMessageType:
 	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && t.Elem().Kind() != reflect.Uint8:
-		if items, ok := s["items"].(map[string]any); ok {
-			target, onItems, elem = items, true, t.Elem()
-		}
-		if f.minItems != nil {
-			s["minItems"] = *f.minItems
-		}
-		if f.maxItems != nil || mode == Input {
-			s["maxItems"] = maxItems(f)
-		}
+		values, minSize, maxSize = "items", "minItems", "maxItems"
 	case t.Kind() == reflect.Map:
-		if vals, ok := s["additionalProperties"].(map[string]any); ok {
+		values, minSize, maxSize = "additionalProperties", "minProperties", "maxProperties"
+	}
+	if values != "" {
+		if vals, ok := s[values].(map[string]any); ok {
 			target, onItems, elem = vals, true, t.Elem()
 		}
 		if f.minItems != nil {
-			s["minProperties"] = *f.minItems
+			s[minSize] = *f.minItems
 		}
 		if f.maxItems != nil || mode == Input {
-			s["maxProperties"] = maxItems(f)
+			s[maxSize] = maxItems(f)
 		}
 	}
 	for elem.Kind() == reflect.Pointer {
