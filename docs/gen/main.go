@@ -28,8 +28,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-
 	// Every module of the gateway, so that every plugin type and endpoint
 	// is registered.
 	_ "github.com/caddy-gateway/gateway"
@@ -111,11 +109,7 @@ func renderType(b *bytes.Buffer, t plugins.Type) {
 		fmt.Fprintf(b, "%s\n\n", prose(t.Doc))
 	}
 	fmt.Fprintf(b, "- Default ordering: %d\n", t.Ordering)
-	fmt.Fprintf(b, "- Caddy module: `http.handlers.%s`", t.ModuleName())
-	if _, ok := cfg.(caddyfile.Unmarshaler); ok {
-		fmt.Fprintf(b, "; Caddyfile directive: `%s`", t.ModuleName())
-	}
-	b.WriteString("\n\n")
+	fmt.Fprintf(b, "- Caddy module: `http.handlers.%s`; Caddyfile directive: `%s`\n\n", t.ModuleName(), t.ModuleName())
 
 	s := schema.JSONSchema(cfg, schema.Input)
 	rows := fieldRows("", s, reflect.TypeOf(cfg))

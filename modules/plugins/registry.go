@@ -37,12 +37,13 @@ type Handler interface {
 // schema.Check (the admin API's rules, so plain Caddy JSON is held to them
 // too) and Validate only the rules the tags cannot say. Register refuses a
 // type whose module is not one; each type asserts it at the bottom of its
-// file.
+// file. Its Caddyfile directive is parsed by the module's
+// UnmarshalCaddyfile (caddyfile.Unmarshaler) when it has syntax beyond the
+// generic one, else by UnmarshalCaddyfile from the struct.
 type Plugin interface {
 	Handler
 	caddy.Provisioner
 	caddy.Validator
-	caddyfile.Unmarshaler
 	schema.Defaulter
 }
 
@@ -123,12 +124,11 @@ func caddyfileBand(t Type) int {
 }
 
 // Register adds the types to the registry: it registers each one's Caddy
-// module, its Caddyfile directive (gateway_<name>, parsed by the module's
-// UnmarshalCaddyfile) and the directive's place in Caddy's directive order
-// (from its ordering, see caddyfileBands). Call it from init, once per
-// package with all the package's types: directives sharing a band are
-// inserted in ordering order, and a later call that would break that order
-// panics.
+// module, its Caddyfile directive (gateway_<name>, see Plugin) and the
+// directive's place in Caddy's directive order (from its ordering, see
+// caddyfileBands). Call it from init, once per package with all the
+// package's types: directives sharing a band are inserted in ordering
+// order, and a later call that would break that order panics.
 func Register(ts ...Type) {
 	mu.Lock()
 	defer mu.Unlock()
@@ -171,7 +171,13 @@ func register(t Type) {
 	dir := t.ModuleName()
 	httpcaddyfile.RegisterHandlerDirective(dir, func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 		m := t.New()
-		if err := m.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		var err error
+		if u, ok := m.(caddyfile.Unmarshaler); ok {
+			err = u.UnmarshalCaddyfile(h.Dispenser)
+		} else {
+			err = UnmarshalCaddyfile(h.Dispenser, m, Syntax{})
+		}
+		if err != nil {
 			return nil, err
 		}
 		return m, nil

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/net/http/httpguts"
 
@@ -19,6 +18,17 @@ import (
 // CORS is the cors plugin: it answers preflight requests itself (204, never
 // proxied) and adds the CORS response headers to requests from allowed
 // origins. The gateway's CORS headers replace any the upstream sends.
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile:
+//
+//	gateway_cors {
+//	    allow_origins https://app.example.com *.example.org
+//	    allow_methods GET POST
+//	    allow_headers Authorization Content-Type
+//	    expose_headers X-Request-ID
+//	    allow_credentials
+//	    max_age_s 3600
+//	}
 type CORS struct {
 	AllowOrigins     []string `json:"allow_origins" schema:"maxItems=100,maxLength=2048" doc:"Allowed origins: exact (https://app.example.com), * (any) or a wildcard host (*.example.com, optionally with scheme and port: https://*.example.com:8443). Default [\"*\"]."`
 	AllowMethods     []string `json:"allow_methods" schema:"maxItems=32,maxLength=32" doc:"Access-Control-Allow-Methods of preflights. Default GET, HEAD, PUT, PATCH, POST, DELETE."`
@@ -236,20 +246,6 @@ func (p originPattern) match(origin string) bool {
 		return false
 	}
 	return strings.HasSuffix(strings.ToLower(u.Hostname()), p.suffix)
-}
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
-//
-//	gateway_cors {
-//	    allow_origins https://app.example.com *.example.org
-//	    allow_methods GET POST
-//	    allow_headers Authorization Content-Type
-//	    expose_headers X-Request-ID
-//	    allow_credentials
-//	    max_age_s 3600
-//	}
-func (h *CORS) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/plugins"
@@ -15,6 +14,14 @@ import (
 // HSTS is the hsts plugin: Strict-Transport-Security on responses to HTTPS
 // requests (never on plain HTTP, where browsers ignore it). It replaces an
 // upstream's own header.
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile:
+//
+//	gateway_hsts {
+//	    max_age_s 63072000
+//	    include_subdomains
+//	    preload
+//	}
 type HSTS struct {
 	MaxAgeS           int64 `json:"max_age_s" schema:"min=0,max=315360000" doc:"max-age in seconds (0 tells browsers to forget the host). Default 31536000."`
 	IncludeSubdomains bool  `json:"include_subdomains" doc:"Add includeSubDomains."`
@@ -60,17 +67,6 @@ func (h *HSTS) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	set := func(hdr http.Header) { hdr.Set("Strict-Transport-Security", h.value) }
 	set(w.Header()) // for responses made after this handler returns
 	return next.ServeHTTP(newHeaderHook(w, set), r)
-}
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
-//
-//	gateway_hsts {
-//	    max_age_s 63072000
-//	    include_subdomains
-//	    preload
-//	}
-func (h *HSTS) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards

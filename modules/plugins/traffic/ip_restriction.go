@@ -5,7 +5,6 @@ import (
 	"net/netip"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -16,6 +15,15 @@ import (
 // IPRestriction is the ip-restriction plugin: it refuses clients by address.
 // The client address is the gateway's (trusted_proxies honoured), see
 // gwctx.ClientIP.
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile:
+//
+//	gateway_ip_restriction {
+//	    allow 10.0.0.0/8 192.168.1.7
+//	    deny  10.1.0.0/16
+//	    status 404
+//	    message "not here"
+//	}
 type IPRestriction struct {
 	Allow   []string `json:"allow" schema:"maxItems=10000,maxLength=64" doc:"IPs or CIDRs allowed; when non-empty, every other client is refused."`
 	Deny    []string `json:"deny" schema:"maxItems=10000,maxLength=64" doc:"IPs or CIDRs refused; deny wins over allow."`
@@ -113,18 +121,6 @@ func parsePrefixes(field string, list []string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
-}
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
-//
-//	gateway_ip_restriction {
-//	    allow 10.0.0.0/8 192.168.1.7
-//	    deny  10.1.0.0/16
-//	    status 404
-//	    message "not here"
-//	}
-func (h *IPRestriction) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards

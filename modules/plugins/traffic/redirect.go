@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -18,6 +17,18 @@ import (
 
 // Redirect is the redirect plugin: plain-HTTP requests to HTTPS (to_https),
 // or every request to another place (location).
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile:
+//
+//	gateway_redirect {
+//	    to_https
+//	    https_port 8443     # when the HTTPS port is not 443
+//	}
+//	gateway_redirect {
+//	    location https://new.example.com
+//	    status 301
+//	    keep_path false
+//	}
 type Redirect struct {
 	ToHTTPS  bool   `json:"to_https" doc:"Redirect plain-HTTP requests to https://<host>:<HTTPS listener port> (HTTPS requests pass). Exactly one of to_https and location."`
 	Location string `json:"location" schema:"header_value" doc:"Absolute http(s) URL prefix to redirect every request to. Exactly one of to_https and location."`
@@ -122,21 +133,6 @@ func clientURI(r *http.Request) string {
 		return orig.URL.RequestURI()
 	}
 	return r.URL.RequestURI()
-}
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
-//
-//	gateway_redirect {
-//	    to_https
-//	    https_port 8443     # when the HTTPS port is not 443
-//	}
-//	gateway_redirect {
-//	    location https://new.example.com
-//	    status 301
-//	    keep_path false
-//	}
-func (h *Redirect) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards

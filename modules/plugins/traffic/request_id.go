@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -19,6 +18,14 @@ import (
 // header, sent upstream and (echo_downstream) back to the client. The id is
 // also the request record's request_id and the placeholder
 // {http.vars.request_id}.
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile:
+//
+//	gateway_request_id {
+//	    header_name X-Correlation-ID
+//	    trust_incoming false
+//	    echo_downstream
+//	}
 type RequestID struct {
 	HeaderName     string `json:"header_name" schema:"header_name,minLength=1" doc:"Header carrying the id, upstream and downstream. Default X-Request-ID."`
 	TrustIncoming  bool   `json:"trust_incoming" doc:"Keep an id the client sent (1 to 200 visible ASCII characters) instead of generating one. Default true."`
@@ -135,17 +142,6 @@ func validIncomingID(id string) bool {
 		}
 	}
 	return true
-}
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
-//
-//	gateway_request_id {
-//	    header_name X-Correlation-ID
-//	    trust_incoming false
-//	    echo_downstream
-//	}
-func (h *RequestID) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -20,6 +19,12 @@ import (
 // upstream is contacted) or streamed (chunked: the body is cut off while
 // the upstream reads it, the upstream sees a failed body, and the client gets
 // 413 unless a response had already begun).
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile:
+//
+//	gateway_request_size_limit {
+//	    max_bytes 10485760
+//	}
 type RequestSizeLimit struct {
 	MaxBytes int64 `json:"max_bytes" schema:"min=0,max=1099511627776" doc:"Largest request body in bytes (0: no body allowed). Default 1048576."`
 }
@@ -79,15 +84,6 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		err = caddyhttp.Error(http.StatusRequestEntityTooLarge, err)
 	}
 	return n, err
-}
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
-//
-//	gateway_request_size_limit {
-//	    max_bytes 10485760
-//	}
-func (h *RequestSizeLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards

@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -17,6 +16,16 @@ import (
 // RequestTermination is the request-termination plugin: it answers every
 // request itself, never proxying: {error: message} by default, or a raw
 // body (Caddy's static_response, placeholders allowed) with content_type.
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile:
+//
+//	gateway_request_termination {
+//	    status 503
+//	    message "down for maintenance"
+//	    # or a raw body:
+//	    body "<h1>Back soon</h1>"
+//	    content_type "text/html; charset=utf-8"
+//	}
 type RequestTermination struct {
 	Status      int     `json:"status" schema:"min=200,max=599" doc:"Response status. Default 503."`
 	Message     string  `json:"message" schema:"maxLength=1024" doc:"Error message of the JSON answer {error: message} (when body is null). Default \"service unavailable\"."`
@@ -76,19 +85,6 @@ func (h *RequestTermination) ServeHTTP(w http.ResponseWriter, r *http.Request, n
 		w.Header().Set("Content-Type", h.ContentType)
 	}
 	return h.static.ServeHTTP(w, r, next)
-}
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
-//
-//	gateway_request_termination {
-//	    status 503
-//	    message "down for maintenance"
-//	    # or a raw body:
-//	    body "<h1>Back soon</h1>"
-//	    content_type "text/html; charset=utf-8"
-//	}
-func (h *RequestTermination) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -18,6 +17,18 @@ import (
 // Values may use the request's Caddy placeholders, such as
 // {http.request.remote.host}; other placeholders (files, environment) are
 // refused (package placeholders).
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile (map fields
+// take one "key value" per line):
+//
+//	gateway_request_transform {
+//	    remove_headers X-Debug X-Internal-*
+//	    rename_headers X-Old X-New
+//	    set_headers X-Real-IP {http.request.remote.host}
+//	    add_headers X-Via gateway
+//	    remove_query debug
+//	    set_query source gateway
+//	}
 type RequestTransform struct {
 	RemoveHeaders []string          `json:"remove_headers" schema:"header_name,maxItems=100" doc:"Header names to remove; a leading or trailing * is a wildcard (X-Internal-*)."`
 	RenameHeaders map[string]string `json:"rename_headers" schema:"keys=header_name,header_name,maxItems=100" doc:"Old name → new name; the values move (replacing the new name's), absent headers are left alone."`
@@ -95,21 +106,6 @@ func (h *RequestTransform) ServeHTTP(w http.ResponseWriter, r *http.Request, nex
 		r.RequestURI = r.URL.RequestURI()
 	}
 	return next.ServeHTTP(w, r)
-}
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax (map fields
-// take one "key value" per line):
-//
-//	gateway_request_transform {
-//	    remove_headers X-Debug X-Internal-*
-//	    rename_headers X-Old X-New
-//	    set_headers X-Real-IP {http.request.remote.host}
-//	    add_headers X-Via gateway
-//	    remove_query debug
-//	    set_query source gateway
-//	}
-func (h *RequestTransform) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards

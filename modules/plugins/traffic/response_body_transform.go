@@ -13,7 +13,6 @@ import (
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/klauspost/compress/zstd"
 
@@ -30,6 +29,19 @@ import (
 // ETag, which no longer matches, is dropped). Other responses, and any that
 // turn out larger than max_body_bytes while being read, stream through
 // unchanged.
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile (replace
+// takes the pattern and the replacement; json_set a path and a JSON value,
+// or a plain string):
+//
+//	gateway_response_body_transform {
+//	    replace "http://internal\.example" "https://api.example.com"
+//	    json_remove user.password internal
+//	    json_set meta.gateway true
+//	    json_set meta.region eu-west
+//	    content_types application/json
+//	    max_body_bytes 262144
+//	}
 type ResponseBodyTransform struct {
 	Replace      []BodyReplacement          `json:"replace" schema:"maxItems=100" doc:"Regular expression replacements on the body text, in order."`
 	JSONRemove   []string                   `json:"json_remove" schema:"maxItems=100,maxLength=1024" doc:"Dotted paths removed from JSON bodies (a.b.c; numeric segments index arrays: items.0.secret)."`
@@ -560,22 +572,6 @@ func jsonSet(doc any, path []string, val any) any {
 		d[i] = jsonSet(d[i], path[1:], val)
 	}
 	return doc
-}
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax (replace takes
-// the pattern and the replacement; json_set a path and a JSON value, or a
-// plain string):
-//
-//	gateway_response_body_transform {
-//	    replace "http://internal\.example" "https://api.example.com"
-//	    json_remove user.password internal
-//	    json_set meta.gateway true
-//	    json_set meta.region eu-west
-//	    content_types application/json
-//	    max_body_bytes 262144
-//	}
-func (h *ResponseBodyTransform) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards

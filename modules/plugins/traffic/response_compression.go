@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/encode/gzip" // http.encoders.gzip
@@ -22,6 +21,14 @@ import (
 // encode handler (http.handlers.encode), configured from the plugin's
 // fields. The encoding is negotiated with the client's Accept-Encoding; the
 // first of encodings wins a tie.
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile:
+//
+//	gateway_response_compression {
+//	    encodings gzip
+//	    min_length 1024
+//	    content_types application/json text/*
+//	}
 type ResponseCompression struct {
 	Encodings    []string `json:"encodings" schema:"minItems=1,enum=zstd|gzip" doc:"Encodings offered, in order of preference. Default [\"zstd\",\"gzip\"]."`
 	MinLength    int      `json:"min_length" schema:"min=0,max=1073741824" doc:"Smallest response (bytes) worth compressing. Default 512."`
@@ -116,17 +123,6 @@ func validMediaRange(s string) bool {
 // ServeHTTP compresses the response (Caddy's encode handler).
 func (h *ResponseCompression) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	return h.enc.ServeHTTP(w, r, next)
-}
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
-//
-//	gateway_response_compression {
-//	    encodings gzip
-//	    min_length 1024
-//	    content_types application/json text/*
-//	}
-func (h *ResponseCompression) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/plugins"
@@ -16,6 +15,16 @@ import (
 // written (so the upstream's headers are there to remove or rename). The
 // operations run in the order remove, rename, set, add; values may use the
 // request's Caddy placeholders (package placeholders).
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile (map fields
+// take one "key value" per line):
+//
+//	gateway_response_transform {
+//	    remove_headers Server X-Powered-*
+//	    rename_headers X-Upstream-Time X-Time
+//	    set_headers Cache-Control no-store
+//	    add_headers X-Served-By gateway
+//	}
 type ResponseTransform struct {
 	RemoveHeaders []string          `json:"remove_headers" schema:"header_name,maxItems=100" doc:"Header names to remove; a leading or trailing * is a wildcard (X-Powered-*)."`
 	RenameHeaders map[string]string `json:"rename_headers" schema:"keys=header_name,header_name,maxItems=100" doc:"Old name → new name; the values move (replacing the new name's), absent headers are left alone."`
@@ -74,19 +83,6 @@ type transformHook struct {
 }
 
 func (t *transformHook) applyHeader(hdr http.Header) { t.ops.apply(hdr, t.repl, t.vals[:]) }
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax (map fields
-// take one "key value" per line):
-//
-//	gateway_response_transform {
-//	    remove_headers Server X-Powered-*
-//	    rename_headers X-Upstream-Time X-Time
-//	    set_headers Cache-Control no-store
-//	    add_headers X-Served-By gateway
-//	}
-func (h *ResponseTransform) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
-}
 
 // Interface guards
 var (
