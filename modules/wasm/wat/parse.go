@@ -793,25 +793,34 @@ func (p *parser) offset() []instr {
 	return p.folded(nil)
 }
 
+// activeTarget parses where an active elem or data segment goes: "x
+// (offset ...)" (WebAssembly 1.0; bareID: x may be an id too), "(table x)"
+// or "(memory x)" (space) then the offset, or the offset alone (index 0). A
+// segment without any is not active.
+func (p *parser) activeTarget(at pos, space string, bareID bool) (target ref, offset []instr, active bool) {
+	switch t := p.peek(); {
+	case isNum(t) || (bareID && t.kind == tID):
+		target = p.ref(space)
+	case p.isForm(space):
+		p.open(space)
+		target = p.ref(space)
+		p.rparen()
+	case t.kind == tLParen:
+		target = ref{pos: at}
+	default:
+		return ref{}, nil, false
+	}
+	return target, p.offset(), true
+}
+
 func (p *parser) elemField(at pos) {
 	id, idAt := p.optID()
 	seg := &elemSeg{pos: at}
-	switch {
-	case p.peek().kind == tAtom && p.peek().text == "declare":
+	var active bool
+	if t := p.peek(); t.kind == tAtom && t.text == "declare" {
 		p.next()
 		seg.mode = 3
-	case isNum(p.peek()): // WebAssembly 1.0: (elem tableidx (offset ...) ...)
-		seg.table = p.ref("table")
-		seg.offset = p.offset()
-	case p.isForm("table"):
-		p.open("table")
-		seg.table = p.ref("table")
-		p.rparen()
-		seg.offset = p.offset()
-	case p.peek().kind == tLParen:
-		seg.table = ref{pos: at}
-		seg.offset = p.offset()
-	default:
+	} else if seg.table, seg.offset, active = p.activeTarget(at, "table", false); !active {
 		seg.mode = 1
 	}
 	seg.elemType = tFuncref
@@ -855,21 +864,9 @@ func (p *parser) elemItems(seg *elemSeg) {
 func (p *parser) dataField(at pos) {
 	id, idAt := p.optID()
 	seg := &dataSeg{pos: at}
-	switch {
-	case isNum(p.peek()) || p.peek().kind == tID: // WebAssembly 1.0: (data memidx (offset ...) ...)
-		seg.mem = p.ref("memory")
-		seg.offset = p.offset()
-	case p.isForm("memory"):
-		p.open("memory")
-		seg.mem = p.ref("memory")
-		p.rparen()
-		seg.offset = p.offset()
-	case p.peek().kind == tLParen:
-		seg.mem = ref{pos: at}
-		seg.offset = p.offset()
-	default:
-		seg.passive = true
-	}
+	var active bool
+	seg.mem, seg.offset, active = p.activeTarget(at, "memory", true)
+	seg.passive = !active
 	for p.peek().kind == tString {
 		seg.bytes = append(seg.bytes, p.str()...)
 	}
