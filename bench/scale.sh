@@ -92,8 +92,12 @@ CF
 	plugin=$(for i in $(seq 1 "$CHANGES"); do api PUT /api/v1/plugins/1 "{\"type\":\"key-auth\",\"scope\":\"route\",\"route_id\":1,\"ordering\":$((1000 + i))}"; done | p50)
 	consumer=$(for i in $(seq 1 "$CHANGES"); do api PUT /api/v1/consumers/1 "{\"username\":\"bench\",\"custom_id\":\"c$i\"}"; done | p50)
 	cred=$(for i in $(seq 1 "$CHANGES"); do
-		api POST /api/v1/consumers/1/credentials "{\"type\":\"key-auth\",\"key\":\"bench-key-$i\"}"
-		api DELETE "/api/v1/credentials/$((i + 1))"
+		# The answer's id, then the time: the store may reuse ids.
+		out=$(curl -fsS -w '\n%{time_total}' -X POST "http://$GWADMIN/api/v1/consumers/1/credentials" \
+			-H 'Content-Type: application/json' --data-binary "{\"type\":\"key-auth\",\"key\":\"bench-key-$i\"}")
+		echo "${out##*$'\n'}"
+		id=$(printf '%s' "${out%$'\n'*}" | sed -E 's/.*"id":([0-9]+).*/\1/')
+		api DELETE "/api/v1/credentials/$id"
 	done | p50)
 	target=$(for i in $(seq 1 "$CHANGES"); do api PUT /api/v1/targets/1 "{\"host\":\"${UP1%:*}\",\"port\":${UP1##*:},\"weight\":$((100 + i))}"; done | p50)
 	sleep 2
