@@ -6,8 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"testing"
+
+	"github.com/caddy-gateway/gateway/internal/reqtest"
 )
 
 // Answer is one answer of the gateway's proxy listener.
@@ -24,17 +25,7 @@ type Answer struct {
 // compression tests look at the raw answer), and redirects are not followed.
 func (g *Gateway) Proxy(t testing.TB, method, path string, body io.Reader, hdr ...string) Answer {
 	t.Helper()
-	req, err := http.NewRequest(method, g.ProxyURL+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if strings.EqualFold(hdr[i], "Host") {
-			req.Host = hdr[i+1]
-			continue
-		}
-		req.Header.Add(hdr[i], hdr[i+1])
-	}
+	req := reqtest.New(t, method, g.ProxyURL+path, body, hdr...)
 	if req.Header.Get("Accept-Encoding") == "" {
 		req.Header.Set("Accept-Encoding", "identity")
 	}

@@ -33,6 +33,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	"github.com/caddy-gateway/gateway/internal/reqtest"
 )
 
 // storageDir is Caddy's storage for the whole test binary rather than a
@@ -307,18 +309,7 @@ func Do(t *testing.T, method, url string, hdr ...string) Result {
 // holds header pairs, a "Host" pair setting the request's host.
 func Send(t *testing.T, c *http.Client, method, url string, body io.Reader, hdr ...string) Result {
 	t.Helper()
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if strings.EqualFold(hdr[i], "Host") {
-			req.Host = hdr[i+1]
-			continue
-		}
-		req.Header.Add(hdr[i], hdr[i+1])
-	}
-	resp, err := c.Do(req)
+	resp, err := c.Do(reqtest.New(t, method, url, body, hdr...))
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
