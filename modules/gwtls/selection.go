@@ -28,17 +28,19 @@ func (NewestFirst) SelectCertificate(hello *tls.ClientHelloInfo, choices []certm
 		if c.Leaf == nil || !covers(c, hello.ServerName) {
 			continue
 		}
-		if hello.SupportsCertificate(&c.Certificate) != nil {
+		better := !now.Before(c.Leaf.NotBefore) && !now.After(c.Leaf.NotAfter) &&
+			(best == nil || c.Leaf.NotBefore.After(best.Leaf.NotBefore) ||
+				(c.Leaf.NotBefore.Equal(best.Leaf.NotBefore) && c.Leaf.NotAfter.After(best.Leaf.NotAfter)))
+		// SupportsCertificate is the costly check: it runs only for a
+		// candidate that would change the answer (certmagic may offer the
+		// whole cache, all of which covers an empty server name).
+		if (fallback != nil && !better) || hello.SupportsCertificate(&c.Certificate) != nil {
 			continue
 		}
 		if fallback == nil {
 			fallback = c
 		}
-		if now.Before(c.Leaf.NotBefore) || now.After(c.Leaf.NotAfter) {
-			continue
-		}
-		if best == nil || c.Leaf.NotBefore.After(best.Leaf.NotBefore) ||
-			(c.Leaf.NotBefore.Equal(best.Leaf.NotBefore) && c.Leaf.NotAfter.After(best.Leaf.NotAfter)) {
+		if better {
 			best = c
 		}
 	}
