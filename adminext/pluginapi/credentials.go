@@ -249,7 +249,7 @@ func createCredential(c *api.Call) (any, error) {
 		if err := api.Exists[storage.Consumer](tx, "consumer_id", cid); err != nil {
 			return err
 		}
-		if err := checkCredentialUnique(tx, cr); err != nil {
+		if err := CheckCredentialUnique(tx, cr); err != nil {
 			return err
 		}
 		return tx.Create(cr).Error
@@ -260,9 +260,10 @@ func createCredential(c *api.Call) (any, error) {
 	return credentialView(cr, false), nil
 }
 
-// checkCredentialUnique: the identifying value of a kind (key-auth and jwt
-// keys, basic-auth usernames) is unique within the kind.
-func checkCredentialUnique(tx *gorm.DB, cr *storage.Credential) error {
+// CheckCredentialUnique: the identifying value of a kind (key-auth and jwt
+// keys, basic-auth usernames) is unique within the kind (inside tx; the
+// create endpoint and the configuration import).
+func CheckCredentialUnique(tx *gorm.DB, cr *storage.Credential) error {
 	k, ok := consumers.KindOf(cr.Type)
 	if !ok {
 		return nil
@@ -280,12 +281,6 @@ func checkCredentialUnique(tx *gorm.DB, cr *storage.Credential) error {
 		return schema.Errorf(k.Unique, "is already used by another %s credential", cr.Type)
 	}
 	return nil
-}
-
-// CheckCredentialUnique is the credential endpoint's uniqueness check inside
-// tx (used by the configuration import).
-func CheckCredentialUnique(tx *gorm.DB, cr *storage.Credential) error {
-	return checkCredentialUnique(tx, cr)
 }
 
 // isViewer tells whether the caller has the viewer role (open mode acts as
