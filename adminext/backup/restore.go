@@ -350,8 +350,8 @@ func (r *Restorer) restoreCredential(it item, owner *storage.Consumer) error {
 			return schema.Errorf(it.path+".password_hash", "must be a bcrypt hash")
 		}
 	}
-	c = in.Compiled() // with the kind's defaults
-	c.PasswordHash = deref(doc.PasswordHash)
+	// c is the input as Validate checked it: normalized above (the kind's
+	// defaults), with the document's password hash.
 	if err := pluginapi.Generate(k, &c); err != nil {
 		return err
 	}
@@ -390,11 +390,4 @@ func decodeCredential(it item) (DocumentCredential, pluginapi.Credential, error)
 		err = decode(it.path, inJSON, &in)
 	}
 	return doc, pluginapi.Credential(in), err
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
