@@ -58,6 +58,11 @@ type recorder struct {
 	// when a certificate is created and every unmatchedRetry.
 	unmatched map[string]certevents.Event
 	renewing  map[string]bool
+
+	// reconciled: the configuration version the last complete reconcile
+	// read (-1: none yet, or a write failed since); only run's goroutine
+	// uses it.
+	reconciled int64
 }
 
 var (
@@ -76,6 +81,7 @@ func recorderOf(cp *controlplane.ControlPlane) *recorder {
 	r := &recorder{
 		cp: cp, logger: cp.Logger().Named("certificates"), ctx: ctx, cancel: cancel,
 		queue: make(chan func(), 256), unmatched: map[string]certevents.Event{}, renewing: map[string]bool{},
+		reconciled: -1,
 	}
 	r.wg.Add(1)
 	go r.run()
@@ -173,14 +179,27 @@ func (r *recorder) retryUnmatched() {
 
 // reconcile records certificates Caddy already serves for rows that are
 // not active: a row created while its names stayed managed (a backup
-// restore replacing the rows in one change) gets no new event.
+// restore replacing the rows in one change) gets no new event. Rows change
+// only with the configuration version, so the store is read once per
+// version this node serves (and again after a failed write), not on every
+// tick. The live config is loaded before its change commits: until the
+// stored version is the live one, the rows may be the old ones.
 func (r *recorder) reconcile() {
+	applied := r.cp.AppliedConfigVersion()
+	if applied == r.reconciled {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
+	db := r.cp.Store().DB.WithContext(ctx)
+	if stored, err := storage.ConfigVersion(db); err != nil || stored != applied {
+		return // unreachable, or not committed / not synced yet: the next tick tries again
+	}
 	var rows []storage.Certificate
-	if err := r.cp.Store().DB.WithContext(ctx).Where("acme = ? AND status <> ?", true, "active").Find(&rows).Error; err != nil {
+	if err := db.Where("acme = ? AND status <> ?", true, "active").Find(&rows).Error; err != nil {
 		return // the store is unreachable: the next tick tries again
 	}
+	r.reconciled = applied
 	for i := range rows {
 		if len(rows[i].Domains) == 0 {
 			continue
@@ -200,6 +219,7 @@ func (r *recorder) apply(ev certevents.Event) {
 	db := r.cp.Store().DB.WithContext(ctx)
 	var rows []storage.Certificate
 	if err := db.Where("acme = ?", true).Order("id").Find(&rows).Error; err != nil {
+		r.reconciled = -1
 		r.logger.Warn("recording a certificate event", zap.String("identifier", ev.Name), zap.String("event", ev.Kind), zap.Error(err))
 		return
 	}
@@ -215,6 +235,7 @@ func (r *recorder) apply(ev certevents.Event) {
 			continue
 		}
 		if err := db.Model(&storage.Certificate{}).Where("id = ?", row.ID).Updates(changes).Error; err != nil {
+			r.reconciled = -1 // the next reconcile records what Caddy serves
 			r.logger.Warn("recording a certificate event", zap.Int64("certificate", row.ID), zap.String("identifier", ev.Name), zap.Error(err))
 		}
 	}
