@@ -153,9 +153,7 @@ func replay(cp *controlplane.ControlPlane, domains []string) {
 			}
 		}
 		r.mu.Unlock()
-		for _, ev := range evs {
-			r.apply(ev)
-		}
+		r.apply(evs...)
 	})
 }
 
@@ -172,9 +170,7 @@ func (r *recorder) retryUnmatched() {
 		}
 	}
 	r.mu.Unlock()
-	for _, ev := range evs {
-		r.apply(ev)
-	}
+	r.apply(evs...)
 }
 
 // reconcile records certificates Caddy already serves for rows that are
@@ -200,51 +196,66 @@ func (r *recorder) reconcile() {
 		return // the store is unreachable: the next tick tries again
 	}
 	r.reconciled = applied
+	var evs []certevents.Event
 	for i := range rows {
 		if len(rows[i].Domains) == 0 {
 			continue
 		}
 		name := rows[i].Domains[0]
 		if leaf := certevents.ServedLeaf(name); leaf != nil {
-			r.apply(certevents.Event{Name: name, Kind: certevents.Loaded, Leaf: leaf, At: time.Now().UTC()})
+			evs = append(evs, certevents.Event{Name: name, Kind: certevents.Loaded, Leaf: leaf, At: time.Now().UTC()})
 		}
 	}
+	r.apply(evs...)
 }
 
-// apply writes what ev says into the rows of the ACME certificates that
-// hold its name.
-func (r *recorder) apply(ev certevents.Event) {
+// apply writes what the events say, in order, into the rows of the ACME
+// certificates that hold their names. The rows are read once for all of
+// them (a retry of many held events is one query), and again only after a
+// write.
+func (r *recorder) apply(evs ...certevents.Event) {
+	if len(evs) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
 	db := r.cp.Store().DB.WithContext(ctx)
 	var rows []storage.Certificate
-	if err := db.Where("acme = ?", true).Order("id").Find(&rows).Error; err != nil {
-		r.reconciled = -1
-		r.logger.Warn("recording a certificate event", zap.String("identifier", ev.Name), zap.String("event", ev.Kind), zap.Error(err))
-		return
-	}
-	matched := false
-	for i := range rows {
-		row := &rows[i]
-		if !slices.Contains(row.Domains, ev.Name) {
-			continue
+	fresh := false
+	for _, ev := range evs {
+		if !fresh {
+			rows = nil
+			if err := db.Where("acme = ?", true).Order("id").Find(&rows).Error; err != nil {
+				r.reconciled = -1
+				r.logger.Warn("recording a certificate event", zap.String("identifier", ev.Name), zap.String("event", ev.Kind), zap.Error(err))
+				continue
+			}
+			fresh = true
 		}
-		matched = true
-		changes := update(row, ev, time.Now().UTC())
-		if changes == nil {
-			continue
+		matched := false
+		for i := range rows {
+			row := &rows[i]
+			if !slices.Contains(row.Domains, ev.Name) {
+				continue
+			}
+			matched = true
+			changes := update(row, ev, time.Now().UTC())
+			if changes == nil {
+				continue
+			}
+			fresh = false // the next event reads what this one wrote
+			if err := db.Model(&storage.Certificate{}).Where("id = ?", row.ID).Updates(changes).Error; err != nil {
+				r.reconciled = -1 // the next reconcile records what Caddy serves
+				r.logger.Warn("recording a certificate event", zap.Int64("certificate", row.ID), zap.String("identifier", ev.Name), zap.Error(err))
+			}
 		}
-		if err := db.Model(&storage.Certificate{}).Where("id = ?", row.ID).Updates(changes).Error; err != nil {
-			r.reconciled = -1 // the next reconcile records what Caddy serves
-			r.logger.Warn("recording a certificate event", zap.Int64("certificate", row.ID), zap.String("identifier", ev.Name), zap.Error(err))
+		if !matched {
+			r.mu.Lock()
+			if len(r.unmatched) < maxUnmatched {
+				r.unmatched[ev.Name] = ev
+			}
+			r.mu.Unlock()
 		}
-	}
-	if !matched {
-		r.mu.Lock()
-		if len(r.unmatched) < maxUnmatched {
-			r.unmatched[ev.Name] = ev
-		}
-		r.mu.Unlock()
 	}
 }
 
