@@ -146,7 +146,7 @@ func TestWasmModuleAPI(t *testing.T) {
 func TestWasmModuleSizeLimit(t *testing.T) {
 	g := testgw.Start(t, nil)
 	data := strings.Repeat("a", (4<<20)+16)
-	big := strings.Replace(testgw.MinimalWAT, `(memory (export "memory") 1)`, `(memory (export "memory") 65) (data (i32.const 0) "`+data+`")`, 1)
+	big := strings.Replace(testgw.MinimalWAT, `(memory (export "memory") 2)`, `(memory (export "memory") 65) (data (i32.const 0) "`+data+`")`, 1)
 	body, _ := json.Marshal(map[string]any{"name": "big", "wat": big})
 	st, raw := g.Do("POST", "/api/v1/wasm-modules", body)
 	if st != 400 || !strings.Contains(string(raw), "wat") || !strings.Contains(string(raw), "4 MiB") {
@@ -259,8 +259,8 @@ func TestWasmModuleHostileUploads(t *testing.T) {
   (func (export "proxy_on_context_create") (param i32 i32)))`,
 		"vm-start-loop": strings.Replace(testgw.MinimalWAT, `(func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))`,
 			`(func (export "proxy_on_vm_start") (param i32 i32) (result i32) (loop $l (br $l)) (i32.const 1))`, 1),
-		"huge-memory":    strings.Replace(testgw.MinimalWAT, `(memory (export "memory") 1)`, `(memory (export "memory") 4000)`, 1),
-		"foreign-import": strings.Replace(testgw.MinimalWAT, `(memory (export "memory") 1)`, `(import "evil" "syscall" (func $x)) (memory (export "memory") 1)`, 1),
+		"huge-memory":    strings.Replace(testgw.MinimalWAT, `(memory (export "memory") 2)`, `(memory (export "memory") 4000)`, 1),
+		"foreign-import": strings.Replace(testgw.MinimalWAT, `(memory (export "memory") 2)`, `(import "evil" "syscall" (func $x)) (memory (export "memory") 2)`, 1),
 	} {
 		st, b := g.Do("POST", "/api/v1/wasm-modules", map[string]any{"name": name, "wat": wat})
 		if st != 400 || !strings.Contains(string(b), "wat:") {

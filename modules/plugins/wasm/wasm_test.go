@@ -15,20 +15,10 @@ import (
 
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
-	"github.com/caddy-gateway/gateway/modules/wasm/wat"
+	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm/pwtest"
 )
 
 func TestMain(m *testing.M) { plugintest.Main(m) }
-
-// compileWAT assembles a WAT module with the gateway's assembler.
-func compileWAT(t *testing.T, src string) []byte {
-	t.Helper()
-	b, err := wat.Compile([]byte(src))
-	if err != nil {
-		t.Fatalf("assembling WAT: %v\n%s", err, src)
-	}
-	return b
-}
 
 // filter is a test module: ABI boilerplate, then body. Scratch at 512
 // (returned pointer) and 516 (returned size), data from 1024, heap from
@@ -45,19 +35,7 @@ func filter(body string) string {
   (import "env" "proxy_get_property" (func $get_property (param i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_get_shared_data" (func $get_shared (param i32 i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_set_shared_data" (func $set_shared (param i32 i32 i32 i32 i32) (result i32)))
-  (memory (export "memory") 2)
-  (global $heap (mut i32) (i32.const 65536))
-  (func (export "proxy_abi_version_0_2_1"))
-  (func (export "proxy_on_memory_allocate") (param $n i32) (result i32)
-    (local $p i32)
-    (local.set $p (global.get $heap))
-    (global.set $heap (i32.add (global.get $heap) (i32.and (i32.add (local.get $n) (i32.const 7)) (i32.const -8))))
-    (if (i32.gt_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536)))
-      (then (drop (memory.grow (i32.add (i32.const 1) (i32.div_u (local.get $n) (i32.const 65536)))))))
-    (local.get $p))
-  (func (export "proxy_on_context_create") (param $id i32) (param $parent i32)
-    (if (local.get $parent) (then (global.set $heap (i32.const 65536)))))
-  ;; add_ret adds the value last returned at 512/516 as header (map, name, len)
+` + pwtest.Prelude + `  ;; add_ret adds the value last returned at 512/516 as header (map, name, len)
   (func $add_ret (param $map i32) (param $name i32) (param $len i32)
     (drop (call $add_hdr (local.get $map) (local.get $name) (local.get $len) (i32.load (i32.const 512)) (i32.load (i32.const 516)))))
 ` + body + "\n)"
@@ -66,7 +44,7 @@ func filter(body string) string {
 // start loads a route [gateway_wasm with the module, reverse_proxy].
 func start(t *testing.T, wat string, extra map[string]any, opts ...plugintest.Option) *plugintest.Gateway {
 	t.Helper()
-	sha := proxywasm.PutSource(compileWAT(t, wat))
+	sha := proxywasm.PutSource(pwtest.Compile(t, wat))
 	h := map[string]any{"handler": "gateway_wasm", "module": "test-filter", "module_sha256": sha}
 	for k, v := range extra {
 		h[k] = v
@@ -320,7 +298,7 @@ func TestBodies(t *testing.T) {
 }
 
 func TestProvisionErrors(t *testing.T) {
-	refuse := compileWAT(t, filter(`
+	refuse := pwtest.Compile(t, filter(`
   (func (export "proxy_on_configure") (param $root i32) (param $size i32) (result i32) (i32.const 0))`))
 	for _, c := range []struct {
 		handler map[string]any
@@ -344,7 +322,7 @@ func TestProvisionErrors(t *testing.T) {
 
 func TestCaddyfileModuleFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.wasm")
-	if err := os.WriteFile(path, compileWAT(t, filter(faults)), 0o600); err != nil {
+	if err := os.WriteFile(path, pwtest.Compile(t, filter(faults)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	g := plugintest.StartCaddyfile(t, `http://127.0.0.1:{PORT} {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm/pwtest"
 )
 
 // headerAdder adds x-wasm: 1 to the request and the response: no loop,
@@ -50,7 +52,7 @@ func TestWatchdogOnlyWhenNeeded(t *testing.T) {
     (call_indirect (type $cb) (local.get 0) (local.get 1) (local.get 2) (i32.const 0)))`), false, "call_indirect"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m, err := Compile(context.Background(), compileWAT(t, c.wat))
+			m, err := Compile(context.Background(), pwtest.Compile(t, c.wat))
 			if err != nil {
 				t.Fatal(err)
 			}

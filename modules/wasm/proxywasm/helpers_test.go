@@ -12,26 +12,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/caddy-gateway/gateway/modules/wasm/wat"
+	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm/pwtest"
 )
-
-// compileWAT assembles a WAT module with the gateway's assembler.
-func compileWAT(t testing.TB, src string) []byte {
-	t.Helper()
-	b, err := wat.Compile([]byte(src))
-	if err != nil {
-		t.Fatalf("assembling WAT: %v\n%s", err, numbered(src))
-	}
-	return b
-}
-
-func numbered(src string) string {
-	var sb strings.Builder
-	for i, l := range strings.Split(src, "\n") {
-		fmt.Fprintf(&sb, "%3d %s\n", i+1, l)
-	}
-	return sb.String()
-}
 
 // imports every test module may use
 const imports = `
@@ -53,31 +35,17 @@ const imports = `
   (import "env" "proxy_get_current_time_nanoseconds" (func $now (param i32) (result i32)))
 `
 
-// prelude is the ABI boilerplate: memory, version marker, a bump
-// allocator reset per stream context. Addresses: 512.. scratch, 1024..
-// data, 65536.. heap.
-const prelude = `
-  (memory (export "memory") 2)
-  (global $heap (mut i32) (i32.const 65536))
-  (func (export "proxy_abi_version_0_2_1"))
-  (func (export "proxy_on_memory_allocate") (param $n i32) (result i32)
-    (local $p i32)
-    (local.set $p (global.get $heap))
-    (global.set $heap (i32.add (global.get $heap) (i32.and (i32.add (local.get $n) (i32.const 7)) (i32.const -8))))
-    (if (i32.gt_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536)))
-      (then (drop (memory.grow (i32.const 16)))))
-    (local.get $p))
-  (func (export "proxy_on_context_create") (param $id i32) (param $parent i32)
-    (if (local.get $parent) (then (global.set $heap (i32.const 65536)))))
-  ;; log the value last returned at 512/516
+// module builds a test module: imports, pwtest.Prelude, the log_ret
+// helper, then body.
+func module(body string) string {
+	return "(module\n" + imports + pwtest.Prelude + logRet + body + "\n)"
+}
+
+// logRet logs the value last returned at 512/516.
+const logRet = `
   (func $log_ret (param $lvl i32)
     (drop (call $log (local.get $lvl) (i32.load (i32.const 512)) (i32.load (i32.const 516)))))
 `
-
-// module builds a test module: imports, prelude, then body.
-func module(body string) string {
-	return "(module\n" + imports + prelude + body + "\n)"
-}
 
 // wdata renders bytes as a WAT string literal.
 func wdata(b []byte) string {
@@ -97,7 +65,7 @@ type testPlugin struct {
 
 func newTestPlugin(t testing.TB, wat string, cfg PluginConfig) *testPlugin {
 	t.Helper()
-	wasm := compileWAT(t, wat)
+	wasm := pwtest.Compile(t, wat)
 	m, err := Compile(context.Background(), wasm)
 	if err != nil {
 		t.Fatalf("Compile: %v", err)

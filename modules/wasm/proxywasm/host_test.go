@@ -8,11 +8,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm/pwtest"
 )
 
 func TestCheckModule(t *testing.T) {
 	valid := module("")
-	if err := CheckModule(context.Background(), compileWAT(t, valid)); err != nil {
+	if err := CheckModule(context.Background(), pwtest.Compile(t, valid)); err != nil {
 		t.Fatalf("valid module: %v", err)
 	}
 	cases := []struct{ name, wat, want string }{
@@ -31,7 +33,7 @@ func TestCheckModule(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := CheckModule(context.Background(), compileWAT(t, c.wat))
+			err := CheckModule(context.Background(), pwtest.Compile(t, c.wat))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want an error containing %q", err, c.want)
 			}
@@ -63,7 +65,7 @@ func TestSources(t *testing.T) {
 }
 
 func TestCompileCacheShared(t *testing.T) {
-	wasm := compileWAT(t, module(""))
+	wasm := pwtest.Compile(t, module(""))
 	m1, err := Compile(context.Background(), wasm)
 	if err != nil {
 		t.Fatal(err)
@@ -457,7 +459,7 @@ func TestEffectiveContextAndConfig(t *testing.T) {
 	_ = in.End()
 
 	// proxy_on_configure returning false fails the plugin
-	m, err := Compile(context.Background(), compileWAT(t, module(`
+	m, err := Compile(context.Background(), pwtest.Compile(t, module(`
   (func (export "proxy_on_configure") (param $root i32) (param $size i32) (result i32) (i32.const 0))`)))
 	if err != nil {
 		t.Fatal(err)
