@@ -8,10 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
@@ -225,12 +225,9 @@ func TestConcurrentClients(t *testing.T) {
 	// a generous callback limit: the race detector on a loaded machine is
 	// slow, and this test is about isolation
 	g := start(t, filter(faults), map[string]any{"call_timeout_ms": 10000})
-	var wg sync.WaitGroup
-	errs := make(chan string, 16)
+	var clients errgroup.Group
 	for c := 0; c < 16; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
+		clients.Go(func() error {
 			for i := 0; i < 20; i++ {
 				trap := c%4 == 0 && i%5 == 0
 				hdr := []string{"X-Client", fmt.Sprint(c)}
@@ -243,32 +240,27 @@ func TestConcurrentClients(t *testing.T) {
 				}
 				resp, err := g.Client.Do(req)
 				if err != nil {
-					errs <- err.Error()
-					return
+					return err
 				}
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				switch {
 				case trap && resp.StatusCode != 500:
-					errs <- fmt.Sprintf("trap answered %d", resp.StatusCode)
-					return
+					return fmt.Errorf("trap answered %d", resp.StatusCode)
 				case !trap && (resp.StatusCode != 200 || resp.Header.Get("X-Wasm") != "1"):
-					errs <- fmt.Sprintf("client %d: %d %v %s", c, resp.StatusCode, resp.Header, b)
-					return
+					return fmt.Errorf("client %d: %d %v %s", c, resp.StatusCode, resp.Header, b)
 				case !trap:
 					var seen plugintest.Seen
 					if json.Unmarshal(b, &seen) != nil || seen.Header.Get("X-Client") != fmt.Sprint(c) || seen.Header.Get("X-Wasm") != "1" {
-						errs <- fmt.Sprintf("client %d: upstream saw %s", c, b)
-						return
+						return fmt.Errorf("client %d: upstream saw %s", c, b)
 					}
 				}
 			}
-		}(c)
+			return nil
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Fatal(e)
+	if err := clients.Wait(); err != nil {
+		t.Fatal(err)
 	}
 }
 

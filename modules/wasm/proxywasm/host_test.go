@@ -5,9 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm/pwtest"
 )
@@ -595,12 +596,9 @@ func TestConcurrentRequests(t *testing.T) {
 	// a generous timeout: the race detector on a loaded machine is slow, and
 	// this test is about isolation, not time limits
 	tp := newTestPlugin(t, module(adder), PluginConfig{CallTimeout: 10 * time.Second})
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
+	var workers errgroup.Group
 	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
+		workers.Go(func() error {
 			for i := 0; i < 50; i++ {
 				hdr := []string{"X-G", itoa(g)}
 				trap := g%4 == 0 && i%10 == 0
@@ -611,21 +609,17 @@ func TestConcurrentRequests(t *testing.T) {
 				err := tp.run(t, ex)
 				switch {
 				case trap && err == nil:
-					errs <- errors.New("trap not reported")
-					return
+					return errors.New("trap not reported")
 				case !trap && err != nil:
-					errs <- err
-					return
+					return err
 				case !trap && (ex.Request.Header.Get("X-Wasm") != "1" || ex.ResponseHeader.Get("X-Wasm") != "1" || ex.Request.Header.Get("X-G") != itoa(g)):
-					errs <- errors.New("headers not added")
-					return
+					return errors.New("headers not added")
 				}
 			}
-		}(g)
+			return nil
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := workers.Wait(); err != nil {
 		t.Fatal(err)
 	}
 }
