@@ -47,6 +47,17 @@ const logRet = `
     (drop (call $log (local.get $lvl) (i32.load (i32.const 512)) (i32.load (i32.const 516)))))
 `
 
+// wantStatuses checks the statuses a test module stored in its memory
+// (address → status).
+func wantStatuses(t *testing.T, in *Instance, want map[uint32]Status) {
+	t.Helper()
+	for a, w := range want {
+		if v, _ := in.mem.ReadUint32Le(a); Status(v) != w {
+			t.Errorf("status at %d = %d, want %d", a, v, w)
+		}
+	}
+}
+
 // wdata renders bytes as a WAT string literal.
 func wdata(b []byte) string {
 	var sb strings.Builder

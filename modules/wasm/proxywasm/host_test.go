@@ -145,12 +145,7 @@ func TestHeaderOps(t *testing.T) {
 	if n := mem(600); n != 7 { // 4 pseudo-headers + 3
 		t.Errorf("num_headers = %d", n)
 	}
-	want := map[uint32]Status{604: StatusOK, 608: StatusOK, 612: StatusOK, 616: StatusOK, 620: StatusOK, 624: StatusBadArgument, 628: StatusNotFound, 632: StatusNotFound, 636: StatusBadArgument, 640: StatusOK, 644: StatusOK, 648: StatusBadArgument}
-	for addr, st := range want {
-		if got := Status(mem(addr)); got != st {
-			t.Errorf("status at %d = %d, want %d", addr, got, st)
-		}
-	}
+	wantStatuses(t, in, map[uint32]Status{604: StatusOK, 608: StatusOK, 612: StatusOK, 616: StatusOK, 620: StatusOK, 624: StatusBadArgument, 628: StatusNotFound, 632: StatusNotFound, 636: StatusBadArgument, 640: StatusOK, 644: StatusOK, 648: StatusBadArgument})
 	r := ex.Request
 	if r.Header.Get("X-Added") != "yes" || r.Header.Get("X-Rep") != "new" || r.Header.Get("X-Del") != "" {
 		t.Errorf("request headers %v", r.Header)
@@ -369,12 +364,7 @@ func TestSharedDataCAS(t *testing.T) {
 	if _, err := in.OnRequestHeaders(true); err != nil {
 		t.Fatal(err)
 	}
-	want := map[uint32]Status{600: StatusOK, 604: StatusOK, 608: StatusOK, 612: StatusCASMismatch, 616: StatusOK, 620: StatusNotFound}
-	for a, w := range want {
-		if v, _ := in.mem.ReadUint32Le(a); Status(v) != w {
-			t.Errorf("status at %d = %d, want %d", a, v, w)
-		}
-	}
+	wantStatuses(t, in, map[uint32]Status{600: StatusOK, 604: StatusOK, 608: StatusOK, 612: StatusCASMismatch, 616: StatusOK, 620: StatusNotFound})
 	if m := tp.messages(); len(m) != 1 || m[0] != "v2" {
 		t.Fatalf("value %q", m)
 	}
@@ -448,12 +438,7 @@ func TestEffectiveContextAndConfig(t *testing.T) {
 	if _, err := in.OnRequestHeaders(true); err != nil {
 		t.Fatal(err)
 	}
-	want := map[uint32]Status{600: StatusOK, 604: StatusOK, 608: StatusBadArgument, 612: StatusOK, 616: StatusNotFound, 620: StatusBadArgument, 624: StatusBadArgument}
-	for a, w := range want {
-		if v, _ := in.mem.ReadUint32Le(a); Status(v) != w {
-			t.Errorf("status at %d = %d, want %d", a, v, w)
-		}
-	}
+	wantStatuses(t, in, map[uint32]Status{600: StatusOK, 604: StatusOK, 608: StatusBadArgument, 612: StatusOK, 616: StatusNotFound, 620: StatusBadArgument, 624: StatusBadArgument})
 	if m := tp.messages(); len(m) != 2 || m[0] != `{"a":1}` || m[1] != `a":1}` {
 		t.Fatalf("config seen %q", m)
 	}
@@ -502,12 +487,7 @@ func TestUnimplementedStubs(t *testing.T) {
 	if _, err := in.OnRequestHeaders(true); err != nil {
 		t.Fatal(err)
 	}
-	want := map[uint32]Status{600: StatusUnimplemented, 604: StatusUnimplemented, 608: StatusUnimplemented, 612: StatusUnimplemented, 616: StatusOK, 620: StatusNotFound, 624: 0, 628: 0}
-	for a, w := range want {
-		if v, _ := in.mem.ReadUint32Le(a); Status(v) != w {
-			t.Errorf("status at %d = %d, want %d", a, v, w)
-		}
-	}
+	wantStatuses(t, in, map[uint32]Status{600: StatusUnimplemented, 604: StatusUnimplemented, 608: StatusUnimplemented, 612: StatusUnimplemented, 616: StatusOK, 620: StatusNotFound, 624: 0, 628: 0})
 	if m := tp.messages(); len(m) != 1 || m[0] != "hello stdout" {
 		t.Fatalf("stdout logged as %q", m)
 	}
