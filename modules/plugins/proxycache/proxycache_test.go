@@ -50,6 +50,19 @@ func TestConfig(t *testing.T) {
 	}.Check(t)
 }
 
+// originHeaders is the header origin sets per path (Content-Type replaces
+// its default).
+var originHeaders = map[string][2]string{
+	"/nostore": {"Cache-Control", "no-store"},
+	"/private": {"Cache-Control", "private, max-age=60"},
+	"/nocache": {"Cache-Control", "no-cache"},
+	"/maxage1": {"Cache-Control", "public, max-age=1"},
+	"/smaxage": {"Cache-Control", "max-age=0, s-maxage=60"},
+	"/json":    {"Content-Type", "application/json"},
+	"/cookie":  {"Set-Cookie", "session=1"},
+	"/vary":    {"Vary", "Accept-Language"},
+}
+
 // origin is an upstream whose answers depend on the path; hits counts the
 // requests it served.
 func origin(t *testing.T, hits *atomic.Int64) *plugintest.Upstream {
@@ -59,27 +72,14 @@ func origin(t *testing.T, hits *atomic.Int64) *plugintest.Upstream {
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 		h.Set("X-Origin", "yes")
 		status := 200
+		if kv, ok := originHeaders[r.URL.Path]; ok {
+			h.Set(kv[0], kv[1])
+		}
 		switch r.URL.Path {
-		case "/nostore":
-			h.Set("Cache-Control", "no-store")
-		case "/private":
-			h.Set("Cache-Control", "private, max-age=60")
-		case "/nocache":
-			h.Set("Cache-Control", "no-cache")
-		case "/maxage1":
-			h.Set("Cache-Control", "public, max-age=1")
-		case "/smaxage":
-			h.Set("Cache-Control", "max-age=0, s-maxage=60")
-		case "/json":
-			h.Set("Content-Type", "application/json")
 		case "/404":
 			status = 404
 		case "/500":
 			status = 500
-		case "/cookie":
-			h.Set("Set-Cookie", "session=1")
-		case "/vary":
-			h.Set("Vary", "Accept-Language")
 		case "/big":
 			w.WriteHeader(200)
 			_, _ = w.Write([]byte(strings.Repeat("b", 2000)))
