@@ -368,10 +368,7 @@ func (in *Instance) OnRequestBody(endOfStream bool) (Action, error) {
 // OnRequestTrailers runs proxy_on_request_trailers on
 // Exchange.RequestTrailer (the module may change it).
 func (in *Instance) OnRequestTrailers() (Action, error) {
-	if in.ex.RequestTrailer == nil {
-		in.ex.RequestTrailer = http.Header{}
-	}
-	return in.streamCall(in.fn.requestTrailers, "proxy_on_request_trailers", phaseRequest, uint64(in.streamID), uint64(countHeader(in.ex.RequestTrailer)))
+	return in.trailersCall(in.fn.requestTrailers, "proxy_on_request_trailers", phaseRequest, &in.ex.RequestTrailer)
 }
 
 // OnResponseHeaders runs proxy_on_response_headers.
@@ -388,10 +385,16 @@ func (in *Instance) OnResponseBody(endOfStream bool) (Action, error) {
 // OnResponseTrailers runs proxy_on_response_trailers on
 // Exchange.ResponseTrailer (the module may change it).
 func (in *Instance) OnResponseTrailers() (Action, error) {
-	if in.ex.ResponseTrailer == nil {
-		in.ex.ResponseTrailer = http.Header{}
+	return in.trailersCall(in.fn.responseTrailers, "proxy_on_response_trailers", phaseResponse, &in.ex.ResponseTrailer)
+}
+
+// trailersCall runs a trailers callback on *trailers, made empty first
+// when there were none (the module may add some).
+func (in *Instance) trailersCall(fn api.Function, name string, ph phase, trailers *http.Header) (Action, error) {
+	if *trailers == nil {
+		*trailers = http.Header{}
 	}
-	return in.streamCall(in.fn.responseTrailers, "proxy_on_response_trailers", phaseResponse, uint64(in.streamID), uint64(countHeader(in.ex.ResponseTrailer)))
+	return in.streamCall(fn, name, ph, uint64(in.streamID), uint64(countHeader(*trailers)))
 }
 
 // WantsRequestTrailers says whether the module has a request trailers
