@@ -55,15 +55,7 @@ func hostGetSharedData(ctx context.Context, in *Instance, a []uint64) Status {
 	if !ok {
 		return StatusInvalidMemoryAccess
 	}
-	s := in.plugin.shared
-	s.mu.Lock()
-	e, found := s.m[string(key)]
-	var val []byte
-	var cas uint32
-	if found {
-		val, cas = e.value, e.cas
-	}
-	s.mu.Unlock()
+	val, cas, found := in.plugin.shared.get(key)
 	if !found {
 		return StatusNotFound
 	}
@@ -83,11 +75,86 @@ func hostSetSharedData(_ context.Context, in *Instance, a []uint64) Status {
 	if !ok1 || !ok2 {
 		return StatusInvalidMemoryAccess
 	}
+	return in.plugin.shared.set(key, val, u32(a[4]))
+}
+
+const maxMetrics = 1024
+
+func hostDefineMetric(_ context.Context, in *Instance, a []uint64) Status {
+	kind := u32(a[0])
+	if kind > 2 {
+		return StatusBadArgument
+	}
+	name, ok := in.read(u32(a[1]), u32(a[2]))
+	if !ok {
+		return StatusInvalidMemoryAccess
+	}
+	id, st := in.plugin.shared.defineMetric(name, kind)
+	if st != StatusOK {
+		return st
+	}
+	if !in.writeU32(u32(a[3]), id) {
+		return StatusInvalidMemoryAccess
+	}
+	return StatusOK
+}
+
+func metricOp(in *Instance, id uint32, v int64, record bool) Status {
+	if in == nil {
+		return StatusInternalFailure
+	}
+	s := in.plugin.shared
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.metric(id)
+	switch {
+	case m == nil:
+		return StatusNotFound
+	case record:
+		m.value = v
+	case m.kind == 0 && v < 0:
+		return StatusBadArgument // counters only go up
+	default:
+		m.value += v
+	}
+	return StatusOK
+}
+
+func hostGetMetric(_ context.Context, in *Instance, a []uint64) Status {
+	s := in.plugin.shared
+	s.mu.Lock()
+	m := s.metric(u32(a[0]))
+	var v int64
+	if m != nil {
+		v = m.value
+	}
+	s.mu.Unlock()
+	if m == nil {
+		return StatusNotFound
+	}
+	if !in.mem.WriteUint64Le(u32(a[1]), uint64(v)) {
+		return StatusInvalidMemoryAccess
+	}
+	return StatusOK
+}
+
+// get returns key's value and cas.
+func (s *sharedStore) get(key []byte) (val []byte, cas uint32, found bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, found := s.m[string(key)]
+	if !found {
+		return nil, 0, false
+	}
+	return e.value, e.cas, true
+}
+
+// set stores a copy of val under key unless cas (non-zero) is not the
+// current one or the store is full, and counts up the key's cas.
+func (s *sharedStore) set(key, val []byte, cas uint32) Status {
 	if len(key) > maxSharedKeySize || len(val) > maxSharedValueSize {
 		return StatusBadArgument
 	}
-	cas := u32(a[4])
-	s := in.plugin.shared
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, found := s.m[string(key)]
@@ -116,72 +183,29 @@ func hostSetSharedData(_ context.Context, in *Instance, a []uint64) Status {
 	return StatusOK
 }
 
-const maxMetrics = 1024
-
-func hostDefineMetric(_ context.Context, in *Instance, a []uint64) Status {
-	kind := u32(a[0])
-	if kind > 2 {
-		return StatusBadArgument
-	}
-	name, ok := in.read(u32(a[1]), u32(a[2]))
-	if !ok {
-		return StatusInvalidMemoryAccess
-	}
-	s := in.plugin.shared
-	s.mu.Lock()
-	id, found := s.metricIDs[string(name)]
-	if !found {
-		if len(s.metrics) >= maxMetrics {
-			s.mu.Unlock()
-			return StatusInternalFailure
-		}
-		s.metrics = append(s.metrics, metric{kind: kind})
-		id = uint32(len(s.metrics))
-		s.metricIDs[string(name)] = id
-	}
-	s.mu.Unlock()
-	if !in.writeU32(u32(a[3]), id) {
-		return StatusInvalidMemoryAccess
-	}
-	return StatusOK
-}
-
-func metricOp(in *Instance, id uint32, v int64, record bool) Status {
-	if in == nil {
-		return StatusInternalFailure
-	}
-	s := in.plugin.shared
+// defineMetric returns the id of the metric name, defined with kind when
+// new (ids count from 1).
+func (s *sharedStore) defineMetric(name []byte, kind uint32) (uint32, Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if id == 0 || int(id) > len(s.metrics) {
-		return StatusNotFound
+	if id, found := s.metricIDs[string(name)]; found {
+		return id, StatusOK
 	}
-	m := &s.metrics[id-1]
-	switch {
-	case record:
-		m.value = v
-	case m.kind == 0 && v < 0:
-		return StatusBadArgument // counters only go up
-	default:
-		m.value += v
+	if len(s.metrics) >= maxMetrics {
+		return 0, StatusInternalFailure
 	}
-	return StatusOK
+	s.metrics = append(s.metrics, metric{kind: kind})
+	id := uint32(len(s.metrics))
+	s.metricIDs[string(name)] = id
+	return id, StatusOK
 }
 
-func hostGetMetric(_ context.Context, in *Instance, a []uint64) Status {
-	id := u32(a[0])
-	s := in.plugin.shared
-	s.mu.Lock()
+// metric is the metric with id, or nil; s.mu is held.
+func (s *sharedStore) metric(id uint32) *metric {
 	if id == 0 || int(id) > len(s.metrics) {
-		s.mu.Unlock()
-		return StatusNotFound
+		return nil
 	}
-	v := s.metrics[id-1].value
-	s.mu.Unlock()
-	if !in.mem.WriteUint64Le(u32(a[1]), uint64(v)) {
-		return StatusInvalidMemoryAccess
-	}
-	return StatusOK
+	return &s.metrics[id-1]
 }
 
 func newSharedStore() *sharedStore {
