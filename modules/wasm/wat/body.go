@@ -111,12 +111,9 @@ func editDistance(a, b string) int {
 
 // plain parses one instruction in flat form.
 func (p *parser) plain(out []instr, base int) []instr {
-	t := p.next()
-	in := instr{op: p.opcode(t), pos: t.pos}
+	t, in, label := p.head()
 	switch in.op.imm {
 	case immBlock:
-		label, _ := p.optID()
-		in.tu = p.blockType()
 		p.pushBlock(in.op.code[0], label, t.pos)
 	case immElse:
 		if len(p.blocks) <= base || p.blocks[len(p.blocks)-1].op != opIf || p.blocks[len(p.blocks)-1].else_ {
@@ -134,6 +131,19 @@ func (p *parser) plain(out []instr, base int) []instr {
 		p.immediates(&in)
 	}
 	return append(out, in)
+}
+
+// head parses an instruction's opcode and, for block, loop and if (in
+// flat and folded form alike), its optional label and its block type.
+func (p *parser) head() (token, instr, string) {
+	t := p.next()
+	in := instr{op: p.opcode(t), pos: t.pos}
+	var label string
+	if in.op.imm == immBlock {
+		label, _ = p.optID()
+		in.tu = p.blockType()
+	}
+	return t, in, label
 }
 
 // endLabel checks the optional label after else or end.
@@ -170,12 +180,9 @@ func (p *parser) folded(out []instr) []instr {
 		p.fail(p.peek().pos, "expressions nested too deeply (more than %d levels)", maxDepth)
 	}
 	p.lparen()
-	t := p.next()
-	in := instr{op: p.opcode(t), pos: t.pos}
+	t, in, label := p.head()
 	switch in.op.imm {
 	case immBlock:
-		label, _ := p.optID()
-		in.tu = p.blockType()
 		if in.op.code[0] == opIf {
 			for p.peek().kind == tLParen && !p.isForm("then") {
 				out = p.folded(out) // the condition
@@ -246,6 +253,15 @@ func (p *parser) label() ref {
 	return p.ref("label")
 }
 
+// optTable parses an optional table reference: table 0 (at pos) when
+// there is none.
+func (p *parser) optTable(at pos) ref {
+	if p.isRef() {
+		return p.ref("table")
+	}
+	return ref{pos: at}
+}
+
 // immediates parses the immediates of a non-block instruction.
 func (p *parser) immediates(in *instr) {
 	switch in.op.imm {
@@ -262,10 +278,7 @@ func (p *parser) immediates(in *instr) {
 	case immCall:
 		in.ref = p.ref("func")
 	case immCallIndirect:
-		in.ref = ref{pos: in.pos}
-		if p.isRef() {
-			in.ref = p.ref("table")
-		}
+		in.ref = p.optTable(in.pos)
 		in.tu = p.typeUse(false)
 	case immSelect:
 		if p.isForm("result") {
@@ -291,10 +304,7 @@ func (p *parser) immediates(in *instr) {
 	case immRefFunc:
 		in.ref = p.ref("func")
 	case immTable:
-		in.ref = ref{pos: in.pos}
-		if p.isRef() {
-			in.ref = p.ref("table")
-		}
+		in.ref = p.optTable(in.pos)
 	case immTableCopy:
 		in.ref, in.x = ref{pos: in.pos}, &instrExtra{ref2: ref{pos: in.pos}}
 		if p.isRef() {
