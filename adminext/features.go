@@ -34,10 +34,14 @@ func features(rec *observe.Recorder) [][]*api.Endpoint {
 	}
 }
 
-// withFeatures equips a new control plane: the request recorder observes
-// the proxied traffic, the certificates compile into the tls app, and the
+// withFeatures equips a new control plane: the store gets the
+// certificates' table, the request recorder observes the proxied traffic,
+// the certificates compile into the tls app, and the
 // admin API serves the features with the admin authentication.
 func withFeatures(cp *controlplane.ControlPlane) error {
+	if err := cp.Store().AddTable(certs.Table); err != nil {
+		return err
+	}
 	rec := observe.NewRecorder(cp)
 	a, err := api.New(cp, auth.New, flatten(features(rec)))
 	if err != nil {

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -73,4 +75,23 @@ func (s *Snapshot) EABFor(dir string) *ACMEEAB {
 		}
 	}
 	return nil
+}
+
+// NormalizeACMEDirectory maps a directory alias to its URL, lowercases the
+// scheme and host and drops a trailing slash.
+func NormalizeACMEDirectory(dir string) string {
+	dir = strings.TrimSpace(dir)
+	if dir == "" {
+		dir = "letsencrypt"
+	}
+	if u, ok := ACMEDirectoryAliases[strings.ToLower(dir)]; ok {
+		return u
+	}
+	u, err := url.Parse(dir)
+	if err != nil {
+		return strings.TrimSuffix(dir, "/")
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	u.Host = strings.ToLower(u.Host)
+	return strings.TrimSuffix(u.String(), "/")
 }

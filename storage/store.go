@@ -22,6 +22,7 @@ type Store struct {
 	Kind string // "sqlite" or "postgres"
 
 	routes routeCache
+	tables []OwnedTable // tables other packages own (AddTable)
 }
 
 // models lists every table the store migrates. Other packages (admin
@@ -148,9 +149,11 @@ type Snapshot struct {
 	Plugins      []Plugin
 	Consumers    []Consumer
 	Credentials  []Credential
-	// Extra holds rows of other resources (certificates, wasm modules …),
-	// loaded by the loaders registered with RegisterSnapshotLoader.
+	// Extra holds rows of other resources (owned tables, wasm modules …),
+	// loaded by the store's owned tables (Table.Rows) and the loaders
+	// registered with RegisterSnapshotLoader.
 	Extra map[string]any
+	sizes map[string]int // rows of each owned table (TableSizes)
 
 	db         *gorm.DB // the transaction it was read in (AllRoutes)
 	routeCount int
@@ -245,6 +248,11 @@ func (s *Store) LoadSnapshot(db *gorm.DB) (*Snapshot, error) {
 	} {
 		if err := db.Order("id").Find(q.dst).Error; err != nil {
 			return nil, fmt.Errorf("reading %s: %w", q.name, err)
+		}
+	}
+	for _, t := range s.tables {
+		if err := t.load(db, snap); err != nil {
+			return nil, err
 		}
 	}
 	for _, l := range snapshotLoaders {

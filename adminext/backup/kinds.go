@@ -22,12 +22,27 @@ import (
 
 // Certificates.
 
+// certificateFields are certs.Certificate's fields without its creation
+// rules: a document's manual certificate lists its names, which an import
+// ignores (certs.Certificate.FromDocument) before the rules run.
+type certificateFields certs.Certificate
+
+// certificateSchema describes a certificate in a document: its declaration,
+// with the private key that exports with include_secrets carry.
+func certificateSchema(mode schema.Mode) map[string]any {
+	s := itemSchema(certs.Certificate{}, mode, nil)
+	key := maps.Clone(schema.JSONSchema(certs.Certificate{}, schema.Input)["properties"].(map[string]any)["key"].(map[string]any))
+	delete(key, "writeOnly")
+	s["properties"].(map[string]any)["key"] = key
+	return s
+}
+
 var certificatesKind = Kind{
 	Name:   "certificates",
 	Counts: []string{"certificates"},
-	Schema: func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(certs.Certificate{}, mode, nil)) },
+	Schema: func(mode schema.Mode) map[string]any { return arrayOf(certificateSchema(mode)) },
 	Export: func(tx *gorm.DB, secrets bool) (any, error) {
-		rows, err := list[storage.Certificate](tx)
+		rows, err := list[certs.Row](tx)
 		if err != nil {
 			return nil, err
 		}
@@ -38,29 +53,27 @@ var certificatesKind = Kind{
 		}
 		return out, nil
 	},
-	Clear: deleteAll(&storage.Certificate{}),
+	Clear: deleteAll(&certs.Row{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
 		return r.each("certificates", raw, "", func(it item) error {
-			var c certs.Certificate
-			if err := decode(it.path, it.fields, &c); err != nil {
+			var fields certificateFields
+			if err := decode(it.path, it.fields, &fields); err != nil {
 				return err
 			}
-			in := c.Input()
-			if !c.ACME && c.Key == nil {
+			in := certs.Certificate(fields)
+			if !in.ACME && in.Key == nil {
 				r.Skip("certificate", it.path, "the private key is not in the document (export with include_secrets=true)")
 				return nil
 			}
+			in.FromDocument()
 			if err := prefix(it.path, in.Validate()); err != nil {
 				return err
 			}
-			row, err := certs.Row(in)
+			row, err := in.Row()
 			if err != nil {
 				return prefix(it.path, err)
 			}
-			if err := r.create(it.path, "certificates", row); err != nil {
-				return err
-			}
-			return nil
+			return r.create(it.path, "certificates", row)
 		})
 	},
 }

@@ -30,7 +30,6 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/schema"
-	"github.com/caddy-gateway/gateway/storage"
 )
 
 const description = "Manual: cert (PEM chain, leaf first) and key (PEM private key, write-only, must match the leaf); " +
@@ -44,19 +43,33 @@ const description = "Manual: cert (PEM chain, leaf first) and key (PEM private k
 	"HTTP-01 challenges are answered by the gateway's HTTP listener (the CA must reach it on port 80). " +
 	"Private keys are never returned."
 
-// CertificateInput is the body of POST /api/v1/certificates.
-type CertificateInput struct {
-	ACME      bool     `json:"acme" doc:"true for an ACME-managed certificate; default false (manual upload)."`
-	Cert      *string  `json:"cert" schema:"text,minLength=1,maxLength=1048576" doc:"Manual only, required: the PEM certificate chain, leaf first (at most 1 MiB and 10 certificates)."`
-	Key       *string  `json:"key" schema:"text,minLength=1,writeonly" doc:"Manual only, required: the PEM private key of the leaf; never returned."`
-	Domains   []string `json:"domains" schema:"host,maxItems=100" doc:"ACME only, required: 1..100 public DNS names; wildcards (*.example.com) only with challenge dns-01. IP addresses and local names (localhost, *.local, *.internal, *.home.arpa) are 400: no public CA issues for them."`
-	Challenge *string  `json:"challenge" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"ACME only; default http-01."`
+// Certificate is the one declaration of a certificate in the admin API:
+// the body of POST /api/v1/certificates (acme, domains, challenge, cert and
+// key; the read-only fields are ignored), its answers (View: never
+// challenge, cert or key), and an item of export documents (Exported: the
+// ACME challenge or the manual chain, the key only with secrets), which an
+// import takes back (FromDocument, then the rules of a creation).
+type Certificate struct {
+	ID                int64      `json:"id" schema:"readonly"`
+	ACME              bool       `json:"acme" doc:"true for an ACME-managed certificate; default false (manual upload)."`
+	Domains           []string   `json:"domains" schema:"host,maxItems=100" doc:"ACME, required on input: 1..100 public DNS names; wildcards (*.example.com) only with challenge dns-01. IP addresses and local names (localhost, *.local, *.internal, *.home.arpa) are 400: no public CA issues for them. Manual: the leaf's SANs, from the chain (400 on input; an import ignores them)."`
+	Challenge         *string    `json:"challenge,omitempty" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"ACME only; default http-01. Not in answers (export documents carry it)."`
+	Cert              *string    `json:"cert,omitempty" schema:"text,minLength=1,maxLength=1048576" doc:"Manual only, required: the PEM certificate chain, leaf first (at most 1 MiB and 10 certificates). Not in answers (export documents carry it)."`
+	Key               *string    `json:"key,omitempty" schema:"text,minLength=1,writeonly" doc:"Manual only, required: the PEM private key of the leaf; never returned (export documents carry it only with include_secrets; without it an import skips the certificate)."`
+	Status            string     `json:"status" schema:"readonly,enum=pending|active|failed|expired"`
+	Issuer            *string    `json:"issuer" schema:"readonly" doc:"The issuer's common name (or full name); null while pending."`
+	NotBefore         *time.Time `json:"not_before" schema:"readonly" doc:"null while pending."`
+	NotAfter          *time.Time `json:"not_after" schema:"readonly" doc:"null while pending."`
+	FingerprintSHA256 *string    `json:"fingerprint_sha256" schema:"readonly" doc:"SHA-256 of the leaf's DER, hex; null while pending."`
+	LastError         *string    `json:"last_error" schema:"readonly"`
+	CreatedAt         time.Time  `json:"created_at" schema:"readonly"`
+	UpdatedAt         time.Time  `json:"updated_at" schema:"readonly"`
 }
 
 var dnsName = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-// Validate implements schema.Validator.
-func (in *CertificateInput) Validate() error {
+// Validate implements schema.Validator: the rules of a creation.
+func (in *Certificate) Validate() error {
 	if !in.ACME {
 		if in.Domains != nil {
 			return schema.Errorf("domains", "applies to ACME certificates only (a manual certificate's names come from its leaf)")
@@ -113,32 +126,10 @@ func (in *CertificateInput) Validate() error {
 	return nil
 }
 
-// Certificate is a certificate as answers and export documents show it,
-// and as an import restores it: answers never carry challenge, cert or key
-// (View); an export adds the ACME challenge or the manual chain, and its key
-// only with secrets (Exported); an import takes those back (Input) and
-// ignores the read-only fields.
-type Certificate struct {
-	ID                int64      `json:"id" schema:"readonly"`
-	ACME              bool       `json:"acme"`
-	Domains           []string   `json:"domains" doc:"The leaf's SANs (manual) or the managed names (ACME); ignored on import for a manual certificate."`
-	Challenge         *string    `json:"challenge,omitempty" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"Export documents only: the ACME challenge."`
-	Cert              *string    `json:"cert,omitempty" schema:"text,minLength=1,maxLength=1048576" doc:"Export documents only: the manual certificate's PEM chain."`
-	Key               *string    `json:"key,omitempty" schema:"text,minLength=1" doc:"Export documents with secrets only: the manual certificate's PEM private key (without it the certificate is skipped on import). Never in answers."`
-	Status            string     `json:"status" schema:"readonly,enum=pending|active|failed|expired"`
-	Issuer            *string    `json:"issuer" schema:"readonly" doc:"The issuer's common name (or full name); null while pending."`
-	NotBefore         *time.Time `json:"not_before" schema:"readonly" doc:"null while pending."`
-	NotAfter          *time.Time `json:"not_after" schema:"readonly" doc:"null while pending."`
-	FingerprintSHA256 *string    `json:"fingerprint_sha256" schema:"readonly" doc:"SHA-256 of the leaf's DER, hex; null while pending."`
-	LastError         *string    `json:"last_error" schema:"readonly"`
-	CreatedAt         time.Time  `json:"created_at" schema:"readonly"`
-	UpdatedAt         time.Time  `json:"updated_at" schema:"readonly"`
-}
-
 // Exported is a row as an export document shows it: its view, with the
 // ACME challenge or the manual chain, and the private key when secrets is
 // set.
-func Exported(row *storage.Certificate, now time.Time, secrets bool) Certificate {
+func Exported(row *Row, now time.Time, secrets bool) Certificate {
 	v := View(row, now)
 	if row.ACME {
 		ch := row.Challenge
@@ -154,14 +145,12 @@ func Exported(row *storage.Certificate, now time.Time, secrets bool) Certificate
 	return v
 }
 
-// Input is the creation input that restores an exported certificate (a
-// manual certificate's names come from its chain again).
-func (c *Certificate) Input() *CertificateInput {
-	in := &CertificateInput{ACME: c.ACME, Challenge: c.Challenge, Cert: c.Cert, Key: c.Key}
-	if c.ACME {
-		in.Domains = c.Domains
+// FromDocument makes c, an item of an export document, a creation input:
+// a manual certificate's names come from its chain again.
+func (c *Certificate) FromDocument() {
+	if !c.ACME {
+		c.Domains = nil
 	}
-	return in
 }
 
 // RenewResult is the answer of POST /api/v1/certificates/{id}/renew.
@@ -180,7 +169,7 @@ func certificateEndpoints() []*api.Endpoint {
 			Summary: "List certificates (without private keys)", Response: Certificate{}, ResponseList: true, Handle: list},
 		{Method: "POST", Path: "/api/v1/certificates", Role: api.RoleEditor, Tag: "certificates",
 			Summary: "Upload a certificate or request an ACME-managed one", Description: description,
-			Body: CertificateInput{}, Response: Certificate{}, Statuses: []int{400}, Handle: create},
+			Body: Certificate{}, Response: Certificate{}, Statuses: []int{400}, Handle: create},
 		{Method: "DELETE", Path: "/api/v1/certificates/{id}", Role: api.RoleEditor, Tag: "certificates",
 			Summary: "Delete a certificate", Response: api.Deleted{}, Statuses: []int{404}, Handle: resource.Remove},
 		{Method: "POST", Path: "/api/v1/certificates/{id}/renew", Role: api.RoleEditor, Tag: "certificates",
@@ -195,10 +184,10 @@ func certificateEndpoints() []*api.Endpoint {
 	}
 }
 
-var resource = api.Resource[storage.Certificate]{Kind: "certificate"}
+var resource = api.Resource[Row]{Kind: "certificate"}
 
 func list(c *api.Call) (any, error) {
-	var rows []storage.Certificate
+	var rows []Row
 	if err := c.CP.Store().DB.WithContext(c.Ctx()).Order("id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("listing certificates: %w", err)
 	}
@@ -210,11 +199,11 @@ func list(c *api.Call) (any, error) {
 }
 
 func create(c *api.Call) (any, error) {
-	in := new(CertificateInput)
+	in := new(Certificate)
 	if err := c.Decode(in); err != nil {
 		return nil, err
 	}
-	row, err := Row(in)
+	row, err := in.Row()
 	if err != nil {
 		return nil, err
 	}
@@ -245,9 +234,9 @@ func allDigits(s string) bool {
 
 // Row builds the stored certificate from a validated input: a manual one is
 // parsed (chain, key matching the leaf) and described by its leaf.
-func Row(in *CertificateInput) (*storage.Certificate, error) {
+func (in *Certificate) Row() (*Row, error) {
 	if in.ACME {
-		return &storage.Certificate{ACME: true, Domains: in.Domains, Challenge: *in.Challenge, Status: "pending"}, nil
+		return &Row{ACME: true, Domains: in.Domains, Challenge: *in.Challenge, Status: "pending"}, nil
 	}
 	leaf, err := parsePair(*in.Cert, *in.Key)
 	if err != nil {
@@ -255,7 +244,7 @@ func Row(in *CertificateInput) (*storage.Certificate, error) {
 	}
 	sum := sha256.Sum256(leaf.Raw)
 	nb, na := leaf.NotBefore.UTC(), leaf.NotAfter.UTC()
-	return &storage.Certificate{
+	return &Row{
 		Domains: leafNames(leaf), CertPEM: *in.Cert, KeyPEM: *in.Key, Status: "active",
 		Issuer: issuerName(leaf), NotBefore: &nb, NotAfter: &na, Fingerprint: hex.EncodeToString(sum[:]),
 	}, nil
@@ -349,7 +338,7 @@ func issuerName(c *x509.Certificate) string {
 // shows what Caddy's certificate events recorded in its row (events.go):
 // pending until issued, failed with last_error when an order failed,
 // active once issued (expired past not_after).
-func View(row *storage.Certificate, now time.Time) Certificate {
+func View(row *Row, now time.Time) Certificate {
 	v := Certificate{
 		ID: row.ID, ACME: row.ACME, Domains: row.Domains, Status: row.Status,
 		NotBefore: row.NotBefore, NotAfter: row.NotAfter, LastError: row.LastError,
@@ -398,7 +387,7 @@ func renew(c *api.Call) (any, error) {
 // (docs/tls.md): active (manual within its validity period, ACME issued)
 // and one of its names equals domain or is a wildcard covering it.
 func Matching(tx *gorm.DB, domain string) (bool, error) {
-	var rows []storage.Certificate
+	var rows []Row
 	if err := tx.Order("id").Find(&rows).Error; err != nil {
 		return false, err
 	}

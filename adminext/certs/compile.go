@@ -45,7 +45,7 @@ func Compile(boot controlplane.Bootstrap) compiler.Step {
 }
 
 func compileTLS(apps map[string]json.RawMessage, snap *storage.Snapshot, version int64, boot *controlplane.Bootstrap) error {
-	certs := snap.Certificates()
+	certs := Table.Rows(snap)
 	if len(certs) == 0 {
 		return nil
 	}
@@ -108,7 +108,7 @@ func compileTLS(apps map[string]json.RawMessage, snap *storage.Snapshot, version
 // acmeIssuer is the issuer of one ACME certificate: the settings' directory
 // and contact, the EAB of that directory by reference, and exactly the
 // certificate's challenge enabled.
-func acmeIssuer(snap *storage.Snapshot, c *storage.Certificate, token string, version int64, boot *controlplane.Bootstrap) json.RawMessage {
+func acmeIssuer(snap *storage.Snapshot, c *Row, token string, version int64, boot *controlplane.Bootstrap) json.RawMessage {
 	s := snap.Settings
 	dir := storage.NormalizeACMEDirectory(s.ACMEDirectoryURL)
 	iss := &gwtls.ACMEIssuer{ACMEIssuer: caddytls.ACMEIssuer{

@@ -191,7 +191,7 @@ func (r *recorder) reconcile() {
 	if stored, err := storage.ConfigVersion(db); err != nil || stored != applied {
 		return // unreachable, or not committed / not synced yet: the next tick tries again
 	}
-	var rows []storage.Certificate
+	var rows []Row
 	if err := db.Where("acme = ? AND status <> ?", true, "active").Find(&rows).Error; err != nil {
 		return // the store is unreachable: the next tick tries again
 	}
@@ -220,7 +220,7 @@ func (r *recorder) apply(evs ...certevents.Event) {
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
 	db := r.cp.Store().DB.WithContext(ctx)
-	var rows []storage.Certificate
+	var rows []Row
 	fresh := false
 	for _, ev := range evs {
 		if !fresh {
@@ -244,7 +244,7 @@ func (r *recorder) apply(evs ...certevents.Event) {
 				continue
 			}
 			fresh = false // the next event reads what this one wrote
-			if err := db.Model(&storage.Certificate{}).Where("id = ?", row.ID).Updates(changes).Error; err != nil {
+			if err := db.Model(&Row{}).Where("id = ?", row.ID).Updates(changes).Error; err != nil {
 				r.reconciled = -1 // the next reconcile records what Caddy serves
 				r.logger.Warn("recording a certificate event", zap.Int64("certificate", row.ID), zap.String("identifier", ev.Name), zap.Error(err))
 			}
@@ -268,7 +268,7 @@ func (r *recorder) apply(evs ...certevents.Event) {
 //     shared storage went into the cache: another node's order, a
 //     restart): once every name of the row has a certificate, the row is
 //     active and describes its first name's certificate.
-func update(row *storage.Certificate, ev certevents.Event, now time.Time) map[string]any {
+func update(row *Row, ev certevents.Event, now time.Time) map[string]any {
 	switch ev.Kind {
 	case certevents.Failed:
 		msg := ev.Error

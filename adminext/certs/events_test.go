@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/modules/certevents"
-	"github.com/caddy-gateway/gateway/storage"
 )
 
 func testLeaf(t *testing.T, name string, notBefore time.Time) *x509.Certificate {
@@ -36,7 +35,7 @@ func testLeaf(t *testing.T, name string, notBefore time.Time) *x509.Certificate 
 // update: what each event does to a certificate row.
 func TestUpdateFromEvents(t *testing.T) {
 	now := time.Now().UTC()
-	pending := &storage.Certificate{ACME: true, Domains: []string{"a.example.com"}, Status: "pending"}
+	pending := &Row{ACME: true, Domains: []string{"a.example.com"}, Status: "pending"}
 	failed := update(pending, certevents.Event{Name: "a.example.com", Kind: certevents.Failed, Error: "connection refused"}, now)
 	if failed["status"] != "failed" || failed["last_error"] != "connection refused" {
 		t.Fatalf("failed order of a pending certificate: %v", failed)
@@ -54,7 +53,7 @@ func TestUpdateFromEvents(t *testing.T) {
 		t.Fatalf("obtained: %v", got)
 	}
 	nb, na := first.NotBefore.UTC(), first.NotAfter.UTC()
-	active := &storage.Certificate{ACME: true, Domains: []string{"a.example.com"}, Status: "active",
+	active := &Row{ACME: true, Domains: []string{"a.example.com"}, Status: "active",
 		NotBefore: &nb, NotAfter: &na, Fingerprint: got["fingerprint"].(string)}
 	if same := update(active, certevents.Event{Name: "a.example.com", Kind: certevents.Loaded, Leaf: first}, now); same != nil {
 		t.Fatalf("another node loading the same certificate writes %v", same)
@@ -70,7 +69,7 @@ func TestUpdateFromEvents(t *testing.T) {
 
 	// Several names: the failing one is named; active only once every
 	// name has a certificate.
-	two := &storage.Certificate{ACME: true, Domains: []string{"a.example.com", "b.example.com"}, Status: "pending"}
+	two := &Row{ACME: true, Domains: []string{"a.example.com", "b.example.com"}, Status: "pending"}
 	if f := update(two, certevents.Event{Name: "b.example.com", Kind: certevents.Failed, Error: "refused"}, now); f["last_error"] != "b.example.com: refused" {
 		t.Fatalf("failure of one of two names: %v", f)
 	}

@@ -17,6 +17,7 @@ package compiler
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/caddy-gateway/gateway/modules/health"
@@ -188,10 +189,10 @@ func Compile(snap *storage.Snapshot, version int64, prev *router.Table) (*Genera
 			"plugins":       len(snap.Plugins),
 			"consumers":     len(snap.Consumers),
 			"credentials":   len(snap.Credentials),
-			"certificates":  len(snap.Certificates()),
 			"wasm_modules":  len(snap.WasmModules()),
 		},
 	}
+	maps.Copy(gen.Counts, snap.TableSizes()) // certificates …
 	raw, table, err := compileRouter(snap, idx, version, prev)
 	if err != nil {
 		return nil, nil, err

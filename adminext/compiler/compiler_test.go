@@ -41,10 +41,12 @@ type store struct {
 }
 
 func baseSnapshot() *storage.Snapshot {
-	return &storage.Snapshot{
+	s := &storage.Snapshot{
 		Settings: storage.Settings{ID: 1, HTTPListen: ":8080", HTTPSListen: ":8443", TrustedProxies: []string{}, ACMEDirectoryURL: "letsencrypt"},
 		Extra:    map[string]any{},
 	}
+	certs.Table.Put(s, nil) // the gateway's store has the table
+	return s
 }
 
 func service(id int64, name string) storage.Service {
@@ -179,12 +181,12 @@ func fixtures() map[string]store {
 		s := baseSnapshot()
 		s.Settings.ACMEEmail = "ops@example.com"
 		s.Settings.ACMEDirectoryURL = "https://acme.example.net/directory/"
-		s.Extra[storage.CertificatesKey] = []storage.Certificate{
+		certs.Table.Put(s, []certs.Row{
 			{ID: 1, Domains: []string{"manual.example.com"}, CertPEM: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", KeyPEM: "-----BEGIN PRIVATE KEY-----\nsecret\n-----END PRIVATE KEY-----\n"},
 			{ID: 2, ACME: true, Domains: []string{"a.example.com", "www.a.example.com"}, Challenge: "http-01"},
 			{ID: 3, ACME: true, Domains: []string{"b.example.com"}, Challenge: "tls-alpn-01"},
 			{ID: 4, ACME: true, Domains: []string{"*.c.example.com"}, Challenge: "dns-01"},
-		}
+		})
 		s.Extra[storage.CloudflareTokenKey] = "cf-token"
 		s.Extra[storage.ACMEEABKey] = []storage.ACMEEAB{{ID: 1, DirectoryURL: "https://acme.example.net/directory", KeyID: "kid-1", MACKey: "bWFj"}}
 		base := map[string]json.RawMessage{
@@ -198,7 +200,7 @@ func fixtures() map[string]store {
 		}
 		out["certificates_acme"] = store{snap: s, base: base, opt: compiler.Options{Steps: []compiler.Step{certs.Compile(boot)}}}
 		s2 := baseSnapshot()
-		s2.Extra[storage.CertificatesKey] = []storage.Certificate{{ID: 5, ACME: true, Domains: []string{"d.example.com"}, Challenge: "dns-01"}}
+		certs.Table.Put(s2, []certs.Row{{ID: 5, ACME: true, Domains: []string{"d.example.com"}, Challenge: "dns-01"}})
 		out["certificates_dns_without_token"] = store{snap: s2}
 	}
 

@@ -20,9 +20,9 @@ func inputDeclarations() map[string]any {
 	decls := map[string]any{
 		"Service": storage.Service{}, "Target": storage.Target{}, "Route": storage.Route{}, "StreamRoute": storage.StreamRoute{},
 		"Plugin": storage.Plugin{}, "Consumer": storage.Consumer{}, "Settings": storage.Settings{},
-		"Credential": pluginapi.Credential{}, "CertificateInput": certs.CertificateInput{}, "User": auth.User{},
+		"Credential": pluginapi.Credential{}, "Certificate": certs.Certificate{}, "User": auth.User{},
 		"ApplicationSpec":           apps.ApplicationSpec{},
-		"backup.DocumentCredential": backup.DocumentCredential{}, "Certificate (export)": certs.Certificate{},
+		"backup.DocumentCredential": backup.DocumentCredential{},
 	}
 	for _, t := range plugins.Types() {
 		decls["plugin "+t.Name] = t.New()

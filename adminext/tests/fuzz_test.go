@@ -297,7 +297,7 @@ func FuzzCertificateInput(f *testing.F) {
 		`{"acme":true,"domains":["a.example","*.b.example"],"challenge":"dns-01"}`, `{"acme":true,"domains":["a b"]}`, `{"cert":"x","key":"y"}`)
 	fg := startFuzzGW(f)
 	f.Fuzz(func(t *testing.T, body string) {
-		var in certs.CertificateInput
+		var in certs.Certificate
 		if !declared(t, []byte(body), &in) || in.ACME {
 			return // ACME certificates would contact a CA
 		}
