@@ -25,16 +25,22 @@ import (
 // match found so far.
 //
 // With thousands of routes, matching time is dominated by cache misses, not
-// by comparisons, so the layout avoids pointer hops: buckets are stored by
-// value in the host maps, each bucket's tree is one slice of nodes whose
-// labels point into one string, and the candidates carry the fields needed
-// to rank them.
+// by comparisons, so the layout avoids pointer hops: one open-addressing
+// index holds every host key (hostindex.go), and each bucket is one
+// pointer-free blob holding its key, tree, labels and candidates
+// (bucket.go), so that a request to a cold host reads the slot array once
+// and then a few adjacent cache lines.
 type Table struct {
 	// entries are the routes, sorted by id (lookups by id, Explain).
 	entries []*entry
-	exact   hostIndex // normalized host → bucket
-	wild    hostIndex // ".example.com" for "*.example.com" → bucket
-	any     bucket    // routes without hosts; empty when there are none
+	// slots are the entries by entry.slot, the number buckets name them
+	// by; nil where a route was removed (free lists those slots). An
+	// entry keeps its slot for as long as it lives, in every table that
+	// shares it.
+	slots []*entry
+	free  []int32
+	hosts hostIndex // exact hosts and wildcard suffixes → bucket
+	any   bucket    // routes without hosts; empty when there are none
 	// wildMaxPriority bounds every wildcard bucket, so that a request whose
 	// exact-host match already beats them all skips the suffix lookups. An
 	// update (With) only ever raises it: a bound above the real maximum
@@ -61,45 +67,13 @@ const (
 	hostExact
 )
 
-// bucket holds the routes reachable through one host key. It is kept small
-// (under 128 bytes) so that Go maps store it inline, next to its key.
-type bucket struct {
-	class       hostClass
-	hasRegex    bool
-	maxPriority int32
-	// suffixLen is the length of the wildcard suffix (".example.com") for
-	// wildcard buckets, 0 otherwise.
-	suffixLen int
-	// nodes is the radix tree over literal path prefixes; nodes[0] is the
-	// root and the children of a node are contiguous. Empty for an unused
-	// bucket.
-	nodes   []node
-	literal []cand      // every node's literal candidates, by node
-	regex   []regexCand // every node's regex candidates, by node
-}
-
-// node is a radix tree node. The root's label is empty; a route with no
-// paths sits among the root's literal candidates because it matches every
-// path with an empty matched portion.
-type node struct {
-	label   string
-	indices string // first byte of each child's label, in child order
-	child   int32  // index of the first child in bucket.nodes
-	// literal[lit:litEnd] are the routes with a literal path entry spelling
-	// exactly the path from the root to this node; regex[re:reEnd] are the
-	// regex entries whose literal prefix does. Both ranges are sorted by
-	// candOrder, so the first candidate that satisfies its conditions is the
-	// best of its range.
-	lit, litEnd int32
-	re, reEnd   int32
-}
-
-// cand is a route as stored in a bucket. The ranking fields and the common
-// method condition are copied out of the entry so that a candidate can be
-// ranked, pruned and usually accepted without touching other memory.
+// cand is a route as stored in a bucket (encoded, see bucket.go). The
+// ranking fields and the common method condition are copied out of the
+// entry so that a candidate can be ranked, pruned and usually accepted
+// without touching other memory.
 type cand struct {
-	e        *entry
 	id       int64
+	slot     int32 // the entry, in Table.slots
 	priority int32
 	conds    int32
 	// methods is a mask of methodBit values when every method the route
@@ -110,11 +84,6 @@ type cand struct {
 	slow bool
 }
 
-type regexCand struct {
-	cand
-	re *regexp.Regexp // compiled as ^(?:re)
-}
-
 // entry is a route compiled for matching. It keeps little beside the
 // route: at 50,000 routes every word of it is 400 KB. The host keys and
 // literal paths are read from the route when needed (building or
@@ -123,9 +92,9 @@ type entry struct {
 	// route is the entry's own copy, so that the *Route handed out by
 	// Match stays valid and unchanged whatever the caller does with the
 	// slice the table was built from.
-	route    Route
-	priority int32
-	conds    int32 // (1 if methods) + number of header conditions
+	route Route
+	conds int32 // (1 if methods) + number of header conditions
+	slot  int32 // in Table.slots
 	// x is nil for a route without methods, headers, regex paths or
 	// splits.
 	x *entryExtra
@@ -241,7 +210,7 @@ func methodBit(method string) uint16 {
 }
 
 func (e *entry) cand() cand {
-	c := cand{e: e, id: e.route.ID, priority: e.priority, conds: e.conds}
+	c := cand{id: e.route.ID, slot: e.slot, priority: e.route.Priority, conds: e.conds}
 	for _, m := range e.methods() {
 		bit := methodBit(m)
 		if bit == 0 {
@@ -306,19 +275,21 @@ func candOrder(a, b *cand) int {
 func NewTable(routes []Route) (*Table, error) {
 	regexes.begin()
 	defer regexes.end()
-	entries := make([]*entry, 0, len(routes))
+	slots := make([]*entry, len(routes))
 	slab := make([]entry, len(routes)) // one allocation for every entry
 	for i := range routes {
 		if err := compileEntry(&slab[i], &routes[i]); err != nil {
 			return nil, err
 		}
-		entries = append(entries, &slab[i])
+		slab[i].slot = int32(i)
+		slots[i] = &slab[i]
 	}
-	return build(entries)
+	return build(slices.Clone(slots), slots, nil)
 }
 
-// build indexes compiled entries (in any order).
-func build(entries []*entry) (*Table, error) {
+// build indexes compiled entries (in any order), given the slots they
+// have (and the free ones).
+func build(entries, slots []*entry, free []int32) (*Table, error) {
 	slices.SortFunc(entries, func(a, b *entry) int { return cmp.Compare(a.route.ID, b.route.ID) })
 	for i := 1; i < len(entries); i++ {
 		if entries[i].route.ID == entries[i-1].route.ID {
@@ -327,19 +298,24 @@ func build(entries []*entry) (*Table, error) {
 	}
 	t := &Table{
 		entries:         entries,
+		slots:           slots,
+		free:            free,
 		wildMaxPriority: math.MinInt32,
 		services:        map[int64]int32{},
 		primaries:       map[int64]int32{},
 	}
 	// Build with pointer trees, then freeze each into its flat form.
-	exact := map[string]*builder{}
-	wild := map[string]*builder{}
+	type hostKey struct {
+		key  string
+		wild bool
+	}
+	hosts := map[hostKey]*builder{}
 	var none *builder
 	for _, e := range entries {
 		t.count(e, 1)
 		if !e.hasHosts() {
 			if none == nil {
-				none = newBuilder(hostNone, 0)
+				none = newBuilder(hostNone, "")
 			}
 			none.add(e)
 			continue
@@ -347,17 +323,17 @@ func build(entries []*entry) (*Table, error) {
 		// A route listing the same host twice (or "A.com" and "a.com") must
 		// land in a bucket once.
 		seen := make(map[*builder]bool, len(e.route.Hosts))
-		e.eachHost(func(key string, isWild bool) {
-			m, class, suffixLen := exact, hostExact, 0
-			if isWild {
-				m, class, suffixLen = wild, hostWildcard, len(key)
-				t.wildMaxPriority = max(t.wildMaxPriority, e.priority)
+		e.eachHost(func(key string, wild bool) {
+			class := hostExact
+			if wild {
+				class = hostWildcard
+				t.wildMaxPriority = max(t.wildMaxPriority, e.route.Priority)
 				t.wildDots |= dotsBit(key)
 			}
-			b := m[key]
+			b := hosts[hostKey{key, wild}]
 			if b == nil {
-				b = newBuilder(class, suffixLen)
-				m[key] = b
+				b = newBuilder(class, key)
+				hosts[hostKey{key, wild}] = b
 			}
 			if !seen[b] {
 				seen[b] = true
@@ -365,11 +341,8 @@ func build(entries []*entry) (*Table, error) {
 			}
 		})
 	}
-	for h, b := range exact {
-		t.exact.set(h, b.freeze())
-	}
-	for s, b := range wild {
-		t.wild.set(s, b.freeze())
+	for _, b := range hosts {
+		t.hosts.set(b.freeze())
 	}
 	if none != nil {
 		t.any = none.freeze()
@@ -398,7 +371,7 @@ func (t *Table) count(e *entry, n int32) {
 
 // compileEntry compiles r into e.
 func compileEntry(e *entry, r *Route) error {
-	*e = entry{route: *r, priority: r.Priority}
+	*e = entry{route: *r}
 	r = &e.route
 	r.Hosts, r.Paths = compactStrings(r.Hosts, r.Paths)
 	for _, p := range r.Paths {
@@ -455,129 +428,6 @@ func compactStrings(hosts, paths []string) ([]string, []string) {
 	return both[:n:n], both[n:]
 }
 
-// builder is a bucket under construction, with an ordinary pointer tree.
-type builder struct {
-	bucket
-	root *bnode
-}
-
-type bnode struct {
-	label    string
-	indices  string
-	children []*bnode
-	literal  []cand
-	regex    []regexCand
-}
-
-func newBuilder(class hostClass, suffixLen int) *builder {
-	return &builder{
-		bucket: bucket{class: class, suffixLen: suffixLen, maxPriority: math.MinInt32},
-		root:   &bnode{},
-	}
-}
-
-func (b *builder) add(e *entry) {
-	b.maxPriority = max(b.maxPriority, e.priority)
-	c := e.cand()
-	for _, lit := range e.route.Paths {
-		if strings.HasPrefix(lit, "~") {
-			continue
-		}
-		n := b.root.insert(lit)
-		// Duplicate literals of one route are inserted back to back, since
-		// routes are added one at a time.
-		if k := len(n.literal); k == 0 || n.literal[k-1].e != e {
-			n.literal = append(n.literal, c)
-		}
-	}
-	if len(e.route.Paths) == 0 {
-		b.root.literal = append(b.root.literal, c)
-	}
-	for _, pr := range e.regexes() {
-		n := b.root.insert(pr.prefix)
-		n.regex = append(n.regex, regexCand{cand: c, re: pr.re})
-		b.hasRegex = true
-	}
-}
-
-// insert returns the node spelling path, creating and splitting nodes as
-// needed.
-func (n *bnode) insert(path string) *bnode {
-	for path != "" {
-		i := strings.IndexByte(n.indices, path[0])
-		if i < 0 {
-			child := &bnode{label: path}
-			n.indices += path[:1]
-			n.children = append(n.children, child)
-			return child
-		}
-		child := n.children[i]
-		common := commonPrefixLen(path, child.label)
-		if common < len(child.label) {
-			split := &bnode{
-				label:    child.label[:common],
-				indices:  child.label[common : common+1],
-				children: []*bnode{child},
-			}
-			child.label = child.label[common:]
-			n.children[i] = split
-			child = split
-		}
-		path = path[common:]
-		n = child
-	}
-	return n
-}
-
-// freeze lays the tree out breadth first, so that siblings are contiguous
-// and addressed by one index, and copies every label and index string into
-// one arena string, so that a small bucket sits in a few cache lines.
-func (b *builder) freeze() bucket {
-	out := b.bucket
-	var order []*bnode
-	var arena strings.Builder
-	for queue := []*bnode{b.root}; len(queue) > 0; queue = queue[1:] {
-		n := queue[0]
-		order = append(order, n)
-		arena.WriteString(n.label)
-		arena.WriteString(n.indices)
-		queue = append(queue, n.children...)
-	}
-	text := arena.String()
-	out.nodes = make([]node, len(order))
-	off, next := 0, 1 // next: index of the next node's first child
-	for i, n := range order {
-		fn := &out.nodes[i]
-		fn.label = text[off : off+len(n.label)]
-		off += len(n.label)
-		fn.indices = text[off : off+len(n.indices)]
-		off += len(n.indices)
-		fn.child = int32(next)
-		next += len(n.children)
-
-		slices.SortStableFunc(n.literal, func(a, b cand) int { return candOrder(&a, &b) })
-		fn.lit = int32(len(out.literal))
-		out.literal = append(out.literal, n.literal...)
-		fn.litEnd = int32(len(out.literal))
-
-		slices.SortStableFunc(n.regex, func(a, b regexCand) int { return candOrder(&a.cand, &b.cand) })
-		fn.re = int32(len(out.regex))
-		out.regex = append(out.regex, n.regex...)
-		fn.reEnd = int32(len(out.regex))
-	}
-	return out
-}
-
-func commonPrefixLen(a, b string) int {
-	n := min(len(a), len(b))
-	for i := 0; i < n; i++ {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}
-
 // Request is what matching looks at.
 type Request struct {
 	Host   string // may include :port
@@ -609,22 +459,22 @@ func (t *Table) Match(req Request) Match {
 	if t == nil || len(t.entries) == 0 {
 		return Match{}
 	}
-	m := matcher{req: req, method: methodBit(req.Method)}
+	m := matcher{req: req, method: methodBit(req.Method), slots: t.slots}
 	host := normalizeHost(req.Host)
 
 	// Buckets are searched most specific host class first, so that the
 	// bounds below prune as early as possible. Literal candidates of every
 	// bucket go first and regexes after them: a literal match usually
 	// proves that a regex cannot win, which saves running it. The few
-	// buckets holding regexes are remembered by value for that second pass.
-	var buf [2]bucket
+	// buckets holding regexes are remembered for that second pass.
+	var buf [4]*bucket
 	withRegex := buf[:0]
-	if t.exact.n > 0 {
-		if b, ok := t.exact.get(host); ok && m.searchLiterals(&b) && b.hasRegex {
+	if t.hosts.n > 0 {
+		if b := t.hosts.get(host, hostExact); b != nil && m.searchLiterals(b) && b.hasRegex() {
 			withRegex = append(withRegex, b)
 		}
 	}
-	if t.wild.n > 0 {
+	if t.wildDots != 0 {
 		// For a.b.example.com look up ".b.example.com", ".example.com" and
 		// ".com", longest first. Starting at index 1 keeps a leading dot (an
 		// empty label) from matching a wildcard.
@@ -640,21 +490,22 @@ func (t *Table) Match(req Request) Match {
 			if t.wildDots&(1<<min(dots, 63)) == 0 {
 				continue
 			}
-			if b, ok := t.wild.get(host[i:]); ok && m.searchLiterals(&b) && b.hasRegex {
+			if b := t.hosts.get(host[i:], hostWildcard); b != nil && m.searchLiterals(b) && b.hasRegex() {
 				withRegex = append(withRegex, b)
 			}
 		}
 	}
-	if len(t.any.nodes) > 0 && m.searchLiterals(&t.any) && t.any.hasRegex {
-		withRegex = append(withRegex, t.any)
+	if !t.any.empty() && m.searchLiterals(&t.any) && t.any.hasRegex() {
+		withRegex = append(withRegex, &t.any)
 	}
-	for i := range withRegex {
-		m.searchRegexes(&withRegex[i])
+	for _, b := range withRegex {
+		m.searchRegexes(b)
 	}
 	if !m.found {
 		return Match{}
 	}
-	return Match{Route: &m.best.e.route, MatchedPath: req.Path[:m.best.pathLen], e: m.best.e}
+	e := t.slots[m.best.slot]
+	return Match{Route: &e.route, MatchedPath: req.Path[:m.best.pathLen], e: e}
 }
 
 // matcher carries the best candidate found so far through one Match.
@@ -664,13 +515,14 @@ type matcher struct {
 	// would move the request to the heap on every call.
 	req    Request
 	method uint16 // methodBit(req.Method)
+	slots  []*entry
 	best   bestRank
 	found  bool
 }
 
 type bestRank struct {
 	rank
-	e *entry
+	slot int32
 }
 
 // canBeat reports whether any route with at most this priority, in this host
@@ -696,7 +548,7 @@ func (m *matcher) accepts(c *cand) bool {
 		}
 	}
 	if c.slow || c.methods != 0 {
-		return c.e.accepts(&m.req)
+		return m.slots[c.slot].accepts(&m.req)
 	}
 	return true
 }
@@ -705,40 +557,40 @@ func (m *matcher) accepts(c *cand) bool {
 // candidates of every node on the way. It reports false when the bucket
 // was skipped because nothing in it can beat the best match.
 func (m *matcher) searchLiterals(b *bucket) bool {
-	if !m.canBeat(b.maxPriority, b.class, b.suffixLen) {
+	class, suffixLen := b.class(), b.suffixLen()
+	if !m.canBeat(b.maxPriority(), class, suffixLen) {
 		return false
 	}
 	path := m.req.Path
-	n := &b.nodes[0]
+	n := b.node(0)
 	depth := 0
 	for {
-		if n.lit < n.litEnd {
-			m.tryLiterals(b, b.literal[n.lit:n.litEnd], depth)
+		if lit, end := u32(b.blob, n+nodeLit), u32(b.blob, n+nodeLitEnd); lit < end {
+			m.tryLiterals(b, lit, end, class, suffixLen, depth)
 		}
 		if depth == len(path) {
 			return true
 		}
-		i := strings.IndexByte(n.indices, path[depth])
-		if i < 0 {
+		child, label, ok := b.child(n, path[depth])
+		if !ok || !strings.HasPrefix(path[depth:], label) {
 			return true
 		}
-		n = &b.nodes[int(n.child)+i]
-		if !strings.HasPrefix(path[depth:], n.label) {
-			return true
-		}
-		depth += len(n.label)
+		n = child
+		depth += len(label)
 	}
 }
 
-func (m *matcher) tryLiterals(b *bucket, list []cand, depth int) {
-	for i := range list {
-		c := &list[i]
-		r := rank{c.priority, b.class, b.suffixLen, depth, c.conds, c.id}
+// tryLiterals tries the literal candidates lit..end-1 of b, matched to
+// depth.
+func (m *matcher) tryLiterals(b *bucket, lit, end uint32, class hostClass, suffixLen, depth int) {
+	for off, stop := b.literalAt(lit), b.literalAt(end); off < stop; off += litSize {
+		c := b.candAt(off)
+		r := rank{c.priority, class, suffixLen, depth, c.conds, c.id}
 		if m.found && !r.beats(&m.best.rank) {
 			return // the list is sorted: nothing after this wins either
 		}
-		if m.accepts(c) {
-			m.best, m.found = bestRank{r, c.e}, true
+		if m.accepts(&c) {
+			m.best, m.found = bestRank{r, c.slot}, true
 			return
 		}
 	}
@@ -747,51 +599,50 @@ func (m *matcher) tryLiterals(b *bucket, list []cand, depth int) {
 // searchRegexes walks b's radix tree again, this time trying the regex
 // candidates whose literal prefix the path starts with.
 func (m *matcher) searchRegexes(b *bucket) {
-	if !m.canBeat(b.maxPriority, b.class, b.suffixLen) {
+	class, suffixLen := b.class(), b.suffixLen()
+	if !m.canBeat(b.maxPriority(), class, suffixLen) {
 		return
 	}
 	path := m.req.Path
-	n := &b.nodes[0]
+	n := b.node(0)
 	depth := 0
 	for {
-		if n.re < n.reEnd {
-			m.tryRegexes(b, b.regex[n.re:n.reEnd])
+		if re, end := b.regexRange(n); re < end {
+			m.tryRegexes(b, re, end, class, suffixLen)
 		}
 		if depth == len(path) {
 			return
 		}
-		i := strings.IndexByte(n.indices, path[depth])
-		if i < 0 {
+		child, label, ok := b.child(n, path[depth])
+		if !ok || !strings.HasPrefix(path[depth:], label) {
 			return
 		}
-		n = &b.nodes[int(n.child)+i]
-		if !strings.HasPrefix(path[depth:], n.label) {
-			return
-		}
-		depth += len(n.label)
+		n = child
+		depth += len(label)
 	}
 }
 
-func (m *matcher) tryRegexes(b *bucket, list []regexCand) {
+// tryRegexes tries the regex candidates re..end-1 of b.
+func (m *matcher) tryRegexes(b *bucket, re, end uint32, class hostClass, suffixLen int) {
 	path := m.req.Path
-	for i := range list {
-		c := &list[i]
+	for off, stop := b.regexAt(re), b.regexAt(end); off < stop; off += reSize {
+		c := b.candAt(off)
 		// Rank the best this candidate could do (matching the whole path);
 		// if even that loses, so does everything after it in the list.
-		r := rank{c.priority, b.class, b.suffixLen, len(path), c.conds, c.id}
+		r := rank{c.priority, class, suffixLen, len(path), c.conds, c.id}
 		if m.found && !r.beats(&m.best.rank) {
 			return
 		}
-		if !m.accepts(&c.cand) {
+		if !m.accepts(&c) {
 			continue
 		}
-		loc := c.re.FindStringIndex(path)
+		loc := b.res[u32(b.blob, off+candRe)].FindStringIndex(path)
 		if loc == nil {
 			continue
 		}
 		r.pathLen = loc[1] // anchored: loc[0] is 0
 		if !m.found || r.beats(&m.best.rank) {
-			m.best, m.found = bestRank{r, c.e}, true
+			m.best, m.found = bestRank{r, c.slot}, true
 		}
 	}
 }

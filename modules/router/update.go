@@ -46,8 +46,9 @@ func (t *Table) With(upserts []Route, removed []int64) (*Table, error) {
 
 	nt := &Table{
 		entries:         slices.Clone(t.entries),
-		exact:           t.exact.shared(),
-		wild:            t.wild.shared(),
+		slots:           slices.Clone(t.slots),
+		free:            slices.Clone(t.free),
+		hosts:           t.hosts.shared(),
 		any:             t.any,
 		wildMaxPriority: t.wildMaxPriority,
 		wildDots:        t.wildDots,
@@ -71,12 +72,17 @@ func (t *Table) With(upserts []Route, removed []int64) (*Table, error) {
 		touched.add(old)
 		nt.count(old, -1)
 		nt.entries = slices.Delete(nt.entries, i, i+1)
+		nt.slots[old.slot] = nil
+		nt.free = append(nt.free, old.slot)
 	}
 	for _, id := range removed {
 		leave(id)
 	}
 	for _, e := range fresh {
 		leave(e.route.ID)
+	}
+	for _, e := range fresh {
+		nt.place(e)
 		i, _ := nt.find(e.route.ID)
 		nt.entries = slices.Insert(nt.entries, i, e)
 		touched.add(e)
@@ -85,24 +91,25 @@ func (t *Table) With(upserts []Route, removed []int64) (*Table, error) {
 	if t.entries == nil {
 		nt.wildMaxPriority = math.MinInt32
 	}
+	// Old buckets name their entries by slot in t.
 	for h := range touched.exact {
-		rebuildBucket(&nt.exact, h, hostExact, 0, fresh, gone, func(e *entry) bool { return e.hasHostKey(h, false) })
+		rebuildBucket(&nt.hosts, h, hostExact, t.slots, fresh, gone, func(e *entry) bool { return e.hasHostKey(h, false) })
 	}
 	for s := range touched.wild {
-		rebuildBucket(&nt.wild, s, hostWildcard, len(s), fresh, gone, func(e *entry) bool { return e.hasHostKey(s, true) })
+		rebuildBucket(&nt.hosts, s, hostWildcard, t.slots, fresh, gone, func(e *entry) bool { return e.hasHostKey(s, true) })
 	}
 	for _, e := range fresh {
 		e.eachHost(func(key string, wild bool) {
 			if wild {
-				nt.wildMaxPriority = max(nt.wildMaxPriority, e.priority)
+				nt.wildMaxPriority = max(nt.wildMaxPriority, e.route.Priority)
 				nt.wildDots |= dotsBit(key)
 			}
 		})
 	}
 	if touched.none {
-		b := newBuilder(hostNone, 0)
+		b := newBuilder(hostNone, "")
 		n := 0
-		for _, e := range bucketEntries(&t.any) {
+		for _, e := range bucketEntries(&t.any, t.slots) {
 			if !gone[e] {
 				b.add(e)
 				n++
@@ -120,6 +127,20 @@ func (t *Table) With(upserts []Route, removed []int64) (*Table, error) {
 		}
 	}
 	return nt, nil
+}
+
+// place gives a new entry a slot in t: a free one, or a new one at the
+// end. Only entries no other table holds are placed, so an entry's slot
+// never changes.
+func (t *Table) place(e *entry) {
+	if k := len(t.free); k > 0 {
+		e.slot = t.free[k-1]
+		t.free = t.free[:k-1]
+	} else {
+		e.slot = int32(len(t.slots))
+		t.slots = append(t.slots, nil)
+	}
+	t.slots[e.slot] = e
 }
 
 // touchedBuckets are the host keys whose buckets an update rebuilds.
@@ -143,16 +164,15 @@ func (tb *touchedBuckets) add(e *entry) {
 
 // rebuildBucket rebuilds the bucket under key in x (the new table's index,
 // which copies the shard it writes to) from its old entries that stay and
-// the new entries that belong to it; an empty bucket is deleted.
-func rebuildBucket(x *hostIndex, key string, class hostClass, suffixLen int, fresh []*entry, gone map[*entry]bool, belongs func(*entry) bool) {
-	b := newBuilder(class, suffixLen)
+// the new entries that belong to it; an empty bucket is deleted. oldSlots
+// resolves the old bucket's entries.
+func rebuildBucket(x *hostIndex, key string, class hostClass, oldSlots []*entry, fresh []*entry, gone map[*entry]bool, belongs func(*entry) bool) {
+	b := newBuilder(class, key)
 	n := 0
-	if old, ok := x.get(key); ok {
-		for _, e := range bucketEntries(&old) {
-			if !gone[e] {
-				b.add(e)
-				n++
-			}
+	for _, e := range bucketEntries(x.get(key, class), oldSlots) {
+		if !gone[e] {
+			b.add(e)
+			n++
 		}
 	}
 	for _, e := range fresh {
@@ -162,28 +182,21 @@ func rebuildBucket(x *hostIndex, key string, class hostClass, suffixLen int, fre
 		}
 	}
 	if n == 0 {
-		x.remove(key)
+		x.remove(key, class)
 		return
 	}
-	x.set(key, b.freeze())
+	x.set(b.freeze())
 }
 
-// bucketEntries lists the entries of a frozen bucket, each once, in the
-// order they were added.
-func bucketEntries(b *bucket) []*entry {
-	seen := make(map[*entry]bool, len(b.literal)+len(b.regex))
-	var out []*entry
-	for i := range b.literal {
-		if e := b.literal[i].e; !seen[e] {
-			seen[e] = true
-			out = append(out, e)
-		}
+// bucketEntries lists the entries of a frozen bucket (nil: none), each
+// once, in id order; slots are those of the table the bucket belongs to.
+func bucketEntries(b *bucket, slots []*entry) []*entry {
+	if b == nil {
+		return nil
 	}
-	for i := range b.regex {
-		if e := b.regex[i].e; !seen[e] {
-			seen[e] = true
-			out = append(out, e)
-		}
+	var out []*entry
+	for _, s := range b.slots() {
+		out = append(out, slots[s])
 	}
 	// Insertion order does not change a frozen bucket (candidates are
 	// sorted by rank, then id), but keep it stable for reproducible
@@ -193,7 +206,8 @@ func bucketEntries(b *bucket) []*entry {
 }
 
 // rebuild is With for large changes: a new index over the merged entries
-// (unchanged entries are reused, not compiled again).
+// (unchanged entries are reused, not compiled again, and keep their
+// slots).
 func (t *Table) rebuild(fresh []*entry, removed []int64) (*Table, error) {
 	drop := make(map[int64]bool, len(removed)+len(fresh))
 	for _, id := range removed {
@@ -202,13 +216,20 @@ func (t *Table) rebuild(fresh []*entry, removed []int64) (*Table, error) {
 	for _, e := range fresh {
 		drop[e.route.ID] = true
 	}
+	nt := &Table{slots: slices.Clone(t.slots), free: slices.Clone(t.free)}
 	entries := make([]*entry, 0, len(t.entries)+len(fresh))
 	for _, e := range t.entries {
-		if !drop[e.route.ID] {
-			entries = append(entries, e)
+		if drop[e.route.ID] {
+			nt.slots[e.slot] = nil
+			nt.free = append(nt.free, e.slot)
+			continue
 		}
+		entries = append(entries, e)
 	}
-	return build(append(entries, fresh...))
+	for _, e := range fresh {
+		nt.place(e)
+	}
+	return build(append(entries, fresh...), nt.slots, nt.free)
 }
 
 // find returns the index of the entry with the route id, or where it
