@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -545,7 +546,7 @@ func scanMatch(routes []Route, req Request) Match {
 		}
 		for _, p := range r.Paths {
 			if expr, ok := strings.CutPrefix(p, "~"); ok {
-				if loc := regexp.MustCompile("^(?:" + expr + ")").FindStringIndex(req.Path); loc != nil {
+				if loc := scanRegexp(expr).FindStringIndex(req.Path); loc != nil {
 					s.pathLen = max(s.pathLen, loc[1])
 				}
 			} else if strings.HasPrefix(req.Path, p) {
@@ -579,6 +580,18 @@ func scanMatch(routes []Route, req Request) Match {
 		}
 	}
 	return out
+}
+
+var scanRegexps sync.Map // expr → *regexp.Regexp
+
+// scanRegexp compiles a path expression the plain way, once.
+func scanRegexp(expr string) *regexp.Regexp {
+	if re, ok := scanRegexps.Load(expr); ok {
+		return re.(*regexp.Regexp)
+	}
+	re := regexp.MustCompile("^(?:" + expr + ")")
+	scanRegexps.Store(expr, re)
+	return re
 }
 
 func contains(list []string, s string) bool {
