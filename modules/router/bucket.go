@@ -30,6 +30,7 @@ import (
 //	regex    reSize bytes per regex candidate
 //	ranges   per node, the regex candidates filed under it (8 bytes);
 //	         only when the bucket has regex candidates
+//	needs    the literals regex candidates require (pathRegex.need)
 //
 // A node's candidates are sorted by candOrder, so the first one that
 // satisfies its conditions is the best of its node.
@@ -65,7 +66,9 @@ const (
 )
 
 // Candidate fields (cand without its entry pointer; slot names the entry).
-// A regex candidate adds the index of its expression in bucket.res.
+// A regex candidate adds the index of its expression in bucket.res,
+// whether it is a split one (matched against what follows its node), and
+// where its required literal is in the blob.
 const (
 	candID       = 0 // i64
 	candSlot     = 8
@@ -73,9 +76,12 @@ const (
 	candConds    = 16
 	candMethods  = 20 // u16
 	candSlow     = 22 // u8
+	candSplit    = 23 // u8
 	litSize      = 24
 	candRe       = 24
-	reSize       = 28
+	candNeed     = 28
+	candNeedLen  = 32
+	reSize       = 36
 )
 
 func u32(s string, i int) uint32 {
@@ -149,11 +155,7 @@ func (b *bucket) slots() []int32 {
 	for off := int(lit); off < int(re); off += litSize {
 		out = append(out, int32(u32(b.blob, off+candSlot)))
 	}
-	end := len(b.blob)
-	if b.hasRegex() {
-		end = int(u32(b.blob, hdrRanges))
-	}
-	for off := int(re); off < end; off += reSize {
+	for off := int(re); off < int(u32(b.blob, hdrRanges)); off += reSize {
 		out = append(out, int32(u32(b.blob, off+candSlot)))
 	}
 	slices.Sort(out)
@@ -179,7 +181,7 @@ type bnode struct {
 
 type regexCand struct {
 	cand
-	re *regexp.Regexp // compiled as ^(?:re)
+	pr *pathRegex
 }
 
 func newBuilder(class hostClass, key string) *builder {
@@ -203,9 +205,10 @@ func (b *builder) add(e *entry) {
 	if len(e.route.Paths) == 0 {
 		b.root.literal = append(b.root.literal, c)
 	}
-	for _, pr := range e.regexes() {
+	for i := range e.regexes() {
+		pr := &e.x.regexes[i]
 		n := b.root.insert(pr.prefix)
-		n.regex = append(n.regex, regexCand{cand: c, re: pr.re})
+		n.regex = append(n.regex, regexCand{cand: c, pr: pr})
 		b.hasRegex = true
 	}
 }
@@ -242,13 +245,16 @@ func (n *bnode) insert(path string) *bnode {
 // freeze lays the tree out breadth first into one blob (see bucket).
 func (b *builder) freeze() bucket {
 	var order []*bnode
-	textLen, nlit, nre := 0, 0, 0
+	textLen, nlit, nre, needs := 0, 0, 0, 0
 	for queue := []*bnode{b.root}; len(queue) > 0; queue = queue[1:] {
 		n := queue[0]
 		order = append(order, n)
 		textLen += len(n.label) + len(n.indices)
 		nlit += len(n.literal)
 		nre += len(n.regex)
+		for _, rc := range n.regex {
+			needs += len(rc.pr.need)
+		}
 		queue = append(queue, n.children...)
 	}
 	nodesOff := hdrSize + len(b.key)
@@ -256,10 +262,11 @@ func (b *builder) freeze() bucket {
 	litOff := textOff + textLen
 	reOff := litOff + nlit*litSize
 	rangesOff := reOff + nre*reSize
-	size := rangesOff
+	needsOff := rangesOff
 	if b.hasRegex {
-		size += len(order) * 8
+		needsOff += len(order) * 8
 	}
+	size := needsOff + needs
 	buf := make([]byte, size)
 	put := func(at int, v uint32) {
 		buf[at], buf[at+1], buf[at+2], buf[at+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
@@ -289,7 +296,7 @@ func (b *builder) freeze() bucket {
 	copy(buf[hdrSize:], b.key)
 
 	var res []*regexp.Regexp
-	text, lit, re := textOff, 0, 0
+	text, lit, re, need := textOff, 0, 0, needsOff
 	next := 1 // index of the next node's first child
 	for i, n := range order {
 		at := nodesOff + i*nodeSize
@@ -315,9 +322,16 @@ func (b *builder) freeze() bucket {
 		}
 		for j := range n.regex {
 			at := reOff + re*reSize
-			putCand(at, &n.regex[j].cand)
+			rc := &n.regex[j]
+			putCand(at, &rc.cand)
+			if rc.pr.split {
+				buf[at+candSplit] = 1
+			}
 			put(at+candRe, uint32(len(res)))
-			res = append(res, n.regex[j].re)
+			res = append(res, rc.pr.re)
+			put(at+candNeed, uint32(need))
+			put(at+candNeedLen, uint32(len(rc.pr.need)))
+			need += copy(buf[need:], rc.pr.need)
 			re++
 		}
 		if b.hasRegex {

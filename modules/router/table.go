@@ -170,10 +170,16 @@ func (e *entry) hasHostKey(key string, wild bool) bool {
 
 // pathRegex is a "~re" path entry.
 type pathRegex struct {
-	re *regexp.Regexp // compiled as ^(?:re)
+	// re is compiled as ^(?:re), or, when split is set, is the shared
+	// compiled rest that matches what follows prefix (pathexpr.Split).
+	re *regexp.Regexp
 	// prefix is a literal every match starts with; it places the entry in
 	// the radix tree.
 	prefix string
+	split  bool
+	// need is a literal every match contains ("": none known), so that a
+	// path without it skips the regex (pathexpr.Required).
+	need string
 }
 
 type headerCond struct {
@@ -608,7 +614,7 @@ func (m *matcher) searchRegexes(b *bucket) {
 	depth := 0
 	for {
 		if re, end := b.regexRange(n); re < end {
-			m.tryRegexes(b, re, end, class, suffixLen)
+			m.tryRegexes(b, re, end, class, suffixLen, depth)
 		}
 		if depth == len(path) {
 			return
@@ -622,8 +628,9 @@ func (m *matcher) searchRegexes(b *bucket) {
 	}
 }
 
-// tryRegexes tries the regex candidates re..end-1 of b.
-func (m *matcher) tryRegexes(b *bucket, re, end uint32, class hostClass, suffixLen int) {
+// tryRegexes tries the regex candidates re..end-1 of b, filed under a
+// node at depth.
+func (m *matcher) tryRegexes(b *bucket, re, end uint32, class hostClass, suffixLen, depth int) {
 	path := m.req.Path
 	for off, stop := b.regexAt(re), b.regexAt(end); off < stop; off += reSize {
 		c := b.candAt(off)
@@ -636,11 +643,27 @@ func (m *matcher) tryRegexes(b *bucket, re, end uint32, class hostClass, suffixL
 		if !m.accepts(&c) {
 			continue
 		}
-		loc := b.res[u32(b.blob, off+candRe)].FindStringIndex(path)
-		if loc == nil {
-			continue
+		if n := int(u32(b.blob, off+candNeedLen)); n > 0 {
+			need := int(u32(b.blob, off+candNeed))
+			if !strings.Contains(path, b.blob[need:need+n]) {
+				continue
+			}
 		}
-		r.pathLen = loc[1] // anchored: loc[0] is 0
+		rx := b.res[u32(b.blob, off+candRe)]
+		if b.blob[off+candSplit] != 0 {
+			// The tree walk to this node matched the literal head.
+			loc := rx.FindStringIndex(path[depth:])
+			if loc == nil {
+				continue
+			}
+			r.pathLen = depth + loc[1]
+		} else {
+			loc := rx.FindStringIndex(path)
+			if loc == nil {
+				continue
+			}
+			r.pathLen = loc[1] // anchored: loc[0] is 0
+		}
 		if !m.found || r.beats(&m.best.rank) {
 			m.best, m.found = bestRank{r, c.slot}, true
 		}
@@ -739,7 +762,7 @@ func (e *entry) pathMatch(path string) bool {
 		}
 	}
 	for _, pr := range e.regexes() {
-		if pr.re.MatchString(path) {
+		if pr.match(path) >= 0 {
 			return true
 		}
 	}
