@@ -29,14 +29,6 @@ type Resource[T any] struct {
 	Order string
 }
 
-// check runs Check, when there is one.
-func (res Resource[T]) check(tx *gorm.DB, v *T) error {
-	if res.Check == nil {
-		return nil
-	}
-	return res.Check(tx, v)
-}
-
 func (res Resource[T]) answer(v *T) any {
 	if res.View != nil {
 		return res.View(v)
@@ -71,15 +63,20 @@ func (res Resource[T]) List(c *Call) (any, error) {
 }
 
 func (res Resource[T]) Get(c *Call) (any, error) {
-	id, err := c.ID("id")
-	if err != nil {
-		return nil, err
-	}
-	v, err := res.Load(c.CP.Store().DB.WithContext(c.Ctx()), id)
+	v, err := res.Item(c)
 	if err != nil {
 		return nil, err
 	}
 	return res.readAnswer(c, v), nil
+}
+
+// Item loads the row the path's {id} names (404 when there is none).
+func (res Resource[T]) Item(c *Call) (*T, error) {
+	id, err := c.ID("id")
+	if err != nil {
+		return nil, err
+	}
+	return res.Load(c.CP.Store().DB.WithContext(c.Ctx()), id)
 }
 
 func (res Resource[T]) Load(db *gorm.DB, id int64) (*T, error) {
@@ -105,13 +102,7 @@ func (res Resource[T]) Create(c *Call, prepare func(v *T) error) (any, error) {
 			return nil, err
 		}
 	}
-	err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
-		if err := res.check(tx, v); err != nil {
-			return err
-		}
-		return tx.Create(v).Error
-	})
-	if err != nil {
+	if err := Write(c, v, res.Check, (*gorm.DB).Create); err != nil {
 		return nil, err
 	}
 	return res.answer(v), nil
@@ -132,7 +123,7 @@ func (res Resource[T]) Replace(c *Call, prepare func(old, v *T) error) (any, err
 	if err := c.Decode(v); err != nil {
 		return nil, err
 	}
-	err = c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+	err = Write(c, v, func(tx *gorm.DB, v *T) error {
 		old, err := res.Load(tx, id)
 		if err != nil {
 			return err
@@ -143,11 +134,11 @@ func (res Resource[T]) Replace(c *Call, prepare func(old, v *T) error) (any, err
 				return err
 			}
 		}
-		if err := res.check(tx, v); err != nil {
-			return err
+		if res.Check == nil {
+			return nil
 		}
-		return tx.Save(v).Error
-	})
+		return res.Check(tx, v)
+	}, (*gorm.DB).Save)
 	if err != nil {
 		return nil, err
 	}
@@ -187,6 +178,21 @@ func keepIdentity[T any](old, v *T) {
 	if f := nv.FieldByName("UpdatedAt"); f.IsValid() && f.CanSet() {
 		f.Set(reflect.ValueOf(time.Time{}))
 	}
+}
+
+// Write stores v in one mutation: check (nil: none) validates it inside the
+// transaction, then write ((*gorm.DB).Create or (*gorm.DB).Save) writes
+// it. On any failure the store and the running configuration stay as they
+// were.
+func Write[T any](c *Call, v *T, check func(tx *gorm.DB, v *T) error, write func(tx *gorm.DB, v any) *gorm.DB) error {
+	return c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+		if check != nil {
+			if err := check(tx, v); err != nil {
+				return err
+			}
+		}
+		return write(tx, v).Error
+	})
 }
 
 // Exists checks a referenced row (400 naming the field when missing).

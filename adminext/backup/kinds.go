@@ -42,16 +42,8 @@ var certificatesKind = Kind{
 	Counts: []string{"certificates"},
 	Schema: func(mode schema.Mode) map[string]any { return arrayOf(certificateSchema(mode)) },
 	Export: func(tx *gorm.DB, secrets bool) (any, error) {
-		rows, err := list[certs.Row](tx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]certs.Certificate, 0, len(rows))
 		now := time.Now()
-		for i := range rows {
-			out = append(out, certs.Exported(&rows[i], now, secrets))
-		}
-		return out, nil
+		return listAs(tx, func(row *certs.Row) certs.Certificate { return certs.Exported(row, now, secrets) })
 	},
 	Clear: deleteAll(&certs.Row{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
@@ -100,20 +92,14 @@ var wasmModulesKind = Kind{
 		if !secrets {
 			q = tx.Omit("wasm")
 		}
-		rows, err := list[storage.WasmModule](q)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]WasmModule, 0, len(rows))
-		for _, m := range rows {
+		return listAs(q, func(m *storage.WasmModule) WasmModule {
 			w := WasmModule{ID: m.ID, Name: m.Name, SizeBytes: m.SizeBytes, SHA256: m.SHA256, CreatedAt: m.CreatedAt}
 			if secrets {
 				b := base64.StdEncoding.EncodeToString(m.Wasm)
 				w.WasmBase64 = &b
 			}
-			out = append(out, w)
-		}
-		return out, nil
+			return w
+		})
 	},
 	Clear: deleteAll(&storage.WasmModule{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
@@ -200,6 +186,41 @@ func list[T any](tx *gorm.DB) ([]T, error) {
 	out := make([]T, 0)
 	err := tx.Order("id").Find(&out).Error
 	return out, err
+}
+
+// listAs reads a table in id order and answers its rows as view shows them.
+func listAs[T, V any](tx *gorm.DB, view func(row *T) V) ([]V, error) {
+	rows, err := list[T](tx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]V, len(rows))
+	for i := range rows {
+		out[i] = view(&rows[i])
+	}
+	return out, nil
+}
+
+// nested exports the rows of P, each with its rows of C (those whose
+// parentOf is its id, in id order, never null) as view shows them: services
+// with their targets, consumers with their credentials.
+func nested[P, C, V, O any](tx *gorm.DB, parentOf func(*C) int64, view func(*C) V, build func(parent *P, children []V) O) ([]O, error) {
+	children, err := list[C](tx)
+	if err != nil {
+		return nil, err
+	}
+	by := map[int64][]V{}
+	for i := range children {
+		id := parentOf(&children[i])
+		by[id] = append(by[id], view(&children[i]))
+	}
+	return listAs(tx, func(p *P) O {
+		kids := by[idOf(p)]
+		if kids == nil {
+			kids = []V{}
+		}
+		return build(p, kids)
+	})
 }
 
 func arrayOf(items map[string]any) map[string]any {
@@ -290,34 +311,16 @@ var servicesKind = Kind{
 		return arrayOf(itemSchema(storage.Service{}, mode, map[string]any{"targets": arrayOf(itemSchema(storage.Target{}, mode, nil))}))
 	},
 	Export: func(tx *gorm.DB, _ bool) (any, error) {
-		svcs, err := list[storage.Service](tx)
-		if err != nil {
-			return nil, err
-		}
-		tgts, err := list[storage.Target](tx)
-		if err != nil {
-			return nil, err
-		}
-		by := map[int64][]storage.Target{}
-		for _, t := range tgts {
-			by[t.ServiceID] = append(by[t.ServiceID], t)
-		}
-		out := make([]exportService, len(svcs))
-		for i, s := range svcs {
-			out[i] = exportService{Service: s, Targets: by[s.ID]}
-			if out[i].Targets == nil {
-				out[i].Targets = []storage.Target{}
-			}
-		}
-		return out, nil
+		return nested(tx, func(t *storage.Target) int64 { return t.ServiceID },
+			func(t *storage.Target) storage.Target { return *t },
+			func(s *storage.Service, targets []storage.Target) exportService {
+				return exportService{Service: *s, Targets: targets}
+			})
 	},
 	Clear: deleteAll(&storage.Target{}, &storage.Service{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
 		return eachRow(r, "services", raw, "targets", func(it item, s *storage.Service) error {
-			if err := r.create(it.path, "services", s); err != nil {
-				return err
-			}
-			if err := r.Map("services", it, s.ID); err != nil {
+			if err := r.insert(it, "services", s); err != nil {
 				return err
 			}
 			return eachRow(r, it.path+".targets", it.child, "", func(ti item, t *storage.Target) error {
@@ -341,12 +344,11 @@ var routesKind = Kind{
 		// row was most of the import's time.
 		batch := newBatch[storage.Route](r, "routes")
 		err := eachRow(r, "routes", raw, "", func(it item, rt *storage.Route) error {
-			var err error
-			if rt.ServiceID, err = r.Ref("services", it.path+".service_id", rt.ServiceID); err != nil {
+			if err := r.Ref("services", it.path+".service_id", &rt.ServiceID); err != nil {
 				return err
 			}
 			for j := range rt.Splits {
-				if rt.Splits[j].ServiceID, err = r.Ref("services", fmt.Sprintf("%s.splits[%d].service_id", it.path, j), rt.Splits[j].ServiceID); err != nil {
+				if err := r.Ref("services", fmt.Sprintf("%s.splits[%d].service_id", it.path, j), &rt.Splits[j].ServiceID); err != nil {
 					return err
 				}
 			}
@@ -373,8 +375,7 @@ var streamRoutesKind = Kind{
 	Clear:  deleteAll(&storage.StreamRoute{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
 		return eachRow(r, "stream_routes", raw, "", func(it item, sr *storage.StreamRoute) error {
-			var err error
-			if sr.ServiceID, err = r.Ref("services", it.path+".service_id", sr.ServiceID); err != nil {
+			if err := r.Ref("services", it.path+".service_id", &sr.ServiceID); err != nil {
 				return err
 			}
 			if err := prefix(it.path, domain.CheckStreamRoute(r.Tx, sr)); err != nil {
@@ -435,18 +436,14 @@ var pluginsKind = Kind{
 				return err
 			}
 			if p.ServiceID != nil {
-				id, err := r.Ref("services", it.path+".service_id", *p.ServiceID)
-				if err != nil {
+				if err := r.Ref("services", it.path+".service_id", p.ServiceID); err != nil {
 					return err
 				}
-				p.ServiceID = &id
 			}
 			if p.RouteID != nil {
-				id, err := r.Ref("routes", it.path+".route_id", *p.RouteID)
-				if err != nil {
+				if err := r.Ref("routes", it.path+".route_id", p.RouteID); err != nil {
 					return err
 				}
-				p.RouteID = &id
 			}
 			if err := prefix(it.path, pluginapi.CheckPlugin(r.Tx, &p)); err != nil {
 				return err
@@ -501,7 +498,7 @@ func credentialSchema(mode schema.Mode) map[string]any {
 // exportCredential is a stored credential in a document: its identity and
 // its kind's fields, the secret ones only with secrets (redacted names
 // those left out).
-func exportCredential(cr storage.Credential, secrets bool) map[string]any {
+func exportCredential(cr *storage.Credential, secrets bool) map[string]any {
 	out := map[string]any{"id": cr.ID, "consumer_id": cr.ConsumerID, "type": cr.Type, "created_at": cr.CreatedAt}
 	k, ok := consumers.KindOf(cr.Type)
 	if !ok {
@@ -530,29 +527,14 @@ var consumersKind = Kind{
 		return arrayOf(itemSchema(storage.Consumer{}, mode, map[string]any{"credentials": arrayOf(credentialSchema(mode))}))
 	},
 	Export: func(tx *gorm.DB, secrets bool) (any, error) {
-		cons, err := list[storage.Consumer](tx)
-		if err != nil {
-			return nil, err
-		}
-		creds, err := list[storage.Credential](tx)
-		if err != nil {
-			return nil, err
-		}
-		by := map[int64][]map[string]any{}
-		for _, cr := range creds {
-			by[cr.ConsumerID] = append(by[cr.ConsumerID], exportCredential(cr, secrets))
-		}
-		out := make([]exportConsumer, len(cons))
-		for i, c := range cons {
-			if c.Groups == nil {
-				c.Groups = []string{}
-			}
-			out[i] = exportConsumer{Consumer: c, Credentials: by[c.ID]}
-			if out[i].Credentials == nil {
-				out[i].Credentials = []map[string]any{}
-			}
-		}
-		return out, nil
+		return nested(tx, func(cr *storage.Credential) int64 { return cr.ConsumerID },
+			func(cr *storage.Credential) map[string]any { return exportCredential(cr, secrets) },
+			func(c *storage.Consumer, creds []map[string]any) exportConsumer {
+				if c.Groups == nil {
+					c.Groups = []string{}
+				}
+				return exportConsumer{Consumer: *c, Credentials: creds}
+			})
 	},
 	Clear: deleteAll(&storage.Credential{}, &storage.Consumer{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
@@ -560,10 +542,7 @@ var consumersKind = Kind{
 			if err := prefix(it.path, pluginapi.CheckConsumer(r.Tx, c)); err != nil {
 				return err
 			}
-			if err := r.create(it.path, "consumers", c); err != nil {
-				return err
-			}
-			if err := r.Map("consumers", it, c.ID); err != nil {
+			if err := r.insert(it, "consumers", c); err != nil {
 				return err
 			}
 			return r.each(it.path+".credentials", it.child, "", func(ci item) error {

@@ -102,13 +102,15 @@ func (r *Restorer) Map(kind string, it item, newID int64) error {
 	return nil
 }
 
-// Ref maps a reference to a document id of kind to the item's new id (400
-// naming field when the document has no such item).
-func (r *Restorer) Ref(kind, field string, docID int64) (int64, error) {
-	if id, ok := r.ids[kind][docID]; ok {
-		return id, nil
+// Ref replaces *id, a reference to a document id of kind, with the item's
+// new id (400 naming field when the document has no such item).
+func (r *Restorer) Ref(kind, field string, id *int64) error {
+	newID, ok := r.ids[kind][*id]
+	if !ok {
+		return schema.Errorf(field, "%d is not the id of an item of %s in the document", *id, kind)
 	}
-	return 0, schema.Errorf(field, "%d is not the id of an item of %s in the document", docID, kind)
+	*id = newID
+	return nil
 }
 
 // create inserts a new row (a fresh id) and counts it in the report's
@@ -125,6 +127,15 @@ func (r *Restorer) create(path, counter string, v any) error {
 	}
 	r.restored[counter]++
 	return nil
+}
+
+// insert creates the row of a document item and maps the item's id to the
+// row's new one (a parent that the items after it reference).
+func (r *Restorer) insert(it item, kind string, row any) error {
+	if err := r.create(it.path, kind, row); err != nil {
+		return err
+	}
+	return r.Map(kind, it, idOf(row))
 }
 
 // batchSize is the number of rows of one batched INSERT (13 columns a

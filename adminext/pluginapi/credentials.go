@@ -245,15 +245,12 @@ func createCredential(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+	err = api.Write(c, cr, func(tx *gorm.DB, cr *storage.Credential) error {
 		if err := api.Exists[storage.Consumer](tx, "consumer_id", cid); err != nil {
 			return err
 		}
-		if err := CheckCredentialUnique(tx, cr); err != nil {
-			return err
-		}
-		return tx.Create(cr).Error
-	})
+		return CheckCredentialUnique(tx, cr)
+	}, (*gorm.DB).Create)
 	if err != nil {
 		return nil, err
 	}

@@ -33,13 +33,7 @@ func putSettings(c *api.Call) (any, error) {
 		return nil, err
 	}
 	s.ID = 1
-	err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
-		if err := domain.CheckSettings(tx, s); err != nil {
-			return err
-		}
-		return tx.Save(s).Error
-	})
-	if err != nil {
+	if err := api.Write(c, s, domain.CheckSettings, (*gorm.DB).Save); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -133,12 +133,7 @@ func create(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
-		if err := checkUnique(tx, row.Name); err != nil {
-			return err
-		}
-		return tx.Create(row).Error
-	})
+	err = api.Write(c, row, func(tx *gorm.DB, m *storage.WasmModule) error { return checkUnique(tx, m.Name) }, (*gorm.DB).Create)
 	if err != nil {
 		if storage.IsConflict(err) {
 			return nil, schema.Errorf("name", "a module named %q exists", row.Name)
