@@ -126,42 +126,24 @@ type created struct {
 
 // write creates the application's rows inside the mutation's transaction.
 func write(tx *gorm.DB, spec *ApplicationSpec) (*created, error) {
-	// create stores a row, first checked by its declaration's rules as its
-	// own endpoint checks it.
-	create := func(v any) error {
-		if err := schema.Check(v); err != nil {
-			return err
-		}
-		return tx.Create(v).Error
-	}
 	up := spec.upstream
-	svc := &storage.Service{}
-	svc.SetDefaults()
-	svc.Name = spec.Name
-	svc.Protocol = up.Scheme
-	if up.Scheme == "https" && !up.IsIP {
-		sni := up.Host
-		svc.TLSSNI = &sni
-	}
-	if err := create(svc); err != nil {
+	svc, err := insert(tx, func(s *storage.Service) {
+		s.Name = spec.Name
+		s.Protocol = up.Scheme
+		if up.Scheme == "https" && !up.IsIP {
+			sni := up.Host
+			s.TLSSNI = &sni
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
-
-	tgt := &storage.Target{}
-	tgt.SetDefaults()
-	tgt.ServiceID = svc.ID
-	tgt.Host = up.Host
-	tgt.Port = up.Port
-	if err := create(tgt); err != nil {
+	tgt, err := insert(tx, func(t *storage.Target) { t.ServiceID, t.Host, t.Port = svc.ID, up.Host, up.Port })
+	if err != nil {
 		return nil, err
 	}
-
-	rt := &storage.Route{}
-	rt.SetDefaults()
-	rt.Name = spec.Name
-	rt.ServiceID = svc.ID
-	rt.Hosts = []string{spec.Domain}
-	if err := create(rt); err != nil {
+	rt, err := insert(tx, func(r *storage.Route) { r.Name, r.ServiceID, r.Hosts = spec.Name, svc.ID, []string{spec.Domain} })
+	if err != nil {
 		return nil, err
 	}
 
@@ -185,28 +167,48 @@ func write(tx *gorm.DB, spec *ApplicationSpec) (*created, error) {
 		if err != nil {
 			return nil, err
 		}
-		routeID := rt.ID
-		p := &storage.Plugin{}
-		p.SetDefaults()
-		p.Type = w.typ
-		p.Scope = "route"
-		p.RouteID = &routeID
-		p.Config = cfg
-		if err := schema.Check(p); err != nil {
-			return nil, err
-		}
-		// The plugin API's own checks: type, references, the config
-		// through plugins.NormalizeConfig, default ordering and one
-		// plugin of a type per scope target.
-		if err := pluginapi.CheckPlugin(tx, p); err != nil {
-			return nil, fmt.Errorf("%s plugin: %w", w.typ, err)
-		}
-		if err := tx.Create(p).Error; err != nil {
+		p, err := insert(tx, func(p *storage.Plugin) {
+			routeID := rt.ID
+			p.Type, p.Scope, p.RouteID, p.Config = w.typ, "route", &routeID, cfg
+		}, func(p *storage.Plugin) error {
+			// The plugin API's own checks: type, references, the config
+			// through plugins.NormalizeConfig, default ordering and one
+			// plugin of a type per scope target.
+			if err := pluginapi.CheckPlugin(tx, p); err != nil {
+				return fmt.Errorf("%s plugin: %w", w.typ, err)
+			}
+			return nil
+		})
+		if err != nil {
 			return nil, err
 		}
 		ids.plugins = append(ids.plugins, p.ID)
 	}
 	return ids, nil
+}
+
+// insert stores a new row of T: its defaults, then what set sets, checked
+// by the declaration's rules as its own endpoint checks it (and by the
+// further checks), in tx.
+func insert[T any, PT interface {
+	*T
+	SetDefaults()
+}](tx *gorm.DB, set func(*T), checks ...func(*T) error) (*T, error) {
+	v := new(T)
+	PT(v).SetDefaults()
+	set(v)
+	if err := schema.Check(v); err != nil {
+		return nil, err
+	}
+	for _, check := range checks {
+		if err := check(v); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Create(v).Error; err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // applicationURL is https://<domain> when https is true, else

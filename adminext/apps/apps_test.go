@@ -36,6 +36,12 @@ func upstreamServer(t *testing.T, name string) *httptest.Server {
 	return s
 }
 
+// appGateway is a gateway and an upstream answering as name.
+func appGateway(t *testing.T, name string) (*testgw.Gateway, *httptest.Server) {
+	t.Helper()
+	return testgw.Start(t, nil), upstreamServer(t, name)
+}
+
 func port(t *testing.T, addr string) string {
 	t.Helper()
 	_, p, err := net.SplitHostPort(addr)
@@ -72,8 +78,7 @@ func counts(t *testing.T, g *testgw.Gateway) string {
 }
 
 func TestCreateApplicationProxies(t *testing.T) {
-	g := testgw.Start(t, nil)
-	up := upstreamServer(t, "one")
+	g, up := appGateway(t, "one")
 	a := create(t, g, map[string]any{"name": "shop", "domain": "shop.example.test", "upstream_url": up.URL + "/"})
 
 	if a.Name != "shop" || a.ServiceID < 1 || a.TargetID < 1 || a.RouteID < 1 || a.PluginIDs == nil || len(a.PluginIDs) != 0 {
@@ -99,18 +104,12 @@ func TestCreateApplicationProxies(t *testing.T) {
 	}
 
 	// Traffic: the domain reaches the upstream, another host does not.
-	st, body, _ := g.Get("shop.example.test", "/cart")
-	if st != 200 || !strings.Contains(body, `"upstream":"one"`) || !strings.Contains(body, `"path":"/cart"`) {
-		t.Fatalf("proxied: %d %s", st, body)
-	}
-	if st, body, _ := g.Get("other.example.test", "/cart"); st != 404 {
-		t.Fatalf("other host: %d %s", st, body)
-	}
+	g.WantGet("shop.example.test", "/cart", 200, `"upstream":"one"`, `"path":"/cart"`)
+	g.WantGet("other.example.test", "/cart", 404)
 }
 
 func TestAllowedCIDRs(t *testing.T) {
-	g := testgw.Start(t, nil)
-	up := upstreamServer(t, "guarded")
+	g, up := appGateway(t, "guarded")
 	in := create(t, g, map[string]any{"name": "in", "domain": "in.example.test", "upstream_url": up.URL, "allowed_cidrs": []string{"127.0.0.1/32", "::1"}})
 	out := create(t, g, map[string]any{"name": "out", "domain": "out.example.test", "upstream_url": up.URL, "allowed_cidrs": []string{"10.0.0.0/8"}})
 	if len(in.PluginIDs) != 1 || len(out.PluginIDs) != 1 {
@@ -122,17 +121,12 @@ func TestAllowedCIDRs(t *testing.T) {
 		!strings.Contains(string(cfg), `"allow":["10.0.0.0/8"]`) {
 		t.Fatalf("plugin: %v", p)
 	}
-	if st, body, _ := g.Get("in.example.test", "/"); st != 200 || !strings.Contains(body, "guarded") {
-		t.Fatalf("allowed client: %d %s", st, body)
-	}
-	if st, body, _ := g.Get("out.example.test", "/"); st != 403 {
-		t.Fatalf("refused client: %d %s", st, body)
-	}
+	g.WantGet("in.example.test", "/", 200, "guarded") // an allowed client
+	g.WantGet("out.example.test", "/", 403)           // a refused one
 }
 
 func TestDuplicateDomain(t *testing.T) {
-	g := testgw.Start(t, nil)
-	up := upstreamServer(t, "dup")
+	g, up := appGateway(t, "dup")
 	sid := g.Service("existing")
 	g.Route("taken", sid, map[string]any{"hosts": []string{"taken.example.test"}})
 	g.Route("wild", sid, map[string]any{"hosts": []string{"*.example.test"}})
@@ -236,8 +230,7 @@ func TestValidation(t *testing.T) {
 }
 
 func TestHTTPSRequirements(t *testing.T) {
-	g := testgw.Start(t, nil)
-	up := upstreamServer(t, "secure")
+	g, up := appGateway(t, "secure")
 	body := map[string]any{"name": "sec", "domain": "sec.example.test", "upstream_url": up.URL, "https": true, "hsts": true}
 
 	// HTTPS listener disabled (the default).
@@ -283,4 +276,30 @@ func TestHTTPSRequirements(t *testing.T) {
 	if loc := p.Header.Get("Location"); p.Status != 308 || loc != a.URL+"/x?y=1" {
 		t.Fatalf("plain HTTP: %d Location %q", p.Status, loc)
 	}
+}
+
+// TestRoles: editors (and admins) may create applications and probe
+// upstreams; viewers get 403, anonymous callers 401.
+func TestRoles(t *testing.T) {
+	g, up := appGateway(t, "roles")
+	tok, _ := g.Must("POST", "/api/v1/admin/token", nil)["token"].(string)
+	g.Header.Set("Authorization", "Bearer "+tok)
+	const pw = "correct-horse-battery"
+	g.Must("POST", "/api/v1/users", map[string]any{"email": "viewer@example.test", "role": "viewer", "password": pw})
+	g.Must("POST", "/api/v1/users", map[string]any{"email": "editor@example.test", "role": "editor", "password": pw})
+
+	app := map[string]any{"name": "r", "domain": "roles.example.test", "upstream_url": up.URL}
+	probeBody := map[string]any{"upstream_url": up.URL}
+
+	g.Header = http.Header{}
+	g.WantError(401, "POST", "/api/v1/applications", app)
+	g.WantError(401, "POST", "/api/v1/applications/test-upstream", probeBody)
+
+	g.Header = g.Login("viewer@example.test", pw)
+	g.WantError(403, "POST", "/api/v1/applications", app)
+	g.WantError(403, "POST", "/api/v1/applications/test-upstream", probeBody)
+
+	g.Header = g.Login("editor@example.test", pw)
+	create(t, g, app)
+	probe(t, g, up.URL)
 }

@@ -169,6 +169,19 @@ var kinds = []Kind{
 	acmeKind,
 }
 
+// rowsKind is a kind whose document items are its table's rows as they
+// are (one counter, named as the kind).
+func rowsKind[T any](name string, restore func(r *Restorer, raw json.RawMessage) error) Kind {
+	return Kind{
+		Name:    name,
+		Counts:  []string{name},
+		Schema:  func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(*new(T), mode, nil)) },
+		Export:  func(tx *gorm.DB, _ bool) (any, error) { return list[T](tx) },
+		Clear:   deleteAll(new(T)),
+		Restore: restore,
+	}
+}
+
 // deleteAll removes every row of the models, in order.
 func deleteAll(models ...any) func(tx *gorm.DB) error {
 	return func(tx *gorm.DB) error {
@@ -333,58 +346,44 @@ var servicesKind = Kind{
 
 // Routes.
 
-var routesKind = Kind{
-	Name:   "routes",
-	Counts: []string{"routes"},
-	Schema: func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(storage.Route{}, mode, nil)) },
-	Export: func(tx *gorm.DB, _ bool) (any, error) { return list[storage.Route](tx) },
-	Clear:  deleteAll(&storage.Route{}),
-	Restore: func(r *Restorer, raw json.RawMessage) error {
-		// Routes are inserted in batches: at 50,000 routes one INSERT per
-		// row was most of the import's time.
-		batch := newBatch[storage.Route](r, "routes")
-		err := eachRow(r, "routes", raw, "", func(it item, rt *storage.Route) error {
-			if err := r.Ref("services", it.path+".service_id", &rt.ServiceID); err != nil {
-				return err
-			}
-			for j := range rt.Splits {
-				if err := r.Ref("services", fmt.Sprintf("%s.splits[%d].service_id", it.path, j), &rt.Splits[j].ServiceID); err != nil {
-					return err
-				}
-			}
-			// domain.CheckRoute's checks (the services exist) hold
-			// already: Ref maps only to services this import created in
-			// its transaction; querying each again per route doubled the
-			// statements.
-			return batch.add(it, *rt)
-		})
-		if err != nil {
+var routesKind = rowsKind[storage.Route]("routes", func(r *Restorer, raw json.RawMessage) error {
+	// Routes are inserted in batches: at 50,000 routes one INSERT per
+	// row was most of the import's time.
+	batch := newBatch[storage.Route](r, "routes")
+	err := eachRow(r, "routes", raw, "", func(it item, rt *storage.Route) error {
+		if err := r.Ref("services", it.path+".service_id", &rt.ServiceID); err != nil {
 			return err
 		}
-		return batch.flush()
-	},
-}
+		for j := range rt.Splits {
+			if err := r.Ref("services", fmt.Sprintf("%s.splits[%d].service_id", it.path, j), &rt.Splits[j].ServiceID); err != nil {
+				return err
+			}
+		}
+		// domain.CheckRoute's checks (the services exist) hold
+		// already: Ref maps only to services this import created in
+		// its transaction; querying each again per route doubled the
+		// statements.
+		return batch.add(it, *rt)
+	})
+	if err != nil {
+		return err
+	}
+	return batch.flush()
+})
 
 // Stream routes.
 
-var streamRoutesKind = Kind{
-	Name:   "stream_routes",
-	Counts: []string{"stream_routes"},
-	Schema: func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(storage.StreamRoute{}, mode, nil)) },
-	Export: func(tx *gorm.DB, _ bool) (any, error) { return list[storage.StreamRoute](tx) },
-	Clear:  deleteAll(&storage.StreamRoute{}),
-	Restore: func(r *Restorer, raw json.RawMessage) error {
-		return eachRow(r, "stream_routes", raw, "", func(it item, sr *storage.StreamRoute) error {
-			if err := r.Ref("services", it.path+".service_id", &sr.ServiceID); err != nil {
-				return err
-			}
-			if err := prefix(it.path, domain.CheckStreamRoute(r.Tx, sr)); err != nil {
-				return err
-			}
-			return r.create(it.path, "stream_routes", sr)
-		})
-	},
-}
+var streamRoutesKind = rowsKind[storage.StreamRoute]("stream_routes", func(r *Restorer, raw json.RawMessage) error {
+	return eachRow(r, "stream_routes", raw, "", func(it item, sr *storage.StreamRoute) error {
+		if err := r.Ref("services", it.path+".service_id", &sr.ServiceID); err != nil {
+			return err
+		}
+		if err := prefix(it.path, domain.CheckStreamRoute(r.Tx, sr)); err != nil {
+			return err
+		}
+		return r.create(it.path, "stream_routes", sr)
+	})
+})
 
 // Plugins.
 

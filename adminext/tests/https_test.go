@@ -82,9 +82,7 @@ func TestHTTPSListener(t *testing.T) {
 		t.Fatalf("over TLS: %d %+v", resp.StatusCode, e)
 	}
 	t.Logf("negotiated %s", resp.Proto)
-	if st, _, _ := g.Get("", "/plain"); st != 200 {
-		t.Fatalf("HTTP listener next to HTTPS: %d", st)
-	}
+	g.WantGet("", "/plain", 200) // the HTTP listener next to HTTPS
 	// Disabling HTTPS closes the listener.
 	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr})
 	waitFor(t, "HTTPS listener closed", func() bool {

@@ -3,12 +3,23 @@ package tests
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/adminext/observe"
 )
 
 func TestRecentRequests(t *testing.T) {
@@ -86,5 +97,237 @@ func TestEventStream(t *testing.T) {
 	id2, r2 := readEvent(t, sc)
 	if r1["path"] != "/first" || r2["path"] != "/second" || id1 == "" || id1 == id2 || r1["status"] != 200.0 {
 		t.Fatalf("events: %s %v / %s %v", id1, r1, id2, r2)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	g, sid := echoGateway(t)
+	rid := g.Route("ok", sid, testgw.Paths("/ok"))
+	dead := g.DeadService("dead")
+	rdead := g.Route("dead", dead, testgw.Paths("/dead"))
+	for i := 0; i < 3; i++ {
+		g.Get("", "/ok")
+	}
+	g.Get("", "/dead")
+	g.Get("", "/nowhere")
+
+	m := g.Must("GET", "/api/v1/metrics", nil)
+	status := m["status"].(map[string]any)
+	if m["total_requests"] != 5.0 || m["unmatched_requests"] != 1.0 || status["2xx"] != 3.0 || status["4xx"] != 1.0 ||
+		status["5xx"] != 1.0 || m["latency_window"] != 1024.0 {
+		t.Fatalf("metrics: %v", m)
+	}
+	lat := m["latency_ms"].(map[string]any)
+	if lat["p50"].(float64) <= 0 || lat["p99"].(float64) < lat["p50"].(float64) {
+		t.Fatalf("latency: %v", lat)
+	}
+	routes := map[float64]map[string]any{}
+	for _, r := range m["routes"].([]any) {
+		rm := r.(map[string]any)
+		routes[rm["route_id"].(float64)] = rm
+	}
+	if routes[float64(rid)]["requests"] != 3.0 || routes[float64(rid)]["errors"] != 0.0 || routes[float64(rdead)]["errors"] != 1.0 {
+		t.Fatalf("route metrics: %v", routes)
+	}
+
+	resp, err := http.Get(g.AdminURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	parser := expfmt.NewTextParser(model.LegacyValidation) // what promtool accepts
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("/metrics is not valid text exposition: %v", err)
+	}
+	for _, name := range []string{"gateway_requests_total", "gateway_responses_total", "gateway_unmatched_requests_total",
+		"gateway_request_duration_seconds", "gateway_recent_latency_seconds", "gateway_route_requests_total",
+		"gateway_route_errors_total", "gateway_target_healthy"} {
+		if fams[name] == nil {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	if v := fams["gateway_requests_total"].GetMetric()[0].GetCounter().GetValue(); v != 5 {
+		t.Fatalf("gateway_requests_total = %v", v)
+	}
+	// Every series names its node (the id of GET /api/v1/cluster).
+	node := controlplane.Current().NodeID()
+	if !strings.Contains(string(body), fmt.Sprintf(`gateway_route_requests_total{node=%q,route="ok",route_id="%d"} 3`, node, rid)) {
+		t.Fatalf("route series missing:\n%s", body)
+	}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "node" && l.GetValue() == node }) {
+				t.Fatalf("%s without the node label: %v", name, m)
+			}
+		}
+	}
+}
+
+// TestMetricsHistory: the points of GET /api/v1/metrics/history add up to
+// what the requests did (status classes, unmatched, per route and per
+// consumer requests and errors, by name), one point per 10 s without gaps,
+// and the answer is bounded (and the size stays bounded over more than an
+// hour of traffic: observe's unit test).
+func TestMetricsHistory(t *testing.T) {
+	g, sid := echoGateway(t)
+	ok := g.Route("ok-route", sid, testgw.Paths("/ok"))
+	broken := g.Route("dead-route", g.DeadService("dead"), testgw.Paths("/dead"))
+	keyed := g.Route("keyed", sid, testgw.Paths("/keyed"))
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "key-auth", "scope": "route", "route_id": keyed})
+	alice := g.Consumer("alice", map[string]any{"type": "key-auth", "key": "k-alice"})
+
+	for i := 0; i < 4; i++ {
+		g.Get("", "/ok")
+	}
+	g.Get("", "/dead")
+	g.Get("", "/dead")
+	g.Get("", "/nowhere")
+	g.Get("", "/keyed") // 401: no consumer
+	for i := 0; i < 3; i++ {
+		if a := g.Proxy(t, "GET", "/keyed", nil, "apikey", "k-alice"); a.Status != 200 {
+			t.Fatalf("keyed request: %d %s", a.Status, a.Body)
+		}
+	}
+
+	var h observe.HistoryAnswer
+	if st := g.JSON("GET", "/api/v1/metrics/history", nil, &h); st != 200 {
+		t.Fatalf("history: %d", st)
+	}
+	var recent []map[string]any
+	g.JSON("GET", "/api/v1/requests?limit=1", nil, &recent)
+	if len(recent) != 1 || float64(h.LastID) != recent[0]["id"] {
+		t.Errorf("last_id %d, newest record %v", h.LastID, recent)
+	}
+	if h.StepS != 10 || h.MaxPoints != 360 || len(h.Points) == 0 || len(h.Points) > h.MaxPoints {
+		t.Fatalf("history: step %d, max %d, %d points", h.StepS, h.MaxPoints, len(h.Points))
+	}
+	for i, p := range h.Points {
+		if i > 0 && !p.Time.Equal(h.Points[i-1].Time.Add(10*time.Second)) {
+			t.Fatalf("points %d and %d are not 10 s apart: %v %v", i-1, i, h.Points[i-1].Time, p.Time)
+		}
+	}
+	if last := h.Points[len(h.Points)-1].Time; time.Since(last) > 10*time.Second || time.Since(last) < 0 {
+		t.Errorf("the last point (%v) is not the current step", last)
+	}
+
+	var requests, unmatched int64
+	status := map[string]int64{}
+	type rc struct {
+		name             string
+		requests, errors int64
+	}
+	routes, consumers := map[int64]rc{}, map[int64]rc{}
+	var slowest float64
+	for _, p := range h.Points {
+		requests += p.Requests
+		unmatched += p.Unmatched
+		var sum int64
+		for k, v := range p.Status {
+			status[k] += v
+			sum += v
+		}
+		if sum != p.Requests {
+			t.Errorf("point %v: status classes add up to %d, requests %d", p.Time, sum, p.Requests)
+		}
+		if p.Requests > 0 && (p.LatencyMS.P50 <= 0 || p.LatencyMS.P95 < p.LatencyMS.P50 || p.LatencyMS.P99 < p.LatencyMS.P95) {
+			t.Errorf("point %v latency: %+v", p.Time, p.LatencyMS)
+		}
+		slowest = max(slowest, p.LatencyMS.P99)
+		for _, r := range p.Routes {
+			c := routes[r.RouteID]
+			routes[r.RouteID] = rc{r.RouteName, c.requests + r.Requests, c.errors + r.Errors}
+		}
+		for _, r := range p.Consumers {
+			c := consumers[r.ConsumerID]
+			consumers[r.ConsumerID] = rc{r.Username, c.requests + r.Requests, c.errors + r.Errors}
+		}
+	}
+	if requests != 11 || unmatched != 1 || status["2xx"] != 7 || status["4xx"] != 2 || status["5xx"] != 2 {
+		t.Errorf("history totals: %d requests, %d unmatched, status %v", requests, unmatched, status)
+	}
+	if slowest <= 0 {
+		t.Error("no latency in any point")
+	}
+	want := map[int64]rc{ok: {"ok-route", 4, 0}, broken: {"dead-route", 2, 2}, keyed: {"keyed", 4, 0}}
+	if fmt.Sprint(routes) != fmt.Sprint(want) {
+		t.Errorf("routes: %v, want %v", routes, want)
+	}
+	if want := map[int64]rc{alice: {"alice", 3, 0}}; fmt.Sprint(consumers) != fmt.Sprint(want) {
+		t.Errorf("consumers: %v, want %v", consumers, want)
+	}
+
+	// A configuration change (reload) keeps the history.
+	g.Route("later", sid, testgw.Paths("/later"))
+	var after observe.HistoryAnswer
+	g.JSON("GET", "/api/v1/metrics/history", nil, &after)
+	var n int64
+	for _, p := range after.Points {
+		n += p.Requests
+	}
+	if n != 11 {
+		t.Errorf("after a reload the history holds %d requests, want 11", n)
+	}
+}
+
+// TestHTTPLogThroughTheGateway: request records of every request of the
+// route (also those a plugin before http-log answered) reach a collector in
+// JSON batches with the gateway's fields; a dead collector does not slow
+// proxied traffic.
+func TestHTTPLogThroughTheGateway(t *testing.T) {
+	g := testgw.Start(t, nil)
+	var mu sync.Mutex
+	var records []map[string]any
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var batch []map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&batch); err != nil {
+			t.Errorf("collector got a non-array body: %v", err)
+		}
+		mu.Lock()
+		records = append(records, batch...)
+		mu.Unlock()
+	}))
+	defer collector.Close()
+
+	sid := g.Service("s", addr(echo(t, "up")))
+	rid := g.Route("logged", sid, testgw.Paths("/logged"))
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "http-log", "scope": "global",
+		"config": map[string]any{"endpoint": collector.URL, "flush_interval_ms": 50, "batch_max_size": 10}})
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "request-id", "scope": "global"})
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "key-auth", "scope": "route", "route_id": rid})
+	cons := g.Consumer("alice", map[string]any{"type": "key-auth", "key": "k1"})
+
+	g.WantGet("", "/logged/denied", 401) // without a key
+	if a := g.Proxy(t, "GET", "/logged/ok", nil, "apikey", "k1"); a.Status != 200 {
+		t.Fatalf("with key: %d %s", a.Status, a.Body)
+	}
+
+	waitFor(t, "two records at the collector", func() bool { mu.Lock(); defer mu.Unlock(); return len(records) >= 2 })
+	mu.Lock()
+	byPath := map[string]map[string]any{}
+	for _, r := range records {
+		byPath[r["path"].(string)] = r
+	}
+	mu.Unlock()
+	denied, ok := byPath["/logged/denied"], byPath["/logged/ok"]
+	if denied == nil || denied["status"] != 401.0 {
+		t.Fatalf("the 401 answered by key-auth was not logged: %v", byPath)
+	}
+	if ok == nil || ok["status"] != 200.0 || ok["route_id"] != float64(rid) || ok["service_id"] != float64(sid) ||
+		ok["consumer_id"] != float64(cons) || ok["target"] == nil || ok["request_id"] == nil || ok["id"] == nil {
+		t.Fatalf("record of the proxied request: %v", ok)
+	}
+
+	// Collector down: proxied requests are unaffected.
+	collector.Close()
+	start := time.Now()
+	for i := 0; i < 50; i++ {
+		if a := g.Proxy(t, "GET", "/logged/ok", nil, "apikey", "k1"); a.Status != 200 {
+			t.Fatalf("with the collector down: %d %s", a.Status, a.Body)
+		}
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("50 requests took %v with the collector down", el)
 	}
 }

@@ -60,6 +60,13 @@
     if (focus) f.elements[focus].focus();
   }
 
+  // formActions is a form's submit button (label) and a Cancel button
+  // that closes box, in a row (className) with any extra children.
+  function formActions(box, label, className = 'row wide', ...extra) {
+    return h('div', { className }, h('button', { type: 'submit', className: 'primary' }, label),
+      h('button', { type: 'button', onclick: () => { box.hidden = true; } }, 'Cancel'), ...extra);
+  }
+
   // Runs an action of a form: shows {error} next to it, disables the button.
   async function guard(errBox, btn, fn) {
     errBox.textContent = '';
@@ -86,6 +93,8 @@
   function check(label, name, checked) { return h('label', { className: 'check' }, h('input', { type: 'checkbox', name, checked: !!checked }), label); }
   // serviceOptions are the choices of a service select: "name (#id)".
   const serviceOptions = svcs => svcs.map(s => [s.id, s.name + ' (#' + s.id + ')']);
+  // serviceName is the name of service id among svcs ("#id" when absent).
+  const serviceName = (svcs, id) => { const s = svcs.find(x => x.id === id); return s ? s.name : '#' + id; };
   function select(name, options, value) {
     return h('select', { name }, options.map(o => { const [v, l] = Array.isArray(o) ? o : [o, o]; return h('option', { value: String(v), textContent: l, selected: String(v) === String(value ?? '') }); }));
   }
@@ -496,7 +505,7 @@
         field('Write timeout (ms)', h('input', { name: 'write_timeout_ms', type: 'number', min: 0, value: s ? s.write_timeout_ms : 60000 })),
         field('Health check path', h('input', { name: 'health_path', placeholder: 'blank: TCP check', value: s && s.health_path ? s.health_path : '' })),
         field('TLS server name', h('input', { name: 'tls_sni', placeholder: 'https upstreams', value: s && s.tls_sni ? s.tls_sni : '' })),
-        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, s ? 'Save service' : 'Create service'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
+        formActions(formBox, s ? 'Save service' : 'Create service'),
         h('div', { className: 'wide' }, ferr));
       f.addEventListener('submit', ev => {
         ev.preventDefault();
@@ -570,7 +579,6 @@
     const formBox = h('div', { className: 'panel mut', hidden: true });
     let svcs = [];
     root.append(h('div', { className: 'row' }, txt('h2', 'Routes'), h('span', { className: 'spacer' }), mutBtn('New route', 'primary', () => editForm(null))), formBox, err, tbl);
-    const svcName = id => { const s = svcs.find(x => x.id === id); return s ? s.name : '#' + id; };
 
     async function load() {
       try {
@@ -580,7 +588,7 @@
           h('tr', {}, ['ID', 'Name', 'Service', 'Hosts', 'Paths', 'Methods', 'Priority', 'Options', 'Enabled', ''].map(x => txt('th', x))),
           rs.map(r => h('tr', { 'data-id': r.id },
             txt('td', r.id), h('td', {}, h('strong', {}, r.name)),
-            txt('td', r.splits && r.splits.length ? 'split: ' + r.splits.map(x => svcName(x.service_id) + ' ' + x.weight).join(', ') : svcName(r.service_id)),
+            txt('td', r.splits && r.splits.length ? 'split: ' + r.splits.map(x => serviceName(svcs, x.service_id) + ' ' + x.weight).join(', ') : serviceName(svcs, r.service_id)),
             h('td', {}, chips(r.hosts)), h('td', {}, chips(r.paths)), h('td', {}, chips(r.methods)), txt('td', r.priority),
             txt('td', [r.strip_path ? 'strip path' : '', r.preserve_host ? 'preserve host' : '', Object.keys(r.headers || {}).length ? 'headers' : ''].filter(Boolean).join(', ') || '–', 'muted'),
             txt('td', r.enabled ? 'yes' : 'no', r.enabled ? 'ok' : 'off'),
@@ -606,8 +614,7 @@
         field(h('span', {}, 'Headers ', h('span', { className: 'hint' }, 'Name:value, … (* = present)')), h('input', { name: 'headers', value: r ? Object.entries(r.headers || {}).map(([k, v]) => k + ':' + v).join(', ') : '' }), 'wide'),
         field(h('span', {}, 'Traffic splits ', h('span', { className: 'hint' }, 'service=weight, … (empty: all to the service)')), h('input', { name: 'splits', value: r ? splitsText(r.splits, svcs) : '', placeholder: 'blue=90, green=10' }), 'wide'),
         check('Strip matched path', 'strip_path', r && r.strip_path), check('Preserve Host header', 'preserve_host', r && r.preserve_host), check('Enabled', 'enabled', r ? r.enabled : true),
-        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, r ? 'Save route' : 'Create route'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel'),
-          null),
+        formActions(formBox, r ? 'Save route' : 'Create route'),
         h('div', { className: 'wide' }, ferr));
       f.addEventListener('submit', ev => {
         ev.preventDefault();
@@ -832,7 +839,7 @@
         check('Enabled', 'enabled', p ? p.enabled : true),
         about, cfgBox, rawField,
         h('label', { className: 'check wide' }, rawToggle, 'Edit the config as JSON'),
-        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, p ? 'Save plugin' : 'Create plugin'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
+        formActions(formBox, p ? 'Save plugin' : 'Create plugin'),
         h('div', { className: 'wide' }, ferr));
       renderFields();
       f.addEventListener('submit', ev => {
@@ -884,7 +891,7 @@
         field('Username', h('input', { name: 'username', required: true, value: c ? c.username : '' })),
         field('Custom id', h('input', { name: 'custom_id', value: c && c.custom_id ? c.custom_id : '' })),
         field(h('span', {}, 'Groups ', h('span', { className: 'hint' }, 'comma-separated, for acl')), h('input', { name: 'groups', value: c ? c.groups.join(', ') : '' })),
-        h('div', { className: 'row' }, h('button', { type: 'submit', className: 'primary' }, c ? 'Save consumer' : 'Create consumer'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
+        formActions(formBox, c ? 'Save consumer' : 'Create consumer', 'row'),
         h('div', { className: 'wide' }, ferr));
       f.addEventListener('submit', ev => {
         ev.preventDefault();
@@ -1127,7 +1134,6 @@
     root.append(h('div', { className: 'row' }, txt('h2', 'Stream routes'), h('span', { className: 'spacer' }), mutBtn('New stream route', 'primary', () => editForm(null))),
       h('p', { className: 'muted hint' }, 'Raw TCP: a connection accepted on the listen address is proxied to the service\'s targets. Listeners bind when the gateway starts.'),
       note, formBox, err, tbl);
-    const svcName = id => { const s = svcs.find(x => x.id === id); return s ? s.name : '#' + id; };
     const showNote = r => { if (r && r.note) note.textContent = 'Note: ' + r.note + '.'; };
 
     async function load() {
@@ -1136,7 +1142,7 @@
         svcs = ss;
         tbl.replaceChildren(h('table', { id: 'stream-routes-table' },
           h('tr', {}, ['ID', 'Name', 'Listen address', 'Service', 'Enabled', 'Updated', ''].map(x => txt('th', x))),
-          rs.map(r => h('tr', { 'data-id': r.id }, txt('td', r.id), h('td', {}, h('strong', {}, r.name)), txt('td', r.listen_addr, 'mono'), txt('td', svcName(r.service_id)),
+          rs.map(r => h('tr', { 'data-id': r.id }, txt('td', r.id), h('td', {}, h('strong', {}, r.name)), txt('td', r.listen_addr, 'mono'), txt('td', serviceName(svcs, r.service_id)),
             txt('td', r.enabled ? 'yes' : 'no', r.enabled ? 'ok' : 'off'), txt('td', new Date(r.updated_at).toLocaleString()),
             h('td', { className: 'actions' },
               mutBtn('Edit', 'small', () => editForm(r)),
@@ -1153,7 +1159,7 @@
         field(h('span', {}, 'Listen address ', h('span', { className: 'hint' }, 'host:port')), h('input', { name: 'listen_addr', required: true, value: r ? r.listen_addr : '', placeholder: '0.0.0.0:5432' })),
         field('Service', select('service_id', serviceOptions(svcs), r ? r.service_id : svcs[0].id)),
         check('Enabled', 'enabled', r ? r.enabled : true),
-        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, r ? 'Save stream route' : 'Create stream route'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
+        formActions(formBox, r ? 'Save stream route' : 'Create stream route'),
         h('div', { className: 'wide' }, ferr));
       f.addEventListener('submit', ev => {
         ev.preventDefault();
@@ -1205,7 +1211,7 @@
       const sync = () => { for (const e of up) e.hidden = mode.value !== 'upload'; for (const e of ac) e.hidden = mode.value !== 'acme'; };
       mode.addEventListener('change', sync);
       const f = h('form', { className: 'grid', id: 'cert-form' }, field('Source', mode), up, ac,
-        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, 'Add certificate'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
+        formActions(formBox, 'Add certificate'),
         h('div', { className: 'wide' }, ferr));
       sync();
       f.addEventListener('submit', ev => {
@@ -1267,7 +1273,7 @@
       const f = h('form', { className: 'grid', id: 'wasm-form' },
         field(h('span', {}, 'Name ', h('span', { className: 'hint' }, 'a-z 0-9 - _, up to 64')), h('input', { name: 'name', required: true, maxlength: 64, pattern: '[a-z0-9_\\-]+' })),
         field('Source', mode), fileField, watField,
-        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, 'Upload module'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel')),
+        formActions(formBox, 'Upload module'),
         h('div', { className: 'wide' }, ferr));
       sync();
       f.addEventListener('submit', ev => {
@@ -1368,7 +1374,7 @@
         field('Role', select('role', ['viewer', 'editor', 'admin'], u ? u.role : (S.me.method === 'open' ? 'admin' : 'viewer'))),
         field(h('span', {}, 'Password ', h('span', { className: 'hint' }, u ? 'leave empty to keep; a new one ends their sessions' : 'at least 8 characters; empty for SSO only')),
           h('input', { name: 'password', type: 'password', autocomplete: 'new-password', minlength: 8 })),
-        h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary' }, u ? 'Save user' : 'Create user'), h('button', { type: 'button', onclick: () => { formBox.hidden = true; } }, 'Cancel'),
+        formActions(formBox, u ? 'Save user' : 'Create user', 'row wide',
           !u && S.me.method === 'open' ? txt('span', 'The first user turns authentication on: you will sign in with it.', 'hint') : null),
         h('div', { className: 'wide' }, ferr));
       f.addEventListener('submit', ev => {

@@ -29,6 +29,22 @@ func (g *Gateway) WantError(status int, method, path string, body any, fragments
 	}
 }
 
+// WantGet sends a proxied GET (host optional) that must answer status
+// with a body containing every fragment, and returns the body.
+func (g *Gateway) WantGet(host, path string, status int, fragments ...string) string {
+	g.T.Helper()
+	st, body, _ := g.Get(host, path)
+	if st != status {
+		g.T.Fatalf("proxy GET %s%s: status %d, want %d: %s", host, path, st, status, body)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(body, f) {
+			g.T.Fatalf("proxy GET %s%s: body %q does not contain %q", host, path, body, f)
+		}
+	}
+	return body
+}
+
 // TCPEcho runs a TCP upstream on 127.0.0.1 that answers each line with
 // name + ": " + line, and returns its address.
 func TCPEcho(t testing.TB, name string) string {
