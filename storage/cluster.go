@@ -59,10 +59,13 @@ func (ClusterNode) TableName() string { return "cluster_nodes" }
 
 // LoginFailure is one failed admin sign-in of a client (an IP address or an
 // IPv6 /64), shared by every node so the limit holds across the cluster.
+// Every query of the table goes through an index, so the work of a failed
+// login does not grow with the table: a client's rows by (client_key, at),
+// the rows out of the window by at, the oldest rows by id.
 type LoginFailure struct {
 	ID        int64     `gorm:"primaryKey"`
 	ClientKey string    `gorm:"index:idx_login_failures_key_at,priority:1;not null"`
-	At        time.Time `gorm:"index:idx_login_failures_key_at,priority:2;not null"`
+	At        time.Time `gorm:"index:idx_login_failures_key_at,priority:2;index:idx_login_failures_at;not null"`
 }
 
 // TableName implements gorm's tabler.

@@ -22,11 +22,13 @@ import (
 // every node of a cluster counts the same failures: 10 failures spread over
 // any nodes block the client on all of them. The table is bounded: a
 // client keeps at most its last loginMaxFailures rows, rows leave when
-// they leave the window, and beyond limiterCap rows the oldest go.
+// they leave the window, and a failure older than the last limiterCap
+// recorded ones goes.
 const (
 	loginMaxFailures = 10
 	loginWindow      = 15 * time.Minute
 	limiterCap       = 100000
+	pruneBatch       = 100 // the most expired (or over-cap) rows one failure removes
 )
 
 type limiter struct {
@@ -55,26 +57,31 @@ func (l *limiter) blocked(db *gorm.DB, key string) (time.Duration, bool, error) 
 	return at[l.max-1].Add(l.window).Sub(now), true, nil
 }
 
-// fail records a failed attempt of key.
+// fail records a failed attempt of key and trims the table, each step
+// through an index (storage.LoginFailure) and bounded: this client's rows
+// beyond its last max; at most pruneBatch rows out of the window; at most
+// pruneBatch rows older than the last cap recorded failures (ids grow with
+// every failure, so those are the rows with id <= the new id - cap). Each
+// failure adds one row and may remove up to pruneBatch expired ones, so
+// expired rows cannot pile up, and the table never holds more than cap
+// rows.
 func (l *limiter) fail(db *gorm.DB, key string) error {
 	now := l.now().UTC()
 	return db.Transaction(func(tx *gorm.DB) error {
-		if err := tx.Create(&storage.LoginFailure{ClientKey: key, At: now}).Error; err != nil {
+		row := &storage.LoginFailure{ClientKey: key, At: now}
+		if err := tx.Create(row).Error; err != nil {
 			return fmt.Errorf("recording a failed login: %w", err)
 		}
-		// This client's rows beyond its last max, and everyone's rows out
-		// of the window.
-		err := tx.Where("client_key = ? AND id NOT IN (?)", key,
-			tx.Model(&storage.LoginFailure{}).Select("id").Where("client_key = ?", key).Order("at DESC, id DESC").Limit(l.max)).
-			Or("at <= ?", now.Add(-l.window)).Delete(&storage.LoginFailure{}).Error
-		if err != nil {
-			return fmt.Errorf("pruning failed logins: %w", err)
-		}
-		// The bound: the oldest rows beyond cap.
-		err = tx.Where("id IN (?)", tx.Model(&storage.LoginFailure{}).Select("id").Order("at DESC, id DESC").Offset(l.cap).Limit(1<<30)).
-			Delete(&storage.LoginFailure{}).Error
-		if err != nil {
-			return fmt.Errorf("pruning failed logins: %w", err)
+		model := func() *gorm.DB { return tx.Model(&storage.LoginFailure{}).Select("id") }
+		for _, q := range []*gorm.DB{
+			tx.Where("client_key = ? AND id NOT IN (?)", key,
+				model().Where("client_key = ?", key).Order("at DESC, id DESC").Limit(l.max)),
+			tx.Where("id IN (?)", model().Where("at <= ?", now.Add(-l.window)).Limit(pruneBatch)),
+			tx.Where("id IN (?)", model().Where("id <= ?", row.ID-int64(l.cap)).Limit(pruneBatch)),
+		} {
+			if err := q.Delete(&storage.LoginFailure{}).Error; err != nil {
+				return fmt.Errorf("pruning failed logins: %w", err)
+			}
 		}
 		return nil
 	})
