@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
 // Helpers shared by the plugin types' implementations.
@@ -20,4 +22,47 @@ func InstanceKey(id int64, settings any) string {
 	b, _ := json.Marshal(settings)
 	sum := sha256.Sum256(b)
 	return "cfg:" + hex.EncodeToString(sum[:8])
+}
+
+// Holders counts the provisioned plugin instances per key prefix of a
+// process-wide store, as Caddy's reverse_proxy counts its hosts: a reload
+// provisions the new instance before the old one is cleaned up, so the
+// count never drops to zero and the state under the prefix stays; when an
+// instance gone from the config for good (or a stopped server) releases
+// the prefix last, its state is dropped.
+type Holders struct {
+	pool *caddy.UsagePool
+	drop func(prefix string) int
+}
+
+// NewHolders returns the holders of a store whose state under a prefix
+// drop removes.
+func NewHolders(drop func(prefix string) int) *Holders {
+	return &Holders{pool: caddy.NewUsagePool(), drop: drop}
+}
+
+// Hold counts an instance (from its Provision) holding prefix.
+func (h *Holders) Hold(prefix string) {
+	_, _ = h.pool.LoadOrStore(prefix, held{prefix, h.drop})
+}
+
+// Release undoes a Hold (from the instance's Cleanup); an empty prefix (an
+// instance whose Provision did not get that far) is nothing.
+func (h *Holders) Release(prefix string) {
+	if prefix != "" {
+		_, _ = h.pool.Delete(prefix)
+	}
+}
+
+// held is one prefix's entry in the usage pool.
+type held struct {
+	prefix string
+	drop   func(string) int
+}
+
+// Destruct implements caddy.Destructor: the last instance holding the
+// prefix is gone.
+func (e held) Destruct() error {
+	e.drop(e.prefix)
+	return nil
 }

@@ -15,3 +15,23 @@ func TestInstanceKey(t *testing.T) {
 		t.Errorf("standalone keys %q %q %q: want equal for equal settings only", a, b, c)
 	}
 }
+
+// A prefix's state is dropped when its last holder releases it, not before
+// (a reload holds the new instance before releasing the old one).
+func TestHolders(t *testing.T) {
+	var dropped []string
+	h := NewHolders(func(prefix string) int { dropped = append(dropped, prefix); return 1 })
+	h.Hold("a:")
+	h.Hold("a:") // the reloaded instance
+	h.Hold("b:")
+	h.Release("a:")
+	h.Release("") // an instance that never held anything
+	if len(dropped) != 0 {
+		t.Fatalf("dropped %q while held", dropped)
+	}
+	h.Release("a:")
+	h.Release("b:")
+	if len(dropped) != 2 || dropped[0] != "a:" || dropped[1] != "b:" {
+		t.Fatalf("dropped %q, want [a: b:]", dropped)
+	}
+}

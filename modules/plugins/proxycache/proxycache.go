@@ -77,16 +77,14 @@ func (p *ProxyCache) Provision(caddy.Context) error {
 	}
 	slices.Sort(p.vary)
 	p.prefix = p.instanceKey()
-	_, _ = instances.LoadOrStore(p.prefix, instanceEntries(p.prefix))
+	instances.Hold(p.prefix)
 	return nil
 }
 
 // Cleanup implements caddy.CleanerUpper: the entries stay while a newer
 // config's instance holds them.
 func (p *ProxyCache) Cleanup() error {
-	if p.prefix != "" {
-		_, _ = instances.Delete(p.prefix)
-	}
+	instances.Release(p.prefix)
 	return nil
 }
 

@@ -1,8 +1,7 @@
 package proxycache
 
 import (
-	"github.com/caddyserver/caddy/v2"
-
+	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/proxycache/cachestore"
 )
 
@@ -13,22 +12,11 @@ import (
 // by total bytes and entry count (LRU).
 var cache = cachestore.New(cachestore.DefaultMaxBytes, cachestore.DefaultMaxEntries)
 
-// instances counts the provisioned plugin instances per cache prefix, as
-// Caddy's reverse_proxy counts its hosts: a reload provisions the new
-// instance before the old one is cleaned up, so the entries stay; an
-// instance gone from the config for good (or whose caching rules changed)
-// releases its entries.
-var instances = caddy.NewUsagePool()
-
-// instanceEntries is one prefix's entry in the usage pool.
-type instanceEntries string
-
-// Destruct implements caddy.Destructor: the last instance with this prefix
-// is gone.
-func (p instanceEntries) Destruct() error {
-	cache.PurgePrefix(string(p))
-	return nil
-}
+// instances counts the provisioned plugin instances per cache prefix (see
+// plugins.Holders): the entries stay across reloads and go with the last
+// instance that holds them (or when its caching rules change: they are
+// part of the prefix).
+var instances = plugins.NewHolders(cache.PurgePrefix)
 
 // Purge removes every cached response of every proxy-cache plugin (POST
 // /api/v1/cache/purge answers {purged: n} with its result) and returns how

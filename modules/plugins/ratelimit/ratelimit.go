@@ -66,16 +66,14 @@ func (rl *RateLimit) Provision(caddy.Context) error {
 	rl.limit = strconv.FormatInt(rl.Limit, 10)
 	// counters are kept per instance (see InstanceID)
 	rl.prefix = plugins.InstanceKey(rl.InstanceID, rl) + "\x00"
-	_, _ = instances.LoadOrStore(rl.prefix, instanceCounters(rl.prefix))
+	instances.Hold(rl.prefix)
 	return nil
 }
 
 // Cleanup implements caddy.CleanerUpper: the counters stay while a newer
 // config's instance holds them.
 func (rl *RateLimit) Cleanup() error {
-	if rl.prefix != "" {
-		_, _ = instances.Delete(rl.prefix)
-	}
+	instances.Release(rl.prefix)
 	return nil
 }
 
