@@ -46,7 +46,7 @@ func structSchema(t reflect.Type, mode Mode) map[string]any {
 		if (mode == Input && f.readonly) || f.internal {
 			continue
 		}
-		writeOnly := isWriteOnly(t.Field(f.index))
+		writeOnly := isWriteOnly(t.FieldByIndex(f.index))
 		if mode == Output && writeOnly {
 			continue
 		}
@@ -65,7 +65,7 @@ func structSchema(t reflect.Type, mode Mode) map[string]any {
 			s["default"] = d
 		}
 		props[f.name] = s
-		if (mode == Input && f.required) || (mode == Output && !omitEmpty(t.Field(f.index))) {
+		if (mode == Input && f.required) || (mode == Output && !omitEmpty(t.FieldByIndex(f.index))) {
 			required = append(required, f.name)
 		}
 	}

@@ -60,6 +60,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,10 +137,10 @@ func Decode(body []byte, dst any) error {
 		return &FieldError{Msg: "malformed JSON: " + jsonErrText(err)}
 	}
 	info := structInfo(rv.Elem().Type())
-	saved := map[int]reflect.Value{}
+	saved := map[*field]reflect.Value{}
 	for _, f := range info.fields {
 		if f.readonly {
-			saved[f.index] = reflect.ValueOf(rv.Elem().Field(f.index).Interface())
+			saved[f] = reflect.ValueOf(rv.Elem().FieldByIndex(f.index).Interface())
 		}
 	}
 	if err := checkObject("", present, rv.Elem().Type()); err != nil {
@@ -154,8 +155,8 @@ func Decode(body []byte, dst any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return &FieldError{Msg: "malformed JSON: trailing data after the object"}
 	}
-	for idx, v := range saved {
-		rv.Elem().Field(idx).Set(v)
+	for f, v := range saved {
+		rv.Elem().FieldByIndex(f.index).Set(v)
 	}
 	return Check(dst)
 }
@@ -353,7 +354,7 @@ func Check(v any) error {
 		if f.readonly || f.internal {
 			continue
 		}
-		if err := checkValue(f, f.name, rv.Field(f.index), 0); err != nil {
+		if err := checkValue(f, f.name, rv.FieldByIndex(f.index), 0); err != nil {
 			return err
 		}
 	}
@@ -565,13 +566,15 @@ func jsonKind(t reflect.Type) string {
 }
 
 // FieldIndex maps the JSON names of the fields of the declaration t (a
-// struct type), internal ones included, to their index in the struct.
-func FieldIndex(t reflect.Type) map[string]int {
+// struct type), internal ones included, to their index in the struct (for
+// reflect's FieldByIndex: a field of an embedded declaration has the
+// embedded field's index first).
+func FieldIndex(t reflect.Type) map[string][]int {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	in := structInfo(t)
-	m := make(map[string]int, len(in.fields))
+	m := make(map[string][]int, len(in.fields))
 	for _, f := range in.fields {
 		m[f.name] = f.index
 	}
@@ -583,7 +586,7 @@ func FieldIndex(t reflect.Type) map[string]int {
 var timeType = reflect.TypeOf(time.Time{})
 
 type field struct {
-	index              int
+	index              []int
 	name               string
 	typ                reflect.Type
 	required, readonly bool
@@ -636,6 +639,17 @@ func structInfo(t reflect.Type) *info {
 		return v.(*info)
 	}
 	in := &info{}
+	addFields(in, t, nil)
+	cache.Store(t, in)
+	return in
+}
+
+// addFields adds the fields of the struct type t, whose index in the
+// declaration starts with index (the embedded struct t is at). The fields
+// of an exported embedded struct without a JSON name are the
+// declaration's own, as encoding/json reads and writes them: a part that
+// several declarations share (plugins.Instance) is declared once.
+func addFields(in *info, t reflect.Type, index []int) {
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
 		if !sf.IsExported() {
@@ -645,10 +659,15 @@ func structInfo(t reflect.Type) *info {
 		if name == "-" {
 			continue
 		}
+		fi := append(slices.Clip(index), i)
+		if sf.Anonymous && name == "" && sf.Type.Kind() == reflect.Struct {
+			addFields(in, sf.Type, fi)
+			continue
+		}
 		if name == "" {
 			name = sf.Name
 		}
-		f := &field{index: i, name: name, typ: sf.Type, doc: sf.Tag.Get("doc")}
+		f := &field{index: fi, name: name, typ: sf.Type, doc: sf.Tag.Get("doc")}
 		f.nullable = sf.Type.Kind() == reflect.Pointer
 		for _, opt := range strings.Split(sf.Tag.Get("schema"), ",") {
 			k, v, _ := strings.Cut(strings.TrimSpace(opt), "=")
@@ -697,8 +716,6 @@ func structInfo(t reflect.Type) *info {
 		}
 		in.fields = append(in.fields, f)
 	}
-	cache.Store(t, in)
-	return in
 }
 
 func parseF(s string) *float64 {

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -217,5 +218,72 @@ func wantDecodeErrors[T any](t *testing.T, cases map[string]string, exact bool) 
 		if err == nil || (exact && err.Error() != want) || (!exact && !strings.Contains(err.Error(), want)) {
 			t.Errorf("%.80s: got %v, want %q", in, err, want)
 		}
+	}
+}
+
+// shared is an unexported embedded struct: not part of the declaration.
+type shared struct {
+	Limit int `json:"limit"`
+}
+
+type embedding struct {
+	Name string `json:"name" schema:"required"`
+	shared
+	Shared
+	private shared
+}
+
+// Shared is exported: its fields are the declaration's own; the unexported
+// shared's are not (nor a named field's).
+type Shared struct {
+	Hidden bool `json:"hidden"`
+	Inner  int  `json:"inner" schema:"internal"`
+}
+
+func TestEmbeddedDeclaration(t *testing.T) {
+	idx := FieldIndex(reflect.TypeFor[embedding]())
+	if len(idx) != 3 || !reflect.DeepEqual(idx["hidden"], []int{2, 0}) || !reflect.DeepEqual(idx["inner"], []int{2, 1}) || idx["name"] == nil {
+		t.Fatalf("FieldIndex = %v", idx)
+	}
+	var e embedding
+	err := Decode([]byte(`{"name":"x","hidden":true,"limit":3}`), &e)
+	if err == nil || !strings.Contains(err.Error(), "limit: unknown field") {
+		t.Fatalf("a field of an unexported embedded struct: %v", err)
+	}
+	if err := Decode([]byte(`{"name":"x","hidden":true,"inner":4}`), &e); err == nil || !strings.Contains(err.Error(), "inner: unknown field") {
+		t.Fatalf("an internal embedded field from the API: %v", err)
+	}
+	if err := Decode([]byte(`{"name":"x","hidden":true}`), &e); err != nil || !e.Hidden {
+		t.Fatalf("decoded %+v, %v", e, err)
+	}
+	s := JSONSchema(&e, Input)["properties"].(map[string]any)
+	if _, ok := s["hidden"]; !ok {
+		t.Fatalf("schema properties %v", s)
+	}
+}
+
+type withPart struct {
+	Part
+	Name string `json:"name"`
+}
+
+// Part is an embedded declaration with rules of each kind.
+type Part struct {
+	Limit int    `json:"limit" schema:"min=1,max=10"`
+	Stamp int64  `json:"stamp" schema:"readonly"`
+	Token string `json:"token" schema:"secret"`
+}
+
+func TestEmbeddedRules(t *testing.T) {
+	w := withPart{Part: Part{Stamp: 5}}
+	if err := Decode([]byte(`{"limit":11}`), &w); err == nil || !strings.Contains(err.Error(), "limit: must be at most 10") {
+		t.Fatalf("bound of an embedded field: %v", err)
+	}
+	w = withPart{Part: Part{Stamp: 5}}
+	if err := Decode([]byte(`{"limit":2,"stamp":9,"token":"t"}`), &w); err != nil || w.Limit != 2 || w.Stamp != 5 {
+		t.Fatalf("decoded %+v (stamp is read-only), %v", w, err)
+	}
+	if names := Redact(&w); len(names) != 1 || names[0] != "token" || w.Token != Redacted {
+		t.Fatalf("redacted %v: %+v", names, w)
 	}
 }

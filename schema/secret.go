@@ -61,7 +61,7 @@ func walkSecrets(v any, fn func(f *field, s string) (string, bool)) []string {
 		if !f.secret {
 			continue
 		}
-		fv := rv.Field(f.index)
+		fv := rv.FieldByIndex(f.index)
 		if fv.Kind() == reflect.Pointer {
 			if fv.IsNil() {
 				continue

@@ -95,7 +95,7 @@ func (c *Credential) Field(name string) *string {
 	if !ok {
 		return nil
 	}
-	p, _ := reflect.ValueOf(c).Elem().Field(i).Addr().Interface().(*string)
+	p, _ := reflect.ValueOf(c).Elem().FieldByIndex(i).Addr().Interface().(*string)
 	return p
 }
 

@@ -67,7 +67,7 @@ func UnmarshalCaddyfile(d *caddyfile.Dispenser, v any, syn Syntax) error {
 			if len(args) == 0 {
 				break
 			}
-			f := rv.Field(fields[name])
+			f := rv.FieldByIndex(fields[name])
 			take := 1
 			if f.Kind() == reflect.Slice || i == len(syn.Args)-1 {
 				take = len(args)
@@ -98,7 +98,7 @@ func UnmarshalCaddyfile(d *caddyfile.Dispenser, v any, syn Syntax) error {
 		if d.NextBlock(1) {
 			return d.Errf("%s: unexpected block", name)
 		}
-		if err := setFromArgs(rv.Field(i), args, !seen[name]); err != nil {
+		if err := setFromArgs(rv.FieldByIndex(i), args, !seen[name]); err != nil {
 			return d.Errf("%s: %v", name, err)
 		}
 		seen[name] = true

@@ -11,6 +11,16 @@ import (
 
 // Helpers shared by the plugin types' implementations.
 
+// Instance is embedded by the plugin types whose state outlives config
+// reloads (rate-limit counters, proxy-cache entries, http-log senders).
+type Instance struct {
+	// InstanceID is the plugin's id, set by the gateway's config compiler:
+	// the plugin's state is kept per instance in a process-wide store and
+	// survives reloads. Standalone configs (no id) are keyed by their
+	// settings (InstanceKey).
+	InstanceID int64 `json:"instance_id,omitempty" schema:"internal"`
+}
+
 // InstanceKey identifies a plugin instance in process-wide state that
 // outlives config reloads: its id (set by the gateway's config compiler),
 // or, used standalone, a hash of its settings, so that a reload with the

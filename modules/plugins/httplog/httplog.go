@@ -38,11 +38,7 @@ type HTTPLog struct {
 	TimeoutMS       int64             `json:"timeout_ms" schema:"min=1,max=600000" doc:"Timeout of one batch request."`
 	QueueMaxSize    int               `json:"queue_max_size" schema:"min=1,max=1000000" doc:"Records waiting beyond this are dropped (and counted)."`
 
-	// InstanceID is the plugin's id, set by the gateway's config compiler:
-	// the sender (queue and goroutine) is kept per instance in a
-	// process-wide registry and survives reloads. Standalone configs (no
-	// id) are keyed by their settings.
-	InstanceID int64 `json:"instance_id,omitempty" schema:"internal"`
+	plugins.Instance
 
 	sender *logsender.Sender
 }

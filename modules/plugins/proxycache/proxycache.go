@@ -45,10 +45,7 @@ type ProxyCache struct {
 	VaryHeaders       []string `json:"vary_headers" schema:"header_name,minLength=1,maxItems=32" doc:"Request headers whose values are part of the cache key."`
 	HonorCacheControl bool     `json:"honor_cache_control" doc:"Obey Cache-Control: a request's no-cache/no-store bypasses the cache; a response's no-store, private, no-cache are not stored, its s-maxage/max-age set the TTL."`
 
-	// InstanceID is the plugin's id, set by the gateway's config compiler:
-	// entries are kept per instance in a process-wide store and survive
-	// reloads. Standalone configs (no id) are keyed by their settings.
-	InstanceID int64 `json:"instance_id,omitempty" schema:"internal"`
+	plugins.Instance
 
 	store  *cachestore.Store
 	prefix string

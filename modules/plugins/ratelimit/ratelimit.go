@@ -33,10 +33,7 @@ type RateLimit struct {
 	Key        string `json:"key" schema:"enum=ip|consumer|route|service|global|header" doc:"What is counted separately: client ip, authenticated consumer (falls back to ip), route, service, one global counter, or the value of header_name (falls back to ip when absent)."`
 	HeaderName string `json:"header_name" schema:"header_name" doc:"Request header whose value is the key (key header)."`
 
-	// InstanceID is the plugin's id, set by the gateway's config compiler:
-	// counters are kept per instance in a process-wide store and survive
-	// reloads. Standalone configs (no id) are keyed by their settings.
-	InstanceID int64 `json:"instance_id,omitempty" schema:"internal"`
+	plugins.Instance
 
 	store  *slidingwindow.Store
 	prefix string

@@ -5,13 +5,15 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-gateway/gateway/modules/plugins"
 )
 
 // Counters outlive a reload (the new instance is provisioned before the old
 // one is cleaned up) and go with the last instance that holds them.
 func TestCountersLiveAsLongAsAnInstanceHoldsThem(t *testing.T) {
 	provision := func() *RateLimit {
-		rl := &RateLimit{Limit: 1, WindowS: 60, Key: "ip", InstanceID: 987654}
+		rl := &RateLimit{Limit: 1, WindowS: 60, Key: "ip", Instance: plugins.Instance{InstanceID: 987654}}
 		if err := rl.Provision(caddy.Context{}); err != nil {
 			t.Fatal(err)
 		}
