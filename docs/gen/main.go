@@ -224,17 +224,15 @@ func fieldType(t reflect.Type, name string) reflect.Type {
 	if t.Kind() != reflect.Struct {
 		return nil
 	}
-	for i := 0; i < t.NumField(); i++ {
-		n, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if n == name {
-			ft := t.Field(i).Type
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			return ft
-		}
+	i, ok := schema.FieldIndex(t)[name]
+	if !ok {
+		return nil
 	}
-	return nil
+	ft := t.FieldByIndex(i).Type
+	for ft.Kind() == reflect.Pointer {
+		ft = ft.Elem()
+	}
+	return ft
 }
 
 // defaultsExample is the type's config after SetDefaults, as the API shows

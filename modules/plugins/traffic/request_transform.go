@@ -30,22 +30,16 @@ import (
 //	    set_query source gateway
 //	}
 type RequestTransform struct {
-	RemoveHeaders []string          `json:"remove_headers" schema:"header_name,maxItems=100" doc:"Header names to remove; a leading or trailing * is a wildcard (X-Internal-*)."`
-	RenameHeaders map[string]string `json:"rename_headers" schema:"keys=header_name,header_name,maxItems=100" doc:"Old name → new name; the values move (replacing the new name's), absent headers are left alone."`
-	SetHeaders    map[string]string `json:"set_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, replacing existing values (a Host entry changes the upstream Host). Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
-	AddHeaders    map[string]string `json:"add_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, added to existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
-	RemoveQuery   []string          `json:"remove_query" schema:"maxItems=100" doc:"Query parameter names to remove."`
-	SetQuery      map[string]string `json:"set_query" schema:"placeholders,maxItems=100" doc:"Query parameter name → value, replacing existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
+	HeaderTransform
+	RemoveQuery []string          `json:"remove_query" schema:"maxItems=100" doc:"Query parameter names to remove."`
+	SetQuery    map[string]string `json:"set_query" schema:"placeholders,maxItems=100" doc:"Query parameter name → value, replacing existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
 
 	headers *headerOps
 }
 
 // SetDefaults implements schema.Defaulter.
 func (h *RequestTransform) SetDefaults() {
-	h.RemoveHeaders = []string{}
-	h.RenameHeaders = map[string]string{}
-	h.SetHeaders = map[string]string{}
-	h.AddHeaders = map[string]string{}
+	h.HeaderTransform.setDefaults()
 	h.RemoveQuery = []string{}
 	h.SetQuery = map[string]string{}
 }
@@ -61,13 +55,13 @@ func (h *RequestTransform) Provision(caddy.Context) error {
 	if err := schema.Check(h); err != nil {
 		return err
 	}
-	h.headers = newHeaderOps(h.RemoveHeaders, h.RenameHeaders, h.SetHeaders, h.AddHeaders)
+	h.headers = h.HeaderTransform.ops()
 	return nil
 }
 
 // Validate implements schema.Validator and caddy.Validator.
 func (h *RequestTransform) Validate() error {
-	if err := checkHeaderOps(h.RemoveHeaders, h.RenameHeaders, h.SetHeaders, h.AddHeaders); err != nil {
+	if err := h.HeaderTransform.check(); err != nil {
 		return err
 	}
 	for i, k := range h.RemoveQuery {

@@ -26,21 +26,13 @@ import (
 //	    add_headers X-Served-By gateway
 //	}
 type ResponseTransform struct {
-	RemoveHeaders []string          `json:"remove_headers" schema:"header_name,maxItems=100" doc:"Header names to remove; a leading or trailing * is a wildcard (X-Powered-*)."`
-	RenameHeaders map[string]string `json:"rename_headers" schema:"keys=header_name,header_name,maxItems=100" doc:"Old name → new name; the values move (replacing the new name's), absent headers are left alone."`
-	SetHeaders    map[string]string `json:"set_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, replacing existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
-	AddHeaders    map[string]string `json:"add_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, added to existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
+	HeaderTransform
 
 	headers *headerOps
 }
 
 // SetDefaults implements schema.Defaulter.
-func (h *ResponseTransform) SetDefaults() {
-	h.RemoveHeaders = []string{}
-	h.RenameHeaders = map[string]string{}
-	h.SetHeaders = map[string]string{}
-	h.AddHeaders = map[string]string{}
-}
+func (h *ResponseTransform) SetDefaults() { h.HeaderTransform.setDefaults() }
 
 // CaddyModule returns the Caddy module information.
 func (*ResponseTransform) CaddyModule() caddy.ModuleInfo {
@@ -53,13 +45,13 @@ func (h *ResponseTransform) Provision(caddy.Context) error {
 	if err := schema.Check(h); err != nil {
 		return err
 	}
-	h.headers = newHeaderOps(h.RemoveHeaders, h.RenameHeaders, h.SetHeaders, h.AddHeaders)
+	h.headers = h.HeaderTransform.ops()
 	return nil
 }
 
 // Validate implements schema.Validator and caddy.Validator.
 func (h *ResponseTransform) Validate() error {
-	return checkHeaderOps(h.RemoveHeaders, h.RenameHeaders, h.SetHeaders, h.AddHeaders)
+	return h.HeaderTransform.check()
 }
 
 // ServeHTTP calls next with a response writer that transforms the header.

@@ -56,6 +56,27 @@ func replacer(r *http.Request) *caddy.Replacer {
 
 // ---- header operations (request-transform, response-transform) ----
 
+// HeaderTransform is the declaration of the header operations that
+// request-transform and response-transform share (embedded in both).
+type HeaderTransform struct {
+	RemoveHeaders []string          `json:"remove_headers" schema:"header_name,maxItems=100" doc:"Header names to remove; a leading or trailing * is a wildcard (X-Internal-*)."`
+	RenameHeaders map[string]string `json:"rename_headers" schema:"keys=header_name,header_name,maxItems=100" doc:"Old name → new name; the values move (replacing the new name's), absent headers are left alone."`
+	SetHeaders    map[string]string `json:"set_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, replacing existing values (in a request, a Host entry changes the upstream Host). Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
+	AddHeaders    map[string]string `json:"add_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, added to existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
+}
+
+func (t *HeaderTransform) setDefaults() {
+	t.RemoveHeaders = []string{}
+	t.RenameHeaders = map[string]string{}
+	t.SetHeaders = map[string]string{}
+	t.AddHeaders = map[string]string{}
+}
+
+// ops are the operations, prepared.
+func (t *HeaderTransform) ops() *headerOps {
+	return newHeaderOps(t.RemoveHeaders, t.RenameHeaders, t.SetHeaders, t.AddHeaders)
+}
+
 // headerOps are the header operations of request-transform and
 // response-transform, applied in the order remove, rename, set, add (Kong's
 // transformer order). remove, set and add are Caddy's own header operations
@@ -157,22 +178,22 @@ func (ops *headerOps) renameIn(hdr http.Header) {
 	}
 }
 
-// checkHeaderOps validates the four header-operation fields.
-func checkHeaderOps(remove []string, rename, set, add map[string]string) error {
-	for i, name := range remove {
+// check validates the operations (what the tags cannot say).
+func (t *HeaderTransform) check() error {
+	for i, name := range t.RemoveHeaders {
 		if !validHeaderPattern(name) {
 			return schema.Errorf(idx("remove_headers", i), "must be a header name (a leading or trailing * is a wildcard)")
 		}
 	}
-	for _, k := range sortedKeys(rename) {
+	for _, k := range sortedKeys(t.RenameHeaders) {
 		if !httpguts.ValidHeaderFieldName(k) {
 			return schema.Errorf("rename_headers."+k, "key must be a valid header name")
 		}
-		if !httpguts.ValidHeaderFieldName(rename[k]) {
+		if !httpguts.ValidHeaderFieldName(t.RenameHeaders[k]) {
 			return schema.Errorf("rename_headers."+k, "must be a valid header name")
 		}
 	}
-	for field, m := range map[string]map[string]string{"set_headers": set, "add_headers": add} {
+	for field, m := range map[string]map[string]string{"set_headers": t.SetHeaders, "add_headers": t.AddHeaders} {
 		for _, k := range sortedKeys(m) {
 			if !httpguts.ValidHeaderFieldName(k) {
 				return schema.Errorf(field+"."+k, "key must be a valid header name")
