@@ -47,12 +47,8 @@ var certificatesKind = Kind{
 	},
 	Clear: deleteAll(&certs.Row{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
-		return r.each("certificates", raw, "", func(it item) error {
-			var fields certificateFields
-			if err := decode(it.path, it.fields, &fields); err != nil {
-				return err
-			}
-			in := certs.Certificate(fields)
+		return eachRow(r, "certificates", raw, "", func(it item, fields *certificateFields) error {
+			in := certs.Certificate(*fields)
 			if !in.ACME && in.Key == nil {
 				r.Skip("certificate", it.path, "the private key is not in the document (export with include_secrets=true)")
 				return nil
@@ -103,11 +99,7 @@ var wasmModulesKind = Kind{
 	},
 	Clear: deleteAll(&storage.WasmModule{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
-		return r.each("wasm_modules", raw, "", func(it item) error {
-			var m WasmModule
-			if err := decode(it.path, it.fields, &m); err != nil {
-				return err
-			}
+		return eachRow(r, "wasm_modules", raw, "", func(it item, m *WasmModule) error {
 			if m.WasmBase64 == nil || *m.WasmBase64 == "" {
 				r.Skip("wasm_module", it.path, fmt.Sprintf("module %q: its bytes are not in the document (export with include_secrets=true)", m.Name))
 				return nil
