@@ -25,21 +25,10 @@ type created struct {
 	PluginIDs []int64 `json:"plugin_ids"`
 }
 
-// upstreamServer answers {"upstream": name, "path": ..., "host": ...}.
-func upstreamServer(t *testing.T, name string) *httptest.Server {
-	t.Helper()
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"upstream": name, "path": r.URL.Path, "host": r.Host})
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
 // appGateway is a gateway and an upstream answering as name.
 func appGateway(t *testing.T, name string) (*testgw.Gateway, *httptest.Server) {
 	t.Helper()
-	return testgw.Start(t, nil), upstreamServer(t, name)
+	return testgw.Start(t, nil), testgw.Echo(t, name)
 }
 
 func port(t *testing.T, addr string) string {
@@ -104,7 +93,7 @@ func TestCreateApplicationProxies(t *testing.T) {
 	}
 
 	// Traffic: the domain reaches the upstream, another host does not.
-	g.WantGet("shop.example.test", "/cart", 200, `"upstream":"one"`, `"path":"/cart"`)
+	g.WantGet("shop.example.test", "/cart", 200, `"name":"one"`, `"path":"/cart"`)
 	g.WantGet("other.example.test", "/cart", 404)
 }
 

@@ -8,9 +8,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -47,16 +45,6 @@ func followProxy(g *testgw.Gateway) {
 	}
 }
 
-// upstream answers {"name", "consumer"} (the X-Consumer-Username it got).
-func upstream(t *testing.T, name string) string {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"name": name, "consumer": r.Header.Get("X-Consumer-Username")})
-	}))
-	t.Cleanup(s.Close)
-	return strings.TrimPrefix(s.URL, "http://")
-}
-
 type reply struct {
 	Status   int
 	Name     string
@@ -67,26 +55,11 @@ type reply struct {
 // get sends a proxied GET with headers as name, value pairs.
 func get(t *testing.T, g *testgw.Gateway, path string, hdr ...string) reply {
 	t.Helper()
-	req, err := http.NewRequest("GET", g.ProxyURL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := g.Client.Do(req)
-	if err != nil {
-		t.Fatalf("proxy GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	out := reply{Status: resp.StatusCode, Header: resp.Header}
-	if resp.StatusCode == 200 {
-		var v struct{ Name, Consumer string }
-		if err := json.Unmarshal(b, &v); err != nil {
-			t.Fatalf("proxy GET %s: not an upstream answer: %s", path, b)
-		}
-		out.Name, out.Consumer = v.Name, v.Consumer
+	a := g.Proxy(t, "GET", path, nil, hdr...)
+	out := reply{Status: a.Status, Header: a.Header}
+	if a.Status == 200 {
+		e := testgw.DecodeEcho(t, a.Body)
+		out.Name, out.Consumer = e.Name, e.Headers.Get("X-Consumer-Username")
 	}
 	return out
 }
@@ -134,8 +107,8 @@ func build(t *testing.T, g *testgw.Gateway) fixture {
 	goneC := id(g.Must("POST", "/api/v1/consumers", map[string]any{"username": "gone"}))
 	g.Must("DELETE", p("/api/v1/consumers/%d", goneC), nil)
 
-	a := g.Service("svc-a", upstream(t, "a"))
-	b := g.Service("svc-b", upstream(t, "b"))
+	a := g.Service("svc-a", testgw.Addr(testgw.Echo(t, "a")))
+	b := g.Service("svc-b", testgw.Addr(testgw.Echo(t, "b")))
 	c := g.Service("svc-tcp", testgw.TCPEcho(t, "tcp"))
 	g.Route("split", a, map[string]any{"paths": []string{"/split"}, "splits": []map[string]any{{"service_id": a, "weight": 1}, {"service_id": b, "weight": 1}}})
 	ka := g.Route("ka", a, map[string]any{"paths": []string{"/ka"}})

@@ -41,7 +41,7 @@ func wantStatus(t *testing.T, a answer, status int, what string) {
 func TestAuthEndToEnd(t *testing.T) {
 	need(t, "key-auth", "basic-auth", "jwt", "acl")
 	g := start(t)
-	svc := g.Service("svc", echo(t))
+	svc := g.Service("svc", testgw.Addr(testgw.Echo(t, "up")))
 	open := g.Route("open", svc, map[string]any{"paths": []string{"/open"}})
 	ka := g.Route("ka", svc, map[string]any{"paths": []string{"/ka"}})
 	ba := g.Route("ba", svc, map[string]any{"paths": []string{"/ba"}})
@@ -144,10 +144,10 @@ func TestAuthEndToEnd(t *testing.T) {
 func TestPluginPrecedence(t *testing.T) {
 	need(t, "rate-limit")
 	g := start(t)
-	svc := g.Service("svc", echo(t))
+	svc := g.Service("svc", testgw.Addr(testgw.Echo(t, "up")))
 	one := g.Route("one", svc, map[string]any{"paths": []string{"/one"}})
 	two := g.Route("two", svc, map[string]any{"paths": []string{"/two"}})
-	other := g.Service("other", echo(t))
+	other := g.Service("other", testgw.Addr(testgw.Echo(t, "up")))
 	three := g.Route("three", other, map[string]any{"paths": []string{"/three"}})
 
 	limit := func(path string) string {
@@ -213,7 +213,7 @@ func TestPluginPrecedence(t *testing.T) {
 func TestPluginOrderingAcrossScopes(t *testing.T) {
 	need(t, "key-auth", "rate-limit")
 	g := start(t)
-	svc := g.Service("svc", echo(t))
+	svc := g.Service("svc", testgw.Addr(testgw.Echo(t, "up")))
 	early := g.Route("early", svc, map[string]any{"paths": []string{"/early"}})
 	late := g.Route("late", svc, map[string]any{"paths": []string{"/late"}})
 	// Global key-auth (ordering 500); route rate-limits before it (400) and

@@ -1,11 +1,7 @@
 package pluginapi_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
@@ -31,22 +27,6 @@ func need(t *testing.T, types ...string) {
 	}
 }
 
-// echo is an upstream answering what it received.
-func echo(t *testing.T) (addr string) {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"path": r.URL.Path, "query": r.URL.RawQuery, "headers": r.Header})
-	}))
-	t.Cleanup(s.Close)
-	return strings.TrimPrefix(s.URL, "http://")
-}
-
-type echoed struct {
-	Path    string      `json:"path"`
-	Query   string      `json:"query"`
-	Headers http.Header `json:"headers"`
-}
-
 // answer is one proxied answer (testgw.Proxy reads it).
 type answer testgw.Answer
 
@@ -56,13 +36,9 @@ func proxy(t *testing.T, g *testgw.Gateway, method, path string, hdr ...string) 
 	return answer(g.Proxy(t, method, path, nil, hdr...))
 }
 
-func (a answer) echo(t *testing.T) echoed {
+func (a answer) echo(t *testing.T) testgw.Echoed {
 	t.Helper()
-	var e echoed
-	if err := json.Unmarshal([]byte(a.Body), &e); err != nil {
-		t.Fatalf("not an upstream answer (status %d): %q", a.Status, a.Body)
-	}
-	return e
+	return testgw.DecodeEcho(t, a.Body)
 }
 
 func id(v map[string]any) int64 { return testgw.ID(v) }

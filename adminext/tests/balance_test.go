@@ -32,7 +32,7 @@ func countByName(t *testing.T, g *testgw.Gateway, n int, header func(i int) http
 			counts[fmt.Sprint(resp.StatusCode)]++
 			continue
 		}
-		counts[decodeEcho(t, string(b[:k])).Name]++
+		counts[testgw.DecodeEcho(t, string(b[:k])).Name]++
 	}
 	return counts
 }
@@ -43,8 +43,8 @@ func setAlgorithm(t *testing.T, g *testgw.Gateway, sid int64, alg string, retrie
 
 func TestLoadBalancingAlgorithms(t *testing.T) {
 	g := testgw.Start(t, nil)
-	a, b, c := echo(t, "a"), echo(t, "b"), echo(t, "c")
-	sid := g.Service("s", addr(a), addr(b))
+	a, b, c := testgw.Echo(t, "a"), testgw.Echo(t, "b"), testgw.Echo(t, "c")
+	sid := g.Service("s", testgw.Addr(a), testgw.Addr(b))
 	// c has weight 0: out of rotation for every algorithm.
 	g.Must("POST", fmt.Sprintf("/api/v1/services/%d/targets", sid), map[string]any{"host": "127.0.0.1", "port": port(c), "weight": 0})
 	g.Route("all", sid, nil)
@@ -109,7 +109,7 @@ func TestLoadBalancingAlgorithms(t *testing.T) {
 }
 
 func port(s *httptest.Server) int {
-	_, p, _ := net.SplitHostPort(addr(s))
+	_, p, _ := net.SplitHostPort(testgw.Addr(s))
 	var n int
 	fmt.Sscan(p, &n)
 	return n
@@ -117,8 +117,8 @@ func port(s *httptest.Server) int {
 
 func TestSplits(t *testing.T) {
 	g := testgw.Start(t, nil)
-	s1 := g.Service("one", addr(echo(t, "one")))
-	s2 := g.Service("two", addr(echo(t, "two")))
+	s1 := g.Service("one", testgw.Addr(testgw.Echo(t, "one")))
+	s2 := g.Service("two", testgw.Addr(testgw.Echo(t, "two")))
 	g.Route("canary", s1, map[string]any{"splits": []any{
 		map[string]any{"service_id": s1, "weight": 1}, map[string]any{"service_id": s2, "weight": 3}}})
 	got := countByName(t, g, 400, nil)
@@ -140,8 +140,8 @@ func deadAddr(t *testing.T) string {
 
 func TestRetriesGoToOtherTargets(t *testing.T) {
 	g := testgw.Start(t, nil)
-	live := echo(t, "live")
-	sid := g.Service("s", deadAddr(t), addr(live))
+	live := testgw.Echo(t, "live")
+	sid := g.Service("s", deadAddr(t), testgw.Addr(live))
 	g.Route("all", sid, nil)
 	setAlgorithm(t, g, sid, "round_robin", 1)
 	got := countByName(t, g, 20, nil)
@@ -201,7 +201,7 @@ func TestHealthCheckFailoverSurvivesReloads(t *testing.T) {
 	g := testgw.Start(t, &testgw.Options{HealthInterval: 50 * time.Millisecond})
 	var sickA, sickB atomic.Bool
 	a, b := flaky(t, "a", &sickA), flaky(t, "b", &sickB)
-	sid := g.Service("s", addr(a), addr(b))
+	sid := g.Service("s", testgw.Addr(a), testgw.Addr(b))
 	g.Must("PUT", fmt.Sprintf("/api/v1/services/%d", sid), map[string]any{"name": "s", "health_path": "/health"})
 	g.Route("all", sid, nil)
 	waitFor(t, "both healthy", func() bool { return healthState(g, port(a)) == "healthy" && healthState(g, port(b)) == "healthy" })
@@ -238,8 +238,8 @@ func TestHealthCheckFailoverSurvivesReloads(t *testing.T) {
 
 func TestTCPHealthCheck(t *testing.T) {
 	g := testgw.Start(t, &testgw.Options{HealthInterval: 50 * time.Millisecond})
-	a, b := echo(t, "a"), echo(t, "b")
-	sid := g.Service("s", addr(a), addr(b))
+	a, b := testgw.Echo(t, "a"), testgw.Echo(t, "b")
+	sid := g.Service("s", testgw.Addr(a), testgw.Addr(b))
 	g.Route("all", sid, nil)
 	waitFor(t, "healthy", func() bool { return healthState(g, port(b)) == "healthy" })
 	b.Close()

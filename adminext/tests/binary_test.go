@@ -85,7 +85,7 @@ func TestBinaryRunsShippedCaddyfile(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&out)
 		return out
 	}
-	up := echo(t, "binary")
+	up := testgw.Echo(t, "binary")
 	slow := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(800 * time.Millisecond)
 		_, _ = io.WriteString(w, "finished")
@@ -99,7 +99,7 @@ func TestBinaryRunsShippedCaddyfile(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || decodeEcho(t, string(b)).Path != "/hello" {
+	if resp.StatusCode != 200 || testgw.DecodeEcho(t, string(b)).Path != "/hello" {
 		t.Fatalf("proxied: %d %s", resp.StatusCode, b)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data", "gateway.db")); err != nil {

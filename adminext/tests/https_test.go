@@ -62,7 +62,7 @@ func selfSigned(t *testing.T, name string) (certPEM, keyPEM string, pool *x509.C
 // over both listeners.
 func TestHTTPSListener(t *testing.T) {
 	g, pool := startWithCert(t, "secure.test")
-	sid := g.Service("s", addr(echo(t, "up")))
+	sid := g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
 	g.Route("all", sid, nil)
 	httpsAddr := testgw.FreeAddr(t)
 	got := g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr, "https_enabled": true})
@@ -77,7 +77,7 @@ func TestHTTPSListener(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	e := decodeEcho(t, string(b))
+	e := testgw.DecodeEcho(t, string(b))
 	if resp.StatusCode != 200 || e.Path != "/over-tls" || e.Headers["X-Forwarded-Proto"][0] != "https" {
 		t.Fatalf("over TLS: %d %+v", resp.StatusCode, e)
 	}

@@ -290,7 +290,7 @@ func TestHTTPLogThroughTheGateway(t *testing.T) {
 	}))
 	defer collector.Close()
 
-	sid := g.Service("s", addr(echo(t, "up")))
+	sid := g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
 	rid := g.Route("logged", sid, testgw.Paths("/logged"))
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "http-log", "scope": "global",
 		"config": map[string]any{"endpoint": collector.URL, "flush_interval_ms": 50, "batch_max_size": 10}})

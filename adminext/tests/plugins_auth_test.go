@@ -39,27 +39,27 @@ func TestPluginKeyAuthAndACLThroughGateway(t *testing.T) {
 	wantGatewayError(t, send(t, g, "GET", "/ka", nil), 401, "")
 	wantGatewayError(t, send(t, g, "GET", "/ka", nil, "apikey", "nope"), 401, "")
 	p := send(t, g, "GET", "/ka", nil, "apikey", "alice-key", "X-Consumer-ID", "999", "X-Consumer-Username", "mallory")
-	e := decodeEcho(t, p.Body)
+	e := testgw.DecodeEcho(t, p.Body)
 	if p.Status != 200 || e.Headers["X-Consumer-Id"][0] != itoa(alice) || e.Headers["X-Consumer-Username"][0] != "alice" ||
 		len(e.Headers["X-Consumer-Id"]) != 1 || e.Headers["X-Consumer-Custom-Id"][0] != "A1" || e.Headers["X-Consumer-Groups"][0] != "admins,ops" {
 		t.Fatalf("identity headers: %d %v", p.Status, e.Headers)
 	}
 	if p := send(t, g, "GET", "/ka?apikey=bob-key", nil, "X-Consumer-Custom-ID", "forged"); p.Status != 200 {
 		t.Fatalf("key in the query: %d %s", p.Status, p.Body)
-	} else if e := decodeEcho(t, p.Body); e.Headers["X-Consumer-Username"][0] != "bob" || e.Headers["X-Consumer-Custom-Id"] != nil {
+	} else if e := testgw.DecodeEcho(t, p.Body); e.Headers["X-Consumer-Username"][0] != "bob" || e.Headers["X-Consumer-Custom-Id"] != nil {
 		t.Fatalf("bob's identity: %v", e.Headers)
 	}
 	// Without an auth plugin, forged identity headers are removed too.
-	if p := send(t, g, "GET", "/open", nil, "X-Consumer-ID", "1"); p.Status != 200 || decodeEcho(t, p.Body).Headers["X-Consumer-Id"] != nil {
+	if p := send(t, g, "GET", "/open", nil, "X-Consumer-ID", "1"); p.Status != 200 || testgw.DecodeEcho(t, p.Body).Headers["X-Consumer-Id"] != nil {
 		t.Fatalf("forged header reached the upstream: %d %s", p.Status, p.Body)
 	}
 
 	p = send(t, g, "GET", "/hidden?k=alice-key&keep=1", nil)
-	if e := decodeEcho(t, p.Body); p.Status != 200 || strings.Contains(e.Query, "alice-key") || !strings.Contains(e.Query, "keep=1") {
+	if e := testgw.DecodeEcho(t, p.Body); p.Status != 200 || strings.Contains(e.Query, "alice-key") || !strings.Contains(e.Query, "keep=1") {
 		t.Fatalf("hide_credentials (query): %d %+v", p.Status, e)
 	}
 	p = send(t, g, "GET", "/hidden", nil, "X-Key", "alice-key")
-	if e := decodeEcho(t, p.Body); p.Status != 200 || e.Headers["X-Key"] != nil {
+	if e := testgw.DecodeEcho(t, p.Body); p.Status != 200 || e.Headers["X-Key"] != nil {
 		t.Fatalf("hide_credentials (header): %d %v", p.Status, e.Headers)
 	}
 
@@ -68,7 +68,7 @@ func TestPluginKeyAuthAndACLThroughGateway(t *testing.T) {
 	}
 	wantGatewayError(t, send(t, g, "GET", "/allow", nil, "apikey", "bob-key"), 403, "")
 	wantGatewayError(t, send(t, g, "GET", "/deny", nil, "apikey", "alice-key"), 403, "")
-	if p := send(t, g, "GET", "/deny", nil, "apikey", "bob-key"); p.Status != 200 || decodeEcho(t, p.Body).Headers["X-Consumer-Groups"] != nil {
+	if p := send(t, g, "GET", "/deny", nil, "apikey", "bob-key"); p.Status != 200 || testgw.DecodeEcho(t, p.Body).Headers["X-Consumer-Groups"] != nil {
 		t.Fatalf("acl deny, non-member with hide_groups_header: %d %s", p.Status, p.Body)
 	}
 	wantGatewayError(t, send(t, g, "GET", "/acl-only", nil), 403, "")
@@ -89,7 +89,7 @@ func TestPluginBasicAuthThroughGateway(t *testing.T) {
 	basic := func(u, pw string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(u+":"+pw)) }
 	wantGatewayError(t, send(t, g, "GET", "/", nil, "Authorization", basic("carol", "wrong")), 401, "")
 	p = send(t, g, "GET", "/", nil, "Authorization", basic("carol", "s3cret"))
-	if e := decodeEcho(t, p.Body); p.Status != 200 || e.Headers["Authorization"] != nil || e.Headers["X-Consumer-Id"][0] != itoa(c) {
+	if e := testgw.DecodeEcho(t, p.Body); p.Status != 200 || e.Headers["Authorization"] != nil || e.Headers["X-Consumer-Id"][0] != itoa(c) {
 		t.Fatalf("authenticated: %d %v", p.Status, e.Headers)
 	}
 }
@@ -127,7 +127,7 @@ func TestPluginJWTThroughGateway(t *testing.T) {
 	ok := func(what, path string, hdr ...string) {
 		t.Helper()
 		p := send(t, g, "GET", path, nil, hdr...)
-		if p.Status != 200 || decodeEcho(t, p.Body).Headers["X-Consumer-Id"][0] != itoa(c) {
+		if p.Status != 200 || testgw.DecodeEcho(t, p.Body).Headers["X-Consumer-Id"][0] != itoa(c) {
 			t.Fatalf("%s: %d %s", what, p.Status, p.Body)
 		}
 	}

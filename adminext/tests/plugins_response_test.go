@@ -22,7 +22,7 @@ import (
 // response carries RateLimit-*; keys ip, consumer, route, service, header.
 func TestPluginRateLimitThroughGateway(t *testing.T) {
 	g, sid := echoGateway(t)
-	other := g.Service("o", addr(echo(t, "other")))
+	other := g.Service("o", testgw.Addr(testgw.Echo(t, "other")))
 	r := g.PathRoutes(sid, "/ip", "/hdr", "/cons")
 	byIP, byHeader, byConsumer := r[0], r[1], r[2]
 	r1 := g.PathRoutes(other, "/r1", "/r2")[0]
@@ -131,7 +131,7 @@ func TestPluginTransformsThroughGateway(t *testing.T) {
 		"set_headers":    map[string]string{"X-Powered": "gw"},
 	})
 	p := send(t, g, "GET", "/t?drop=1&keep=1&v=1", nil, "X-Drop", "x", "X-Before", "b")
-	e := decodeEcho(t, p.Body)
+	e := testgw.DecodeEcho(t, p.Body)
 	h := e.Headers
 	if p.Status != 200 || h["X-Drop"] != nil || h["X-Before"] != nil || h["X-After"][0] != "b" || h["X-Added"][0] != "1" ||
 		h["X-Client"][0] != "127.0.0.1" || h["X-Rid"][0] != p.Header.Get("X-Request-ID") {
@@ -230,7 +230,7 @@ func TestPluginResponseCompressionThroughGateway(t *testing.T) {
 // responses only.
 func TestPluginHSTSThroughGateway(t *testing.T) {
 	g, pool := startWithCert(t, "secure.test")
-	sid := g.Service("s", addr(echo(t, "up")))
+	sid := g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
 	g.Route("all", sid, nil)
 	httpsAddr := enableHTTPS(t, g)
 	addPlugin(t, g, "hsts", "global", 0, map[string]any{"include_subdomains": true})
@@ -254,7 +254,7 @@ func TestPluginHSTSThroughGateway(t *testing.T) {
 // plain-HTTP request for the same URL: hsts is for HTTPS responses only.
 func TestPluginProxyCacheKeepsSchemesApart(t *testing.T) {
 	g, pool := startWithCert(t, "secure.test")
-	sid := g.Service("s", addr(echo(t, "up")))
+	sid := g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
 	g.Route("all", sid, nil)
 	httpsAddr := enableHTTPS(t, g)
 	addPlugin(t, g, "hsts", "global", 0, nil)
@@ -278,7 +278,7 @@ func TestPluginProxyCacheKeepsSchemesApart(t *testing.T) {
 	if p.Status != 200 || p.Header.Get("Strict-Transport-Security") != "" || p.Header.Get("X-Cache-Status") != "Miss" {
 		t.Fatalf("plain HTTP got the HTTPS entry: %d %v", p.Status, p.Header)
 	}
-	if e := decodeEcho(t, p.Body); e.Headers["X-Forwarded-Proto"][0] != "http" {
+	if e := testgw.DecodeEcho(t, p.Body); e.Headers["X-Forwarded-Proto"][0] != "http" {
 		t.Fatalf("plain HTTP got the upstream's answer to an HTTPS request: %v", e.Headers["X-Forwarded-Proto"])
 	}
 }
@@ -289,7 +289,7 @@ func TestPluginProxyCacheKeepsSchemesApart(t *testing.T) {
 // the routes differ only in a header condition.
 func TestPluginProxyCacheKeepsRoutesApart(t *testing.T) {
 	g := testgw.Start(t, nil)
-	one, two, three := g.Service("one", addr(echo(t, "one"))), g.Service("two", addr(echo(t, "two"))), g.Service("three", addr(echo(t, "three")))
+	one, two, three := g.Service("one", testgw.Addr(testgw.Echo(t, "one"))), g.Service("two", testgw.Addr(testgw.Echo(t, "two"))), g.Service("three", testgw.Addr(testgw.Echo(t, "three")))
 	g.Route("a", one, map[string]any{"paths": []string{"/a"}, "strip_path": true})
 	g.Route("b", two, map[string]any{"paths": []string{"/b"}, "strip_path": true})
 	g.Route("v2", three, map[string]any{"paths": []string{"/b"}, "strip_path": true, "headers": map[string]any{"X-Version": "2"}})
@@ -298,7 +298,7 @@ func TestPluginProxyCacheKeepsRoutesApart(t *testing.T) {
 	check := func(path, want, status string, hdr ...string) {
 		t.Helper()
 		p := send(t, g, "GET", path, nil, hdr...)
-		if e := decodeEcho(t, p.Body); e.Name != want || e.Path != "/x" || p.Header.Get("X-Cache-Status") != status {
+		if e := testgw.DecodeEcho(t, p.Body); e.Name != want || e.Path != "/x" || p.Header.Get("X-Cache-Status") != status {
 			t.Fatalf("%s %v: served by %q (path %q), %s; want %q, %s", path, hdr, e.Name, e.Path, p.Header.Get("X-Cache-Status"), want, status)
 		}
 	}

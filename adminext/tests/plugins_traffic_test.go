@@ -26,11 +26,11 @@ func TestPluginRequestIDThroughGateway(t *testing.T) {
 	if p.Status != 200 || !uuidV4.MatchString(id) {
 		t.Fatalf("generated id %q (status %d)", id, p.Status)
 	}
-	if e := decodeEcho(t, p.Body); len(e.Headers["X-Request-Id"]) != 1 || e.Headers["X-Request-Id"][0] != id {
+	if e := testgw.DecodeEcho(t, p.Body); len(e.Headers["X-Request-Id"]) != 1 || e.Headers["X-Request-Id"][0] != id {
 		t.Fatalf("upstream got %v, downstream %q", e.Headers["X-Request-Id"], id)
 	}
 	p = send(t, g, "GET", "/x", nil, "X-Request-ID", "abc-123")
-	if got := p.Header.Get("X-Request-ID"); got != "abc-123" || decodeEcho(t, p.Body).Headers["X-Request-Id"][0] != "abc-123" {
+	if got := p.Header.Get("X-Request-ID"); got != "abc-123" || testgw.DecodeEcho(t, p.Body).Headers["X-Request-Id"][0] != "abc-123" {
 		t.Fatalf("trusted incoming id: %q", got)
 	}
 }
@@ -94,7 +94,7 @@ func TestPluginCORSThroughGateway(t *testing.T) {
 // port and passes HTTPS requests; location with keep_path.
 func TestPluginRedirectThroughGateway(t *testing.T) {
 	g, pool := startWithCert(t, "secure.test")
-	sid := g.Service("s", addr(echo(t, "up")))
+	sid := g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
 	secure := g.Route("secure", sid, map[string]any{"hosts": []string{"secure.test"}})
 	moved := g.Route("moved", sid, testgw.Paths("/old"))
 	httpsAddr := enableHTTPS(t, g)
@@ -132,14 +132,14 @@ func TestPluginRequestSizeLimitThroughGateway(t *testing.T) {
 	g.Route("all", sid, nil)
 	addPlugin(t, g, "request-size-limit", "global", 0, map[string]any{"max_bytes": 10})
 
-	if p := send(t, g, "POST", "/", strings.NewReader("0123456789")); p.Status != 200 || decodeEcho(t, p.Body).Body != "0123456789" {
+	if p := send(t, g, "POST", "/", strings.NewReader("0123456789")); p.Status != 200 || testgw.DecodeEcho(t, p.Body).Body != "0123456789" {
 		t.Fatalf("within the limit: %d %s", p.Status, p.Body)
 	}
 	wantGatewayError(t, send(t, g, "POST", "/", strings.NewReader("0123456789A")), 413, "")
 	// A chunked body (no Content-Length): an io.Reader that is not a known type.
 	chunked := func(s string) io.Reader { return io.MultiReader(strings.NewReader(s)) }
 	wantGatewayError(t, send(t, g, "POST", "/", chunked(strings.Repeat("x", 5000))), 413, "")
-	if p := send(t, g, "POST", "/", chunked("short")); p.Status != 200 || decodeEcho(t, p.Body).Body != "short" {
+	if p := send(t, g, "POST", "/", chunked("short")); p.Status != 200 || testgw.DecodeEcho(t, p.Body).Body != "short" {
 		t.Fatalf("chunked within the limit: %d %s", p.Status, p.Body)
 	}
 }
@@ -169,8 +169,8 @@ func TestPluginRequestTerminationThroughGateway(t *testing.T) {
 // plugin chain).
 func TestPluginRequestTransformSetsUpstreamHost(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := echo(t, "up")
-	sid := g.Service("s", addr(up))
+	up := testgw.Echo(t, "up")
+	sid := g.Service("s", testgw.Addr(up))
 	plain := g.Route("plain", sid, testgw.Paths("/plain"))
 	kept := g.Route("kept", sid, map[string]any{"paths": []string{"/kept"}, "preserve_host": true})
 	untouched := g.Route("untouched", sid, map[string]any{"paths": []string{"/untouched"}, "preserve_host": true})
@@ -179,14 +179,14 @@ func TestPluginRequestTransformSetsUpstreamHost(t *testing.T) {
 	}
 	addPlugin(t, g, "request-transform", "route", untouched, map[string]any{"set_headers": map[string]string{"X-A": "1"}})
 	for _, path := range []string{"/plain", "/kept"} {
-		if e := decodeEcho(t, send(t, g, "GET", path, nil, "Host", "client.example").Body); e.Host != "custom.example" {
+		if e := testgw.DecodeEcho(t, send(t, g, "GET", path, nil, "Host", "client.example").Body); e.Host != "custom.example" {
 			t.Fatalf("%s: upstream Host %q, want custom.example", path, e.Host)
 		}
 	}
-	if e := decodeEcho(t, send(t, g, "GET", "/untouched", nil, "Host", "client.example").Body); e.Host != "client.example" || e.Headers["X-A"][0] != "1" {
+	if e := testgw.DecodeEcho(t, send(t, g, "GET", "/untouched", nil, "Host", "client.example").Body); e.Host != "client.example" || e.Headers["X-A"][0] != "1" {
 		t.Fatalf("preserve_host without a Host entry: %q", e.Host)
 	}
-	if e := decodeEcho(t, send(t, g, "GET", "/plain", nil).Body); e.Host != "custom.example" {
+	if e := testgw.DecodeEcho(t, send(t, g, "GET", "/plain", nil).Body); e.Host != "custom.example" {
 		t.Fatalf("second request: %q", e.Host)
 	}
 }

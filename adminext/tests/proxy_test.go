@@ -4,51 +4,14 @@
 package tests
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
-
-// echo is an upstream that answers what it received, tagged with its name.
-func echo(t testing.TB, name string) *httptest.Server {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"name": name, "path": r.URL.Path, "query": r.URL.RawQuery, "host": r.Host,
-			"method": r.Method, "headers": r.Header, "body": string(body),
-		})
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-type echoed struct {
-	Name    string              `json:"name"`
-	Path    string              `json:"path"`
-	Query   string              `json:"query"`
-	Host    string              `json:"host"`
-	Method  string              `json:"method"`
-	Headers map[string][]string `json:"headers"`
-	Body    string              `json:"body"`
-}
-
-func decodeEcho(t testing.TB, body string) echoed {
-	t.Helper()
-	var e echoed
-	if err := json.Unmarshal([]byte(body), &e); err != nil {
-		t.Fatalf("not an echo answer: %q", body)
-	}
-	return e
-}
-
-func addr(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
 
 // echoGateway starts a gateway with a service "s" in front of an echo
 // upstream "up", what most proxy tests start from, and returns the service
@@ -56,14 +19,14 @@ func addr(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://
 func echoGateway(t *testing.T) (*testgw.Gateway, int64) {
 	t.Helper()
 	g := testgw.Start(t, nil)
-	return g, g.Service("s", addr(echo(t, "up")))
+	return g, g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
 }
 
 func TestProxyFollowsRouteChanges(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up1, up2 := echo(t, "one"), echo(t, "two")
-	s1 := g.Service("one", addr(up1))
-	s2 := g.Service("two", addr(up2))
+	up1, up2 := testgw.Echo(t, "one"), testgw.Echo(t, "two")
+	s1 := g.Service("one", testgw.Addr(up1))
+	s2 := g.Service("two", testgw.Addr(up2))
 
 	st, body, _ := g.Get("api.example.com", "/x")
 	if st != 404 || !strings.Contains(body, "no route matched") {
@@ -74,13 +37,13 @@ func TestProxyFollowsRouteChanges(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("status %d: %s", st, body)
 	}
-	e := decodeEcho(t, body)
+	e := testgw.DecodeEcho(t, body)
 	if e.Name != "one" || e.Path != "/x" || e.Query != "q=1" {
 		t.Fatalf("got %+v", e)
 	}
 	// preserve_host false: the target's host:port is sent as Host.
-	if e.Host != addr(up1) {
-		t.Fatalf("Host = %q, want %q", e.Host, addr(up1))
+	if e.Host != testgw.Addr(up1) {
+		t.Fatalf("Host = %q, want %q", e.Host, testgw.Addr(up1))
 	}
 	if got := e.Headers["X-Forwarded-Host"]; len(got) == 0 || got[0] != "api.example.com" {
 		t.Fatalf("X-Forwarded-Host = %v", got)
@@ -92,7 +55,7 @@ func TestProxyFollowsRouteChanges(t *testing.T) {
 		"strip_path": true, "preserve_host": true,
 	})
 	st, body, _ = g.Get("api.example.com", "/v1/items")
-	e = decodeEcho(t, body)
+	e = testgw.DecodeEcho(t, body)
 	if st != 200 || e.Name != "two" || e.Path != "/items" || e.Host != "api.example.com" {
 		t.Fatalf("after PUT: %d %+v", st, e)
 	}
@@ -114,7 +77,7 @@ func TestTrustedProxiesDecideTheClient(t *testing.T) {
 	rid := g.Route("r", sid, nil)
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "request-transform", "scope": "route", "route_id": rid,
 		"config": map[string]any{"set_headers": map[string]string{"X-Client": "{http.vars.client_ip}"}}})
-	send := func() echoed {
+	send := func() testgw.Echoed {
 		req, _ := http.NewRequest("GET", g.ProxyURL+"/", nil)
 		req.Header.Set("X-Forwarded-For", "203.0.113.7")
 		resp, err := http.DefaultClient.Do(req)
@@ -123,7 +86,7 @@ func TestTrustedProxiesDecideTheClient(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		return decodeEcho(t, string(b))
+		return testgw.DecodeEcho(t, string(b))
 	}
 	e := send()
 	if e.Headers["X-Client"][0] != "127.0.0.1" || e.Headers["X-Forwarded-For"][0] != "127.0.0.1" {

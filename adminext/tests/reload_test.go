@@ -31,8 +31,8 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Skip("load test")
 	}
 	g := testgw.Start(t, nil)
-	up := echo(t, "up")
-	sid := g.Service("s", addr(up))
+	up := testgw.Echo(t, "up")
+	sid := g.Service("s", testgw.Addr(up))
 	bulkRoutes(t, []int64{sid}, 10000) // a configuration of realistic size
 	rid := g.Route("load", sid, testgw.Paths("/load"))
 
@@ -171,7 +171,7 @@ func TestLongStreamsSurviveMutations(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	sid := g.Service("s", addr(up))
+	sid := g.Service("s", testgw.Addr(up))
 	bulkRoutes(t, []int64{sid}, 10000)
 	g.Route("streams", sid, nil)
 
@@ -225,8 +225,8 @@ func TestLongStreamsSurviveMutations(t *testing.T) {
 // registry, a closure) would grow the heap with every change, forever.
 func TestReloadReleasesOldConfigs(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := echo(t, "up")
-	sid := g.Service("s", addr(up))
+	up := testgw.Echo(t, "up")
+	sid := g.Service("s", testgw.Addr(up))
 	var rid int64
 	for i := 0; i < 100; i++ {
 		rid = g.Route(fmt.Sprintf("r%d", i), sid, map[string]any{"paths": []string{fmt.Sprintf("/r%d", i)}})

@@ -70,7 +70,7 @@ func TestSettingsListenerChangeAppliesLive(t *testing.T) {
 // instead of pretending.
 func TestStoreUnreachableProxyUnaffected(t *testing.T) {
 	g := testgw.Start(t, &testgw.Options{NoOpenAPICheck: true})
-	sid := g.Service("s", addr(echo(t, "up")))
+	sid := g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
 	g.Route("all", sid, nil)
 	sqlDB, err := controlplane.Current().Store().DB.DB()
 	if err != nil {
@@ -112,7 +112,7 @@ func TestUserSitesKeepWorking(t *testing.T) {
 		}
 	}
 	check()
-	sid := g.Service("s", addr(echo(t, "up")))
+	sid := g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
 	g.Route("all", sid, nil)
 	check()
 	g.WantGet("", "/", 200) // the gateway route

@@ -179,8 +179,8 @@ func strconvItoa(v any) string { f, _ := v.(float64); return itoa(int64(f)) }
 // passive health keeps it out of rotation.
 func TestTrustClientCannotTakeTargetDown(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := echo(t, "up")
-	sid := g.Service("s", addr(up))
+	up := testgw.Echo(t, "up")
+	sid := g.Service("s", testgw.Addr(up))
 	rid := g.Route("x", sid, testgw.Paths("/x"))
 	g.Route("y", sid, testgw.Paths("/y"))
 	addPlugin(t, g, "request-transform", "route", rid, map[string]any{"set_headers": map[string]string{
@@ -195,7 +195,7 @@ func TestTrustClientCannotTakeTargetDown(t *testing.T) {
 			t.Fatalf("%s after the refused requests: %d %s", p, r.Status, r.Body)
 		}
 	}
-	if h := healthOf(t, g, addr(up)); h["state"] == "unhealthy" {
+	if h := healthOf(t, g, testgw.Addr(up)); h["state"] == "unhealthy" {
 		t.Fatalf("health: %v", h)
 	}
 

@@ -192,8 +192,8 @@ func TestWasmModuleRoles(t *testing.T) {
 // module's sha256, never its bytes.
 func TestWasmModuleReferences(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := echo(t, "up")
-	svc := g.Service("s", addr(up))
+	up := testgw.Echo(t, "up")
+	svc := g.Service("s", testgw.Addr(up))
 	r1 := g.Route("r1", svc, testgw.Paths("/one"))
 	r2 := g.Route("r2", svc, testgw.Paths("/two"))
 	bin := asFilter(t)

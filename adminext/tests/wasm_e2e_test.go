@@ -33,12 +33,12 @@ func watFile(t testing.TB, name string) string {
 // countingEcho is echo that counts the requests it answered.
 func countingEcho(t testing.TB, name string) (*httptest.Server, *atomic.Int64) {
 	var n atomic.Int64
-	inner := echo(t, name)
+	inner := testgw.Echo(t, name)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
 		resp, err := http.DefaultTransport.RoundTrip(func() *http.Request {
 			out := r.Clone(r.Context())
-			out.URL.Scheme, out.URL.Host, out.RequestURI = "http", addr(inner), ""
+			out.URL.Scheme, out.URL.Host, out.RequestURI = "http", testgw.Addr(inner), ""
 			return out
 		}())
 		if err != nil {
@@ -87,8 +87,8 @@ func wasmRoute(t testing.TB, g *testgw.Gateway, svc int64, prefix, module string
 // own headers. Routes without the plugin are untouched.
 func TestWasmFilterThroughGateway(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := echo(t, "up")
-	svc := g.Service("s", addr(up))
+	up := testgw.Echo(t, "up")
+	svc := g.Service("s", testgw.Addr(up))
 	uploadModule(t, g, map[string]any{"name": "e2e-filter", "wat": watFile(t, "filter.wat")})
 	_, pid := wasmRoute(t, g, svc, "/f", "e2e-filter", "v1")
 	plain := g.Route("plain", svc, testgw.Paths("/plain"))
@@ -98,7 +98,7 @@ func TestWasmFilterThroughGateway(t *testing.T) {
 	if r.Status != 200 || r.Header.Get("X-Wasm") != "v1" {
 		t.Fatalf("/f: %d x-wasm %q: %s", r.Status, r.Header.Get("X-Wasm"), r.Body)
 	}
-	e := decodeEcho(t, r.Body)
+	e := testgw.DecodeEcho(t, r.Body)
 	h := http.Header(e.Headers)
 	if h.Get("X-From-Wasm") != "hello" || h.Get("X-Remove-Me") != "" || h.Get("User-Agent") != "wasm-agent" {
 		t.Fatalf("request headers at the upstream: %v", e.Headers)
@@ -107,7 +107,7 @@ func TestWasmFilterThroughGateway(t *testing.T) {
 		t.Fatalf("properties: x-path %q x-method %q", h.Get("X-Path"), h.Get("X-Method"))
 	}
 	if r := send(t, g, "GET", "/plain", nil, "X-In", "hello"); r.Status != 200 || r.Header.Get("X-Wasm") != "" ||
-		http.Header(decodeEcho(t, r.Body).Headers).Get("X-From-Wasm") != "" {
+		http.Header(testgw.DecodeEcho(t, r.Body).Headers).Get("X-From-Wasm") != "" {
 		t.Fatalf("a route without the plugin: %d %v", r.Status, r.Header)
 	}
 
@@ -150,7 +150,7 @@ func TestWasmFilterThroughGateway(t *testing.T) {
 					errs <- fmt.Sprintf("%s: %d %q %s", want, resp.StatusCode, resp.Header.Get("X-Wasm"), body)
 					continue
 				}
-				if got := http.Header(decodeEcho(t, string(body)).Headers).Get("X-From-Wasm"); got != want {
+				if got := http.Header(testgw.DecodeEcho(t, string(body)).Headers).Get("X-From-Wasm"); got != want {
 					errs <- fmt.Sprintf("%s: the upstream saw x-from-wasm %q", want, got)
 				}
 			}
@@ -177,7 +177,7 @@ func routeOf(t testing.TB, g *testgw.Gateway, pid int64) int64 {
 func TestWasmLocalResponses(t *testing.T) {
 	g := testgw.Start(t, nil)
 	up, hits := countingEcho(t, "up")
-	svc := g.Service("s", addr(up))
+	svc := g.Service("s", testgw.Addr(up))
 	uploadModule(t, g, map[string]any{"name": "e2e-deny", "wat": watFile(t, "deny.wat")})
 	uploadModule(t, g, map[string]any{"name": "e2e-as", "wasm_base64": base64.StdEncoding.EncodeToString(asFilter(t))})
 	wasmRoute(t, g, svc, "/deny", "e2e-deny", nil)
@@ -192,7 +192,7 @@ func TestWasmLocalResponses(t *testing.T) {
 	}
 
 	r = send(t, g, "GET", "/as/x", nil, "X-In", "1")
-	if r.Status != 200 || r.Header.Get("X-As-Filter") != "from-the-plugin-config" || decodeEcho(t, r.Body).Path != "/as/x" {
+	if r.Status != 200 || r.Header.Get("X-As-Filter") != "from-the-plugin-config" || testgw.DecodeEcho(t, r.Body).Path != "/as/x" {
 		t.Fatalf("/as: %d x-as-filter %q: %s", r.Status, r.Header.Get("X-As-Filter"), r.Body)
 	}
 	if hits.Load() != 1 {
@@ -213,8 +213,8 @@ func TestWasmLocalResponses(t *testing.T) {
 // also concurrently.
 func TestWasmFailuresAreIsolated(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := echo(t, "up")
-	svc := g.Service("s", addr(up))
+	up := testgw.Echo(t, "up")
+	svc := g.Service("s", testgw.Addr(up))
 	uploadModule(t, g, map[string]any{"name": "iso-filter", "wat": watFile(t, "filter.wat")})
 	wasmRoute(t, g, svc, "/ok", "iso-filter", "fine")
 	for _, name := range []string{"trap", "loop", "hungry"} {
@@ -224,7 +224,7 @@ func TestWasmFailuresAreIsolated(t *testing.T) {
 	okRoute := func() {
 		t.Helper()
 		if r := send(t, g, "GET", "/ok", nil, "X-In", "still"); r.Status != 200 || r.Header.Get("X-Wasm") != "fine" ||
-			http.Header(decodeEcho(t, r.Body).Headers).Get("X-From-Wasm") != "still" {
+			http.Header(testgw.DecodeEcho(t, r.Body).Headers).Get("X-From-Wasm") != "still" {
 			t.Fatalf("the healthy route: %d %v %s", r.Status, r.Header, r.Body)
 		}
 	}
@@ -248,8 +248,8 @@ func TestWasmFailuresAreIsolated(t *testing.T) {
 // stored and traffic is unchanged.
 func TestWasmRejectedConfiguration(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := echo(t, "up")
-	svc := g.Service("s", addr(up))
+	up := testgw.Echo(t, "up")
+	svc := g.Service("s", testgw.Addr(up))
 	route := g.Route("r", svc, testgw.Paths("/r"))
 	uploadModule(t, g, map[string]any{"name": "picky", "wat": watFile(t, "reject-config.wat")})
 	g.WantError(400, "POST", "/api/v1/plugins", map[string]any{"type": "wasm", "scope": "route", "route_id": route,
@@ -272,8 +272,8 @@ func TestWasmRejectedConfiguration(t *testing.T) {
 func TestWasmModuleBytesByReference(t *testing.T) {
 	dsn := t.TempDir() + "/gateway.db"
 	g := testgw.Start(t, &testgw.Options{DSN: dsn})
-	up := echo(t, "up")
-	svc := g.Service("s", addr(up))
+	up := testgw.Echo(t, "up")
+	svc := g.Service("s", testgw.Addr(up))
 	m := uploadModule(t, g, map[string]any{"name": "by-ref", "wat": watFile(t, "filter.wat")})
 	if _, ok := proxywasm.Source(m.SHA256); ok {
 		t.Fatal("an unused module's bytes are in the registry")

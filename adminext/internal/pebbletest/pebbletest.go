@@ -1,6 +1,7 @@
 // Package pebbletest runs Pebble, Let's Encrypt's test ACME CA, inside a
 // test process on 127.0.0.1: for the gateway's ACME tests (single node in
-// adminext/tests/acmedns, three nodes in adminext/tests/cluster).
+// adminext/tests/acmedns, three nodes in adminext/tests/cluster), which are
+// its tests.
 package pebbletest
 
 import (

@@ -1,7 +1,9 @@
 // Package testgw runs a real gateway in the test process: Caddy loaded with
 // the gateway app, a fresh SQLite store in a temp folder, admin API and proxy
 // listeners on free 127.0.0.1 ports. caddy.Load is process-global, so one
-// gateway runs at a time: tests using it must not call t.Parallel.
+// gateway runs at a time: tests using it must not call t.Parallel. It has
+// no tests of its own: it is exercised by the tests that use it
+// (adminext/tests and the features' tests under adminext).
 package testgw
 
 import (

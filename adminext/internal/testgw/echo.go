@@ -1,0 +1,48 @@
+package testgw
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// Echo runs an upstream on 127.0.0.1 that answers what it received as JSON
+// (Echoed), tagged with name; it stops when the test ends.
+func Echo(t testing.TB, name string) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(Echoed{Name: name, Path: r.URL.Path, Query: r.URL.RawQuery, Host: r.Host,
+			Method: r.Method, Headers: r.Header, Body: string(body)})
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Echoed is what an Echo upstream received.
+type Echoed struct {
+	Name    string      `json:"name"`
+	Path    string      `json:"path"`
+	Query   string      `json:"query"`
+	Host    string      `json:"host"`
+	Method  string      `json:"method"`
+	Headers http.Header `json:"headers"`
+	Body    string      `json:"body"`
+}
+
+// DecodeEcho reads an Echo upstream's answer (failing t when body is not
+// one).
+func DecodeEcho(t testing.TB, body string) Echoed {
+	t.Helper()
+	var e Echoed
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		t.Fatalf("not an echo answer: %q", body)
+	}
+	return e
+}
+
+// Addr is a test server's host:port, as a target takes it.
+func Addr(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
