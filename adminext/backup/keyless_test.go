@@ -3,6 +3,8 @@ package backup_test
 import (
 	"regexp"
 	"testing"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
 // A key-auth credential without a key (a hand-written document; an export
@@ -10,7 +12,7 @@ import (
 // creates it: with a random key, which then authenticates.
 func TestImportGeneratesAbsentKey(t *testing.T) {
 	g := start(t, nil)
-	svc := g.Service("ka", upstream(t, "ka"))
+	svc := g.Service("ka", testgw.Addr(testgw.Echo(t, "ka")))
 	route := g.Route("ka", svc, map[string]any{"paths": []string{"/ka"}})
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "key-auth", "scope": "route", "route_id": route})
 	carol := id(g.Must("POST", "/api/v1/consumers", map[string]any{"username": "carol"}))
