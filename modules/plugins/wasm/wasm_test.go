@@ -26,8 +26,8 @@ func TestMain(m *testing.M) { plugintest.Main(m) }
 func filter(body string) string {
 	return `(module
   (import "env" "proxy_log" (func $log (param i32 i32 i32) (result i32)))
-  (import "env" "proxy_get_header_map_value" (func $get_hdr (param i32 i32 i32 i32 i32) (result i32)))
-  (import "env" "proxy_add_header_map_value" (func $add_hdr (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_get_header_map_value" (func $get_map_value (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_add_header_map_value" (func $add_map_value (param i32 i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_replace_header_map_value" (func $replace_hdr (param i32 i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_get_buffer_bytes" (func $get_buffer (param i32 i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_set_buffer_bytes" (func $set_buffer (param i32 i32 i32 i32 i32) (result i32)))
@@ -37,7 +37,7 @@ func filter(body string) string {
   (import "env" "proxy_set_shared_data" (func $set_shared (param i32 i32 i32 i32 i32) (result i32)))
 ` + pwtest.Prelude + `  ;; add_ret adds the value last returned at 512/516 as header (map, name, len)
   (func $add_ret (param $map i32) (param $name i32) (param $len i32)
-    (drop (call $add_hdr (local.get $map) (local.get $name) (local.get $len) (i32.load (i32.const 512)) (i32.load (i32.const 516)))))
+    (drop (call $add_map_value (local.get $map) (local.get $name) (local.get $len) (i32.load (i32.const 512)) (i32.load (i32.const 516)))))
 ` + body + "\n)"
 }
 
@@ -62,14 +62,14 @@ func TestHeadersConfigAndRewrite(t *testing.T) {
   (data (i32.const 1104) "x-wasm")
   (data (i32.const 1120) "1")
   (func (export "proxy_on_request_headers") (param $ctx i32) (param $n i32) (param $eos i32) (result i32)
-    (if (i32.eqz (call $get_hdr (i32.const 0) (i32.const 1024) (i32.const 4) (i32.const 512) (i32.const 516)))
+    (if (i32.eqz (call $get_map_value (i32.const 0) (i32.const 1024) (i32.const 4) (i32.const 512) (i32.const 516)))
       (then (call $add_ret (i32.const 0) (i32.const 1040) (i32.const 6))))
     (if (i32.eqz (call $get_buffer (i32.const 7) (i32.const 0) (i32.const 4096) (i32.const 512) (i32.const 516)))
       (then (call $add_ret (i32.const 0) (i32.const 1056) (i32.const 8))))
     (drop (call $replace_hdr (i32.const 0) (i32.const 1072) (i32.const 5) (i32.const 1088) (i32.const 10)))
     (i32.const 0))
   (func (export "proxy_on_response_headers") (param $ctx i32) (param $n i32) (param $eos i32) (result i32)
-    (drop (call $add_hdr (i32.const 2) (i32.const 1104) (i32.const 6) (i32.const 1120) (i32.const 1)))
+    (drop (call $add_map_value (i32.const 2) (i32.const 1104) (i32.const 6) (i32.const 1120) (i32.const 1)))
     (i32.const 0))
 `)
 	for _, c := range []struct {
@@ -106,7 +106,7 @@ func TestLocalResponse(t *testing.T) {
   (data (i32.const 1040) "denied by wasm")
   (data (i32.const 1072) "`+hdr+`")
   (func (export "proxy_on_request_headers") (param $ctx i32) (param $n i32) (param $eos i32) (result i32)
-    (if (i32.eqz (call $get_hdr (i32.const 0) (i32.const 1024) (i32.const 6) (i32.const 512) (i32.const 516)))
+    (if (i32.eqz (call $get_map_value (i32.const 0) (i32.const 1024) (i32.const 6) (i32.const 512) (i32.const 516)))
       (then
         (drop (call $send_local (i32.const 403) (i32.const 0) (i32.const 0) (i32.const 1040) (i32.const 14) (i32.const 1072) (i32.const 33) (i32.const 0)))
         (return (i32.const 1))))
@@ -174,7 +174,7 @@ func TestSharedDataBetweenRequests(t *testing.T) {
     (local.set $len (i32.add (i32.load (i32.const 516)) (i32.const 1)))
     (if (i32.ne (call $set_shared (i32.const 1024) (i32.const 5) (i32.const 3000) (local.get $len) (i32.load (i32.const 520))) (i32.const 0))
       (then unreachable))
-    (drop (call $add_hdr (i32.const 0) (i32.const 1040) (i32.const 7) (i32.const 3000) (local.get $len)))
+    (drop (call $add_map_value (i32.const 0) (i32.const 1040) (i32.const 7) (i32.const 3000) (local.get $len)))
     (i32.const 0))
 `), map[string]any{"module": "shared-test"})
 	for i := 1; i <= 3; i++ {
@@ -185,30 +185,8 @@ func TestSharedDataBetweenRequests(t *testing.T) {
 	}
 }
 
-// faults traps (t), loops (l) or exhausts its memory (m) on request
-// header x-fault; other requests get x-wasm: 1.
-const faults = `
-  (data (i32.const 1200) "x-fault")
-  (data (i32.const 1104) "x-wasm")
-  (data (i32.const 1120) "1")
-  (func (export "proxy_on_request_headers") (param $ctx i32) (param $n i32) (param $eos i32) (result i32)
-    (local $c i32)
-    (if (i32.eqz (call $get_hdr (i32.const 0) (i32.const 1200) (i32.const 7) (i32.const 512) (i32.const 516)))
-      (then
-        (local.set $c (i32.load8_u (i32.load (i32.const 512))))
-        (if (i32.eq (local.get $c) (i32.const 116)) (then unreachable))
-        (if (i32.eq (local.get $c) (i32.const 108)) (then (loop $l (br $l))))
-        (if (i32.eq (local.get $c) (i32.const 109))
-          (then (loop $g (br_if $g (i32.ne (memory.grow (i32.const 256)) (i32.const -1)))) unreachable))))
-    (drop (call $add_hdr (i32.const 0) (i32.const 1104) (i32.const 6) (i32.const 1120) (i32.const 1)))
-    (i32.const 0))
-  (func (export "proxy_on_response_headers") (param $ctx i32) (param $n i32) (param $eos i32) (result i32)
-    (drop (call $add_hdr (i32.const 2) (i32.const 1104) (i32.const 6) (i32.const 1120) (i32.const 1)))
-    (i32.const 0))
-`
-
 func TestFaultsFailOnlyTheirRequests(t *testing.T) {
-	g := start(t, filter(faults), nil)
+	g := start(t, filter(pwtest.Faults), nil)
 	for _, fault := range []string{"t", "l", "m"} {
 		res := g.Get("/", "X-Fault", fault)
 		plugintest.WantGatewayError(t, res, 500)
@@ -224,7 +202,7 @@ func TestFaultsFailOnlyTheirRequests(t *testing.T) {
 func TestConcurrentClients(t *testing.T) {
 	// a generous callback limit: the race detector on a loaded machine is
 	// slow, and this test is about isolation
-	g := start(t, filter(faults), map[string]any{"call_timeout_ms": 10000})
+	g := start(t, filter(pwtest.Faults), map[string]any{"call_timeout_ms": 10000})
 	var clients errgroup.Group
 	for c := 0; c < 16; c++ {
 		clients.Go(func() error {
@@ -314,7 +292,7 @@ func TestProvisionErrors(t *testing.T) {
 
 func TestCaddyfileModuleFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.wasm")
-	if err := os.WriteFile(path, pwtest.Compile(t, filter(faults)), 0o600); err != nil {
+	if err := os.WriteFile(path, pwtest.Compile(t, filter(pwtest.Faults)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	g := plugintest.StartCaddyfile(t, `http://127.0.0.1:{PORT} {
@@ -350,16 +328,16 @@ func TestTrailers(t *testing.T) {
   (data (i32.const 1072) "x-upstream-trailer")
   (func (export "proxy_on_request_trailers") (param $ctx i32) (param $n i32) (result i32)
     ;; a request trailer x-t: answer 299 with its value as the body
-    (if (i32.eqz (call $get_hdr (i32.const 1) (i32.const 1024) (i32.const 3) (i32.const 512) (i32.const 516)))
+    (if (i32.eqz (call $get_map_value (i32.const 1) (i32.const 1024) (i32.const 3) (i32.const 512) (i32.const 516)))
       (then
         (drop (call $send_local (i32.const 299) (i32.const 0) (i32.const 0) (i32.load (i32.const 512)) (i32.load (i32.const 516)) (i32.const 0) (i32.const 0) (i32.const 0)))
         (return (i32.const 1))))
     (i32.const 0))
   (func (export "proxy_on_response_trailers") (param $ctx i32) (param $n i32) (result i32)
     ;; echo the upstream's trailer back in x-wasm-trailer
-    (if (i32.eqz (call $get_hdr (i32.const 3) (i32.const 1072) (i32.const 18) (i32.const 512) (i32.const 516)))
+    (if (i32.eqz (call $get_map_value (i32.const 3) (i32.const 1072) (i32.const 18) (i32.const 512) (i32.const 516)))
       (then (call $add_ret (i32.const 3) (i32.const 1040) (i32.const 14)))
-      (else (drop (call $add_hdr (i32.const 3) (i32.const 1040) (i32.const 14) (i32.const 1056) (i32.const 4)))))
+      (else (drop (call $add_map_value (i32.const 3) (i32.const 1040) (i32.const 14) (i32.const 1056) (i32.const 4)))))
     (i32.const 0))
 `), nil, plugintest.WithUpstream(up))
 

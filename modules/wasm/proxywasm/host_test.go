@@ -496,25 +496,7 @@ func TestUnimplementedStubs(t *testing.T) {
 
 // faulty traps, loops or exhausts memory depending on a request header;
 // other requests pass.
-const faultFn = `
-  (data (i32.const 1200) "x-fault")
-  (func $fault
-    (local $c i32)
-    (if (i32.ne (call $get_map_value (i32.const 0) (i32.const 1200) (i32.const 7) (i32.const 512) (i32.const 516)) (i32.const 0))
-      (then (return)))
-    (local.set $c (i32.load8_u (i32.load (i32.const 512))))
-    ;; t: trap
-    (if (i32.eq (local.get $c) (i32.const 116)) (then unreachable))
-    ;; l: loop forever
-    (if (i32.eq (local.get $c) (i32.const 108)) (then (loop $l (br $l))))
-    ;; m: grow memory until refused, then trap
-    (if (i32.eq (local.get $c) (i32.const 109))
-      (then (loop $g
-        (br_if $g (i32.ne (memory.grow (i32.const 256)) (i32.const -1))))
-        unreachable)))
-`
-
-const faulty = faultFn + `
+const faulty = pwtest.FaultFn + `
   (func (export "proxy_on_request_headers") (param $ctx i32) (param $n i32) (param $eos i32) (result i32)
     (call $fault) (i32.const 0))
 `
@@ -560,22 +542,10 @@ func TestFaultsFailOnlyTheirCall(t *testing.T) {
 	}
 }
 
-const adder = faultFn + `
-  (data (i32.const 1024) "x-wasm")
-  (data (i32.const 1040) "1")
-  (func (export "proxy_on_request_headers") (param $ctx i32) (param $n i32) (param $eos i32) (result i32)
-    (call $fault)
-    (drop (call $add_map_value (i32.const 0) (i32.const 1024) (i32.const 6) (i32.const 1040) (i32.const 1)))
-    (i32.const 0))
-  (func (export "proxy_on_response_headers") (param $ctx i32) (param $n i32) (param $eos i32) (result i32)
-    (drop (call $add_map_value (i32.const 2) (i32.const 1024) (i32.const 6) (i32.const 1040) (i32.const 1)))
-    (i32.const 0))
-`
-
 func TestConcurrentRequests(t *testing.T) {
 	// a generous timeout: the race detector on a loaded machine is slow, and
 	// this test is about isolation, not time limits
-	tp := newTestPlugin(t, module(adder), PluginConfig{CallTimeout: 10 * time.Second})
+	tp := newTestPlugin(t, module(pwtest.Faults), PluginConfig{CallTimeout: 10 * time.Second})
 	var workers errgroup.Group
 	for g := 0; g < 16; g++ {
 		workers.Go(func() error {
@@ -654,7 +624,7 @@ func benchmarkHeaderFilter(b *testing.B, wat string, bounded bool) {
 }
 
 func TestPoolBound(t *testing.T) {
-	tp := newTestPlugin(t, module(adder), PluginConfig{MaxInstances: 2, MaxWait: 20 * time.Millisecond})
+	tp := newTestPlugin(t, module(pwtest.Faults), PluginConfig{MaxInstances: 2, MaxWait: 20 * time.Millisecond})
 	a, err := tp.Get(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,45 @@ const Prelude = `
     (if (local.get $parent) (then (global.set $heap (i32.const 65536)))))
 `
 
+// FaultFn is a test module's function $fault, called at the start of a
+// request callback: on a request header X-Fault it traps (t), loops
+// forever (l) or grows the memory until that is refused, then traps (m).
+// The module imports proxy_get_header_map_value as $get_map_value; the
+// function uses data at 1200 and the scratch words at 512 and 516.
+const FaultFn = `
+  (data (i32.const 1200) "x-fault")
+  (func $fault
+    (local $c i32)
+    (if (i32.ne (call $get_map_value (i32.const 0) (i32.const 1200) (i32.const 7) (i32.const 512) (i32.const 516)) (i32.const 0))
+      (then (return)))
+    (local.set $c (i32.load8_u (i32.load (i32.const 512))))
+    ;; t: trap
+    (if (i32.eq (local.get $c) (i32.const 116)) (then unreachable))
+    ;; l: loop forever
+    (if (i32.eq (local.get $c) (i32.const 108)) (then (loop $l (br $l))))
+    ;; m: grow memory until refused, then trap
+    (if (i32.eq (local.get $c) (i32.const 109))
+      (then (loop $g
+        (br_if $g (i32.ne (memory.grow (i32.const 256)) (i32.const -1))))
+        unreachable)))
+`
+
+// Faults is the body of a test module (after Prelude) that faults as
+// FaultFn says and otherwise adds X-Wasm: 1 to the request and the
+// response header. It also imports proxy_add_header_map_value as
+// $add_map_value and uses data at 1024 and 1040.
+const Faults = FaultFn + `
+  (data (i32.const 1024) "x-wasm")
+  (data (i32.const 1040) "1")
+  (func (export "proxy_on_request_headers") (param $ctx i32) (param $n i32) (param $eos i32) (result i32)
+    (call $fault)
+    (drop (call $add_map_value (i32.const 0) (i32.const 1024) (i32.const 6) (i32.const 1040) (i32.const 1)))
+    (i32.const 0))
+  (func (export "proxy_on_response_headers") (param $ctx i32) (param $n i32) (param $eos i32) (result i32)
+    (drop (call $add_map_value (i32.const 2) (i32.const 1024) (i32.const 6) (i32.const 1040) (i32.const 1)))
+    (i32.const 0))
+`
+
 // Compile assembles a WAT module; a module that does not assemble fails the
 // test with its numbered source.
 func Compile(t testing.TB, src string) []byte {
