@@ -35,8 +35,10 @@ type Kind struct {
 	// fields and material; errors name the field.
 	Check func(c *Credential) error
 	// Directive is the kind's line in an inline consumer block of a
-	// Caddyfile; Parse builds a credential from its arguments.
+	// Caddyfile, Args names its arguments (a line with another number of
+	// them is refused), and Parse builds a credential from them.
 	Directive string
+	Args      []string
 	Parse     func(args []string) (Credential, error)
 }
 

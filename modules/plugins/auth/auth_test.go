@@ -162,6 +162,20 @@ var configs = []plugintest.Config{
 	},
 }
 
+// An inline credential line with the wrong number of arguments is refused,
+// naming what the line takes.
+func TestInlineCredentialArguments(t *testing.T) {
+	for bad, want := range map[string]string{
+		"gateway_key_auth {\n consumer alice {\n key a b\n }\n}":       "key: want <api-key>",
+		"gateway_basic_auth {\n consumer alice {\n basic alice\n }\n}": "basic: want <username> <bcrypt-hash>",
+		"gateway_jwt {\n consumer alice {\n jwt k HS256\n }\n}":        "jwt: want <key> <algorithm> <secret|PEM|pem-file>",
+	} {
+		if _, err := plugintest.AdaptCaddyfile(t, bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", bad, err, want)
+		}
+	}
+}
+
 func TestConfigs(t *testing.T) {
 	for _, c := range configs {
 		t.Run(c.Type, c.Check)

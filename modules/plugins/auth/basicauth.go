@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -40,10 +39,8 @@ var basicAuthKind = consumers.Kind{
 		return nil
 	},
 	Directive: "basic",
+	Args:      []string{"<username>", "<bcrypt-hash>"},
 	Parse: func(args []string) (consumers.Credential, error) {
-		if len(args) != 2 {
-			return consumers.Credential{}, errors.New("basic: want <username> <bcrypt-hash>")
-		}
 		return consumers.Credential{Type: "basic-auth", Username: args[0], PasswordHash: args[1]}, nil
 	},
 }

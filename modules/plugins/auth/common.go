@@ -14,6 +14,7 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
@@ -153,7 +154,11 @@ func parseConsumer(d *caddyfile.Dispenser, n int) (consumers.Consumer, error) {
 			if !ok {
 				return c, d.Errf("unrecognized consumer subdirective %q", d.Val())
 			}
-			cr, err := k.Parse(d.RemainingArgs())
+			args := d.RemainingArgs()
+			if len(args) != len(k.Args) {
+				return c, d.Errf("%s: want %s", k.Directive, strings.Join(k.Args, " "))
+			}
+			cr, err := k.Parse(args)
 			if err != nil {
 				return c, d.Err(err.Error())
 			}

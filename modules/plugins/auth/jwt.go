@@ -239,10 +239,8 @@ var jwtKind = consumers.Kind{
 		return err
 	},
 	Directive: "jwt",
+	Args:      []string{"<key>", "<algorithm>", "<secret|PEM|pem-file>"},
 	Parse: func(args []string) (consumers.Credential, error) {
-		if len(args) != 3 {
-			return consumers.Credential{}, errors.New("jwt: want <key> <algorithm> <secret|PEM|pem-file>")
-		}
 		c := consumers.Credential{Type: "jwt", Key: args[0], Algorithm: args[1]}
 		if !slices.Contains(JWTAlgorithms, args[1]) {
 			return c, fmt.Errorf("unsupported jwt algorithm %q (%s)", args[1], strings.Join(JWTAlgorithms, ", "))

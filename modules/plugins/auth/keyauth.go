@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -29,10 +28,8 @@ var keyAuthKind = consumers.Kind{
 		return nil
 	},
 	Directive: "key",
+	Args:      []string{"<api-key>"},
 	Parse: func(args []string) (consumers.Credential, error) {
-		if len(args) != 1 {
-			return consumers.Credential{}, errors.New("key: want <api-key>")
-		}
 		return consumers.Credential{Type: "key-auth", Key: args[0]}, nil
 	},
 }
