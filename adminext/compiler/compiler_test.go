@@ -14,6 +14,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/compiler"
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
+	"github.com/caddy-gateway/gateway/internal/textdiff"
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/router"
@@ -246,7 +247,7 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("%v (run go test ./adminext/compiler -update to create it)", err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("compiled config differs from %s (go test ./adminext/compiler -update rewrites it; review the diff):\n%s", path, lineDiff(string(want), string(got)))
+				t.Errorf("compiled config differs from %s (go test ./adminext/compiler -update rewrites it; review the diff):\n%s", path, textdiff.Lines(string(want), string(got), 20))
 			}
 		})
 	}
@@ -318,27 +319,6 @@ func compileFixture(t *testing.T, fx store) []byte {
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
-// lineDiff shows the first lines where want and got differ.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	shown := 0
-	for i := 0; i < max(len(w), len(g)) && shown < 20; i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			b.WriteString("line " + itoa(int64(i+1)) + ":\n- " + wl + "\n+ " + gl + "\n")
-			shown++
-		}
-	}
-	return b.String()
-}
-
 // Secrets reach their modules by reference only: nothing of them is in the
 // config Caddy's admin endpoint serves.
 func TestSecretsStayOutOfTheConfig(t *testing.T) {
@@ -401,7 +381,7 @@ func TestIncrementalCompileEqualsFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(inc.Config, want.Config) {
-		t.Errorf("incremental config differs:\n%s", lineDiff(string(want.Config), string(inc.Config)))
+		t.Errorf("incremental config differs:\n%s", textdiff.Lines(string(want.Config), string(inc.Config), 20))
 	}
 	got, _ := json.Marshal(inc.Table.Routes())
 	exp, _ := json.Marshal(want.Table.Routes())

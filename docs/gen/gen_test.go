@@ -6,11 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/caddy-gateway/gateway/internal/textdiff"
 	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
 )
 
 // TestGeneratedDocsAreCurrent fails when docs/plugins.md or
@@ -24,7 +25,7 @@ func TestGeneratedDocsAreCurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		if want := gen(); !bytes.Equal(committed, want) {
-			t.Errorf("docs/%s is stale: run `make docs` (go run ./docs/gen) and commit the result\n%s", name, firstDiff(string(committed), string(want)))
+			t.Errorf("docs/%s is stale: run `make docs` (go run ./docs/gen) and commit the result (- committed, + generated)\n%s", name, textdiff.Lines(string(committed), string(want), 1))
 		}
 	}
 }
@@ -50,35 +51,15 @@ func TestPluginsMarkdownCoversEveryType(t *testing.T) {
 	}
 }
 
-func firstDiff(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := 0; i < len(al) || i < len(bl); i++ {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			return "first difference at line " + strconv.Itoa(i+1) + ":\n  committed: " + x + "\n  generated: " + y
-		}
-	}
-	return ""
-}
-
-// jsonFields are the API fields of a declaration: exported, with a json
-// name, not internal.
+// jsonFields are the API fields of a declaration (those of embedded
+// declarations included): not internal.
 func jsonFields(v any) map[string]bool {
 	out := map[string]bool{}
 	rt := reflect.TypeOf(v).Elem()
-	for i := 0; i < rt.NumField(); i++ {
-		f := rt.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !f.IsExported() || name == "" || name == "-" || strings.Contains(f.Tag.Get("schema"), "internal") {
-			continue
+	for name, i := range schema.FieldIndex(rt) {
+		if !strings.Contains(rt.FieldByIndex(i).Tag.Get("schema"), "internal") {
+			out[name] = true
 		}
-		out[name] = true
 	}
 	return out
 }
