@@ -17,5 +17,6 @@ import (
 	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/wasm"
+	_ "github.com/caddy-gateway/gateway/modules/gwproxy"
 	_ "github.com/caddy-gateway/gateway/modules/router"
 )

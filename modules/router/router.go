@@ -25,6 +25,7 @@ import (
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
+	_ "github.com/caddy-gateway/gateway/modules/gwproxy" // ProxyModule
 	"github.com/caddy-gateway/gateway/modules/records"
 )
 
@@ -35,6 +36,11 @@ func init() {
 // ServiceProxies are the reverse_proxy handler configs of services by
 // service id, without the "handler" module key (Router.ServicesRef).
 type ServiceProxies map[int64]json.RawMessage
+
+// ProxyModule is the handler module of the service proxies: the gateway's
+// own proxy, which takes reverse_proxy's configuration (package gwproxy
+// says why it replaces reverse_proxy on the hot path).
+const ProxyModule = "http.handlers.gateway_proxy"
 
 // Router is the gateway_router HTTP handler.
 type Router struct {
@@ -144,7 +150,7 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 		for id, raw := range proxies {
 			// Loaded through the context like an inline module: Caddy
 			// cleans it up with the config.
-			m, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
+			m, err := ctx.LoadModuleByID(ProxyModule, raw)
 			if err != nil {
 				return fmt.Errorf("loading the proxy of service %d: %w", id, err)
 			}
@@ -446,21 +452,28 @@ func unsendable(r *http.Request) string {
 	return ""
 }
 
-// PassiveDown reports whether Caddy's passive health checks of the
+// PassiveDown reports whether the passive health checks of the
 // service's proxy currently keep the target at addr out of rotation
 // (failed proxied requests within the fail duration), so that the health
 // the admin API reports agrees with where traffic goes.
 func (rt *Router) PassiveDown(serviceID int64, addr string) (fails int, down bool) {
-	h, ok := rt.services[serviceID].(*reverseproxy.Handler)
-	if !ok {
-		return 0, false
-	}
-	for _, u := range h.Upstreams {
-		if u.Dial == addr && u.Host != nil {
-			return u.Host.Fails(), !u.Healthy()
+	switch h := rt.services[serviceID].(type) {
+	case passiveHealth:
+		return h.PassiveHealth(addr)
+	case *reverseproxy.Handler:
+		for _, u := range h.Upstreams {
+			if u.Dial == addr && u.Host != nil {
+				return u.Host.Fails(), !u.Healthy()
+			}
 		}
 	}
 	return 0, false
+}
+
+// passiveHealth is a service proxy that counts failed round trips per
+// target (gwproxy.Handler).
+type passiveHealth interface {
+	PassiveHealth(addr string) (fails int, down bool)
 }
 
 // clientIP is the peer address, or, when the peer is a trusted proxy, the

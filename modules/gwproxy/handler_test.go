@@ -1,0 +1,360 @@
+package gwproxy_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-gateway/gateway/modules/gwproxy"
+	_ "github.com/caddy-gateway/gateway/modules/router" // the gateway transport and selection policy
+)
+
+// front provisions a gateway_proxy from cfg and serves it the way the
+// gateway's proxy listener does (Caddy's request preparation first).
+// trusted marks every peer a trusted proxy.
+func front(t *testing.T, cfg string, trusted bool) (*gwproxy.Handler, *httptest.Server, context.CancelFunc) {
+	t.Helper()
+	h := new(gwproxy.Handler)
+	if err := json.Unmarshal([]byte(cfg), h); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	if err := h.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	srv := &caddyhttp.Server{}
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, srv)
+		caddyhttp.SetVar(r.Context(), caddyhttp.TrustedProxyVarKey, trusted)
+		if err := h.ServeHTTP(w, r, nil); err != nil {
+			var he caddyhttp.HandlerError
+			if ok := asHandlerError(err, &he); ok {
+				w.WriteHeader(he.StatusCode)
+				return
+			}
+			w.WriteHeader(500)
+		}
+	}))
+	t.Cleanup(gw.Close)
+	return h, gw, func() { _ = h.Cleanup(); cancel() }
+}
+
+func asHandlerError(err error, he *caddyhttp.HandlerError) bool {
+	e, ok := err.(caddyhttp.HandlerError)
+	if ok {
+		*he = e
+	}
+	return ok
+}
+
+func addr(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+
+// deadAddr is a 127.0.0.1 port nothing listens on.
+func deadAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ln.Addr().String()
+	ln.Close()
+	return a
+}
+
+func TestHeadersBothWays(t *testing.T) {
+	var got http.Header
+	var gotHost string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, gotHost = r.Header.Clone(), r.Host
+		w.Header().Set("X-Up", "1")
+		w.Header().Set("Connection", "X-Private")
+		w.Header().Set("X-Private", "secret")
+		w.Header().Set("Keep-Alive", "timeout=5")
+		_, _ = io.WriteString(w, "body")
+	}))
+	defer up.Close()
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}]}`, addr(up)), false)
+	defer stop()
+
+	req, _ := http.NewRequest("GET", gw.URL+"/a?b=c", nil)
+	req.Host = "api.example.com"
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	req.Header.Set("X-Forwarded-Host", "evil.example")
+	req.Header.Set("Connection", "X-Hop")
+	req.Header.Set("X-Hop", "drop me")
+	req.Header.Set("Proxy-Authorization", "Basic x")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if string(body) != "body" || res.Header.Get("X-Up") != "1" {
+		t.Fatalf("answer %q, headers %v", body, res.Header)
+	}
+	if res.Header.Get("X-Private") != "" || res.Header.Get("Keep-Alive") != "" {
+		t.Fatalf("hop-by-hop response headers went to the client: %v", res.Header)
+	}
+	if res.Header.Get("Via") != "1.1 Caddy" {
+		t.Fatalf("Via = %q", res.Header.Get("Via"))
+	}
+	// an untrusted peer's X-Forwarded-* are replaced; the Host is the client's
+	if got.Get("X-Forwarded-For") != "127.0.0.1" || got.Get("X-Forwarded-Host") != "api.example.com" ||
+		got.Get("X-Forwarded-Proto") != "http" || gotHost != "api.example.com" {
+		t.Fatalf("upstream saw Host %q, headers %v", gotHost, got)
+	}
+	if got.Get("X-Hop") != "" || got.Get("Proxy-Authorization") != "" || got.Get("Connection") != "" {
+		t.Fatalf("hop-by-hop request headers reached the target: %v", got)
+	}
+	if _, ok := got["User-Agent"]; ok && got.Get("User-Agent") != "Go-http-client/1.1" {
+		t.Fatalf("User-Agent = %q", got.Get("User-Agent"))
+	}
+}
+
+func TestTrustedPeerKeepsForwardedChain(t *testing.T) {
+	var got http.Header
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }))
+	defer up.Close()
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}]}`, addr(up)), true)
+	defer stop()
+	req, _ := http.NewRequest("GET", gw.URL, nil)
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	req.Header.Set("X-Forwarded-Host", "public.example")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got.Get("X-Forwarded-For") != "203.0.113.9, 127.0.0.1" || got.Get("X-Forwarded-Proto") != "https" || got.Get("X-Forwarded-Host") != "public.example" {
+		t.Fatalf("trusted peer's chain: %v", got)
+	}
+}
+
+// The Host header operation sees the chosen target (the gateway's rule
+// for routes without preserve_host).
+func TestHostFromTarget(t *testing.T) {
+	var gotHost string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { gotHost = r.Host }))
+	defer up.Close()
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}],
+		"headers": {"request": {"set": {"Host": ["{http.reverse_proxy.upstream.hostport}"]}}}}`, addr(up)), false)
+	defer stop()
+	req, _ := http.NewRequest("GET", gw.URL, nil)
+	req.Host = "api.example.com"
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if gotHost != addr(up) {
+		t.Fatalf("upstream Host = %q, want %q", gotHost, addr(up))
+	}
+}
+
+// A target that refuses connections costs a retry on another target and
+// a passive failure; max_fails of them take it out of rotation, which
+// PassiveHealth reports.
+func TestRetriesAndPassiveHealth(t *testing.T) {
+	var served atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Add(1) }))
+	defer up.Close()
+	dead := deadAddr(t)
+	h, gw, stop := front(t, fmt.Sprintf(`{
+		"upstreams": [{"dial": %q}, {"dial": %q}],
+		"load_balancing": {"retries": 1, "selection_policy": {"policy": "gateway", "algorithm": "round_robin"}},
+		"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 2}}}`, dead, addr(up)), false)
+	defer stop()
+	for i := 0; i < 6; i++ {
+		res, err := http.Post(gw.URL, "text/plain", strings.NewReader("a body"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, res.StatusCode)
+		}
+	}
+	if served.Load() != 6 {
+		t.Fatalf("served %d of 6", served.Load())
+	}
+	fails, down := h.PassiveHealth(dead)
+	if fails != 2 || !down {
+		t.Fatalf("dead target: %d fails, down %v", fails, down)
+	}
+	if fails, down := h.PassiveHealth(addr(up)); fails != 0 || down {
+		t.Fatalf("live target: %d fails, down %v", fails, down)
+	}
+}
+
+// Without retries a refused connection is a 502; when every target is
+// out of rotation the answer is 503.
+func TestFailureStatuses(t *testing.T) {
+	dead := deadAddr(t)
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}],
+		"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 1}}}`, dead), false)
+	defer stop()
+	for _, want := range []int{502, 503} {
+		res, err := http.Get(gw.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Fatalf("got %d, want %d", res.StatusCode, want)
+		}
+	}
+}
+
+// A target slower than the transport's read timeout is a 504; a POST is
+// not retried after the request was sent.
+func TestReadTimeout(t *testing.T) {
+	var calls atomic.Int64
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		<-release
+	}))
+	defer slow.Close()
+	defer close(release)
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}, {"dial": %q}],
+		"transport": {"protocol": "gateway_http", "response_header_timeout": "100ms"},
+		"load_balancing": {"retries": 1}}`, addr(slow), addr(slow)), false)
+	defer stop()
+	res, err := http.Post(gw.URL, "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 504 || calls.Load() != 1 {
+		t.Fatalf("status %d after %d calls, want 504 after 1", res.StatusCode, calls.Load())
+	}
+}
+
+// Event streams reach the client event by event; trailers follow the
+// body.
+func TestStreamingAndTrailers(t *testing.T) {
+	next := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/trailer" {
+			w.Header().Set("Trailer", "X-Sum")
+			_, _ = io.WriteString(w, "data")
+			w.Header().Set("X-Sum", "42")
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 2; i++ {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+			<-next
+		}
+	}))
+	defer up.Close()
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}]}`, addr(up)), false)
+	defer stop()
+
+	res, err := http.Get(gw.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(res.Body)
+	for i := 0; i < 2; i++ {
+		line, err := br.ReadString('\n')
+		if err != nil || line != fmt.Sprintf("data: %d\n", i) {
+			t.Fatalf("event %d: %q, %v", i, line, err)
+		}
+		_, _ = br.ReadString('\n')
+		next <- struct{}{}
+	}
+	res.Body.Close()
+
+	res, err = http.Get(gw.URL + "/trailer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if string(body) != "data" || res.Trailer.Get("X-Sum") != "42" {
+		t.Fatalf("body %q, trailers %v", body, res.Trailer)
+	}
+}
+
+// An upgraded connection is tunnelled both ways, and stays open after the
+// handler's config is cleaned up while stream_close_delay runs.
+func TestUpgradeTunnelOutlivesCleanup(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "echo" {
+			w.WriteHeader(400)
+			return
+		}
+		w.Header().Set("Connection", "Upgrade")
+		w.Header().Set("Upgrade", "echo")
+		w.WriteHeader(http.StatusSwitchingProtocols)
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_ = brw.Flush()
+		for {
+			line, err := brw.ReadString('\n')
+			if err != nil {
+				return
+			}
+			_, _ = brw.WriteString("echo " + line)
+			_ = brw.Flush()
+		}
+	}))
+	defer up.Close()
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}], "stream_close_delay": "1h"}`, addr(up)), false)
+
+	conn, err := net.Dial("tcp", addr(gw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	roundTrip := func(msg string) {
+		t.Helper()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(conn, "%s\n", msg)
+		line, err := br.ReadString('\n')
+		if err != nil || line != "echo "+msg+"\n" {
+			t.Fatalf("tunnel answered %q, %v", line, err)
+		}
+	}
+	roundTrip("before")
+	stop() // the config that opened the tunnel is unloaded
+	roundTrip("after")
+}
+
+// The handler takes the configuration compileProxy writes for
+// reverse_proxy, and refuses what it cannot honour.
+func TestValidate(t *testing.T) {
+	h := new(gwproxy.Handler)
+	if err := json.Unmarshal([]byte(`{"upstreams": [{"dial": "127.0.0.1:1", "max_requests": 5}]}`), h); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Validate(); err == nil {
+		t.Fatal("max_requests accepted")
+	}
+}

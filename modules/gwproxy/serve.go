@@ -1,0 +1,447 @@
+package gwproxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/net/http/httpguts"
+)
+
+// UpstreamHostportKey is the replacer key set to the chosen target's dial
+// address before each attempt (reverse_proxy's name for it, so the request
+// record and Host rules read it whichever handler proxied).
+const UpstreamHostportKey = "http.reverse_proxy.upstream.hostport"
+
+var errNoUpstream = errors.New("no upstreams available")
+
+// ServeHTTP proxies r to a target, trying others after a failed attempt
+// as LoadBalancing allows. next is never called.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl == nil {
+		return caddyhttp.Error(http.StatusInternalServerError, errors.New("gateway_proxy: the request has no replacer"))
+	}
+	retries := 0
+	if h.LoadBalancing != nil {
+		retries = h.LoadBalancing.Retries
+	}
+	var err error
+	for attempt := 0; ; attempt++ {
+		up, hst := h.pick(r, w)
+		if up == nil {
+			if err == nil {
+				err = caddyhttp.Error(http.StatusServiceUnavailable, errNoUpstream)
+			}
+			return err
+		}
+		var done bool
+		done, err = h.attempt(w, r, repl, up, hst)
+		if done {
+			return err
+		}
+		if attempt >= retries || !retryable(err, r) {
+			return statusError(err)
+		}
+	}
+}
+
+// pick chooses the target of the next attempt: the selection policy over
+// the targets passive health has not taken out of rotation.
+func (h *Handler) pick(r *http.Request, w http.ResponseWriter) (*reverseproxy.Upstream, *host) {
+	pool := reverseproxy.UpstreamPool(h.Upstreams)
+	if h.passive != nil {
+		for i := range h.Upstreams {
+			if h.passive.down(h.hosts[i]) {
+				pool = h.available()
+				break
+			}
+		}
+	}
+	up := h.selector.Select(pool, r, w)
+	if up == nil {
+		return nil, nil
+	}
+	for i, u := range h.Upstreams {
+		if u == up {
+			return up, h.hosts[i]
+		}
+	}
+	return nil, nil
+}
+
+// available are the targets passive health keeps in rotation.
+func (h *Handler) available() reverseproxy.UpstreamPool {
+	pool := make(reverseproxy.UpstreamPool, 0, len(h.Upstreams))
+	for i, u := range h.Upstreams {
+		if !h.passive.down(h.hosts[i]) {
+			pool = append(pool, u)
+		}
+	}
+	return pool
+}
+
+// attempt sends one attempt to up. done is false when the round trip
+// failed before any response (err is the failure): another target may be
+// tried.
+func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, up *reverseproxy.Upstream, hst *host) (done bool, err error) {
+	repl.Set(UpstreamHostportKey, up.Dial)
+	out := outbound(r, up.Dial)
+	if h.Headers != nil && h.Headers.Request != nil {
+		h.Headers.Request.ApplyToRequest(out)
+	}
+	if _, ok := h.transport.(schemeSetter); !ok {
+		out.URL.Scheme = "http"
+	}
+	res, err := h.transport.RoundTrip(out)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			// the client left: not the target's failure, nobody to answer
+			w.WriteHeader(499)
+			return true, nil
+		}
+		h.passive.fail(hst)
+		return false, err
+	}
+	return true, h.respond(w, out, res)
+}
+
+// schemeSetter is a transport that sets the URL scheme itself (Caddy's
+// http transport: https when it has TLS).
+type schemeSetter interface{ SetScheme(*http.Request) }
+
+// retryable reports whether a failed attempt may be repeated on another
+// target: always when no connection was made (nothing was sent), else
+// only for GET.
+func retryable(err error, r *http.Request) bool {
+	var dialErr reverseproxy.DialError
+	if errors.As(err, &dialErr) {
+		return true
+	}
+	return r.Method == http.MethodGet
+}
+
+// statusError is the handler error of a failed proxy attempt: 504 for a
+// timeout, 499 when the client left, else 502.
+func statusError(err error) error {
+	if _, ok := err.(caddyhttp.HandlerError); ok {
+		return err
+	}
+	status := http.StatusBadGateway
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		status = http.StatusGatewayTimeout
+	}
+	if errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "operation was canceled") {
+		status = 499
+	}
+	return caddyhttp.Error(status, err)
+}
+
+// outRequest is the upstream request and its URL: one allocation.
+type outRequest struct {
+	req http.Request
+	url url.URL
+}
+
+// Header values the proxy sets without formatting them.
+var (
+	connUpgrade = []string{"Upgrade"}
+	teTrailers  = []string{"trailers"}
+	emptyValue  = []string{""}
+	earlyData   = []string{"1"}
+	protoHTTP   = []string{"http"}
+	protoHTTPS  = []string{"https"}
+	viaHTTP11   = []string{"1.1 Caddy"}
+	viaHTTP2    = []string{"2.0 Caddy"}
+)
+
+// outbound is the request to send to the target at dial: r's method,
+// URL, body and end-to-end headers, with the X-Forwarded-* headers and
+// Via. Header value slices are shared with r's (never appended to).
+func outbound(r *http.Request, dial string) *http.Request {
+	o := new(outRequest)
+	out := &o.req
+	*out = *r
+	o.url = *r.URL
+	o.url.Host = dial
+	out.URL = &o.url
+	out.RequestURI = ""
+	out.Close = false
+	if r.ContentLength == 0 {
+		out.Body = nil // net/http's transport retries only requests without a body
+	} else if r.Body != nil {
+		// The transport closes a body it fails to send; a retry to
+		// another target still needs it (the server closes it).
+		out.Body = io.NopCloser(r.Body)
+	}
+
+	hdr := make(http.Header, len(r.Header)+5)
+	conn := r.Header["Connection"]
+	for k, v := range r.Header {
+		if isHopHeader(k) || (len(conn) > 0 && listedIn(conn, k)) {
+			continue
+		}
+		hdr[k] = v
+	}
+	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
+		hdr["Te"] = teTrailers
+	}
+	if up := upgradeType(r.Header); up != "" {
+		hdr["Connection"] = connUpgrade
+		hdr["Upgrade"] = []string{up}
+	}
+	if _, ok := hdr["User-Agent"]; !ok {
+		hdr["User-Agent"] = emptyValue // not Go's default
+	}
+	if r.TLS != nil && !r.TLS.HandshakeComplete {
+		hdr["Early-Data"] = earlyData
+	}
+	forwarded(r, hdr)
+	switch {
+	case len(hdr["Via"]) > 0:
+		hdr["Via"] = append(hdr["Via"][:len(hdr["Via"]):len(hdr["Via"])], via(r.ProtoMajor, r.ProtoMinor))
+	case r.ProtoMajor == 1 && r.ProtoMinor == 1:
+		hdr["Via"] = viaHTTP11
+	case r.ProtoMajor == 2:
+		hdr["Via"] = viaHTTP2
+	default:
+		hdr["Via"] = []string{via(r.ProtoMajor, r.ProtoMinor)}
+	}
+	out.Header = hdr
+	return out
+}
+
+func via(major, minor int) string {
+	return string(rune('0'+major%10)) + "." + string(rune('0'+minor%10)) + " Caddy"
+}
+
+// forwarded sets X-Forwarded-For, -Proto and -Host: the values a trusted
+// peer (the router's trusted_proxies) sent are kept (For gets the peer
+// appended), anyone else's are replaced. A header present with a nil
+// value is left out.
+func forwarded(r *http.Request, hdr http.Header) {
+	trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool)
+	peer, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		if !trusted || r.RemoteAddr != "@" {
+			delete(hdr, "X-Forwarded-For")
+			delete(hdr, "X-Forwarded-Proto")
+			delete(hdr, "X-Forwarded-Host")
+			return
+		}
+		peer = "" // a trusted unix socket peer has no address to add
+	}
+	peer, _, _ = strings.Cut(peer, "%")
+
+	vals := make([]string, 0, 2) // For and Host share one array
+	if v, ok := hdr["X-Forwarded-For"]; !ok || v != nil {
+		prior := strings.Join(v, ", ")
+		switch {
+		case trusted && prior != "" && peer != "":
+			vals = append(vals, prior+", "+peer)
+		case trusted && prior != "":
+			vals = append(vals, prior)
+		case peer != "":
+			vals = append(vals, peer)
+		}
+		if len(vals) == 1 {
+			hdr["X-Forwarded-For"] = vals[0:1:1]
+		}
+	}
+	if v, ok := hdr["X-Forwarded-Proto"]; !ok || v != nil {
+		switch {
+		case trusted && len(v) > 0 && v[len(v)-1] != "":
+			hdr["X-Forwarded-Proto"] = v[len(v)-1:]
+		case r.TLS != nil:
+			hdr["X-Forwarded-Proto"] = protoHTTPS
+		default:
+			hdr["X-Forwarded-Proto"] = protoHTTP
+		}
+	}
+	if v, ok := hdr["X-Forwarded-Host"]; !ok || v != nil {
+		if trusted && len(v) > 0 && v[len(v)-1] != "" {
+			hdr["X-Forwarded-Host"] = v[len(v)-1:]
+		} else {
+			vals = append(vals, r.Host)
+			hdr["X-Forwarded-Host"] = vals[len(vals)-1 : len(vals) : len(vals)]
+		}
+	}
+}
+
+// isHopHeader reports the hop-by-hop headers that never go to the other
+// side (canonical names).
+func isHopHeader(k string) bool {
+	switch k {
+	case "Alt-Svc", "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
+}
+
+// listedIn reports whether the Connection header values conn name k.
+func listedIn(conn []string, k string) bool {
+	for _, v := range conn {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// upgradeType is the protocol a request or response upgrades to, in
+// lower case, or "".
+func upgradeType(h http.Header) string {
+	if !httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade") {
+		return ""
+	}
+	if v := h["Upgrade"]; len(v) > 0 {
+		return strings.ToLower(v[0])
+	}
+	return ""
+}
+
+// stripHopHeaders removes the hop-by-hop headers of a response.
+func stripHopHeaders(h http.Header) {
+	for _, v := range h["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				h.Del(f)
+			}
+		}
+	}
+	for k := range h {
+		if isHopHeader(k) {
+			delete(h, k)
+		}
+	}
+}
+
+// respond writes the target's response: status, end-to-end headers, the
+// body (flushed as it comes for event streams and bodies of unknown
+// length) and trailers. A 101 becomes a tunnel.
+func (h *Handler) respond(w http.ResponseWriter, out *http.Request, res *http.Response) error {
+	upgrade := res.Header.Get("Upgrade")
+	stripHopHeaders(res.Header)
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		if upgrade != "" {
+			res.Header["Upgrade"] = []string{upgrade}
+			res.Header["Connection"] = connUpgrade
+		}
+		return h.tunnel(w, out, res)
+	}
+	wh := w.Header()
+	delete(wh, "Server")
+	if v := wh["Via"]; len(v) > 0 {
+		wh["Via"] = append(v[:len(v):len(v)], via(res.ProtoMajor, res.ProtoMinor))
+	} else if res.ProtoMajor == 1 && res.ProtoMinor == 1 {
+		wh["Via"] = viaHTTP11
+	} else {
+		wh["Via"] = []string{via(res.ProtoMajor, res.ProtoMinor)}
+	}
+	for k, v := range res.Header {
+		if prior, ok := wh[k]; ok {
+			wh[k] = append(prior[:len(prior):len(prior)], v...)
+		} else {
+			wh[k] = v // the response's map is ours alone
+		}
+	}
+	announced := len(res.Trailer)
+	if announced > 0 {
+		keys := make([]string, 0, announced)
+		for k := range res.Trailer {
+			keys = append(keys, k)
+		}
+		wh.Add("Trailer", strings.Join(keys, ", "))
+	}
+	w.WriteHeader(res.StatusCode)
+
+	err := copyBody(w, res.Body, streaming(res))
+	_ = res.Body.Close() // fills res.Trailer
+	if err != nil {
+		// Headers are out: nothing to answer. Abort the client's
+		// response so it cannot pass for complete.
+		if c := h.logger.Check(zapcore.WarnLevel, "aborting with incomplete response"); c != nil {
+			c.Write(zap.String("upstream", out.URL.Host), zap.Error(err))
+		}
+		_ = http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
+	}
+	if len(res.Trailer) > 0 {
+		// chunked, so that the trailers can follow
+		_ = http.NewResponseController(w).Flush()
+	}
+	if len(res.Trailer) == announced {
+		for k, v := range res.Trailer {
+			wh[k] = append(wh[k], v...)
+		}
+		return nil
+	}
+	for k, vv := range res.Trailer {
+		for _, v := range vv {
+			wh.Add(http.TrailerPrefix+k, v)
+		}
+	}
+	return nil
+}
+
+// streaming reports whether the response is copied with a flush after
+// every read: event streams, bodies of unknown length, and responses the
+// target marked incremental.
+func streaming(res *http.Response) bool {
+	if res.ContentLength < 0 || caddyhttp.IsIncremental(res.Header) {
+		return true
+	}
+	ct := res.Header.Get("Content-Type")
+	const sse = "text/event-stream"
+	return len(ct) >= len(sse) && strings.EqualFold(ct[:len(sse)], sse) &&
+		(len(ct) == len(sse) || ct[len(sse)] == ';' || ct[len(sse)] == ' ')
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
+
+// copyBody copies the response body to w (its Write, not ReadFrom: one
+// write with the headers for small bodies), flushing after every write
+// when flush is set.
+func copyBody(w http.ResponseWriter, body io.Reader, flush bool) error {
+	var rc *http.ResponseController
+	if flush {
+		rc = http.NewResponseController(w)
+		_ = rc.Flush() // the headers go out before the first event
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if rc != nil {
+				if ferr := rc.Flush(); ferr != nil {
+					return ferr
+				}
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
