@@ -9,6 +9,7 @@ import (
 	_ "github.com/caddy-gateway/gateway/caddyfile"
 	_ "github.com/caddy-gateway/gateway/modules/certevents"
 	_ "github.com/caddy-gateway/gateway/modules/dnsproviders/cloudflare"
+	_ "github.com/caddy-gateway/gateway/modules/gwproxy"
 	_ "github.com/caddy-gateway/gateway/modules/gwtls"
 	_ "github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
@@ -17,6 +18,5 @@ import (
 	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/wasm"
-	_ "github.com/caddy-gateway/gateway/modules/gwproxy"
 	_ "github.com/caddy-gateway/gateway/modules/router"
 )
