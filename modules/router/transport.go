@@ -1,7 +1,10 @@
 package router
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
@@ -38,7 +41,9 @@ func (Transport) CaddyModule() caddy.ModuleInfo {
 // 200.
 const maxIdleConnsPerHost = 256
 
-// Provision sets up Caddy's transport, then wraps its dialer.
+// Provision sets up Caddy's transport, then wraps its dialer: the guard,
+// and the read and write timeouts (deadlineConn, instead of Caddy's
+// wrapper, which moves the deadline on every read and write).
 func (t *Transport) Provision(ctx caddy.Context) error {
 	if t.KeepAlive == nil {
 		t.KeepAlive = new(reverseproxy.KeepAlive)
@@ -46,14 +51,68 @@ func (t *Transport) Provision(ctx caddy.Context) error {
 	if t.KeepAlive.MaxIdleConnsPerHost == 0 {
 		t.KeepAlive.MaxIdleConnsPerHost = maxIdleConnsPerHost
 	}
+	read, write := time.Duration(t.ReadTimeout), time.Duration(t.WriteTimeout)
+	t.ReadTimeout, t.WriteTimeout = 0, 0
 	if err := t.HTTPTransport.Provision(ctx); err != nil {
 		return err
 	}
 	if t.Transport == nil || t.Transport.DialContext == nil {
 		return fmt.Errorf("gateway_http transport: Caddy's transport has no dialer to guard")
 	}
-	t.Transport.DialContext = guard.WrapDial(t.Transport.DialContext)
+	dial := guard.WrapDial(t.Transport.DialContext)
+	t.Transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if tc, ok := conn.(*net.TCPConn); ok && (read > 0 || write > 0) {
+			return newDeadlineConn(tc, read, write), nil
+		}
+		return conn, nil
+	}
 	return nil
+}
+
+// deadlineConn enforces the read and write timeouts of an upstream
+// connection: a read (write) that makes no progress for the timeout
+// fails. The deadline is moved only when it would move by more than a
+// 64th of the timeout: setting a socket deadline costs a runtime timer
+// update, which at one per read and write was a visible share of the
+// proxy's CPU. A stalled read so fails after between 63/64 of the
+// timeout and the timeout.
+type deadlineConn struct {
+	*net.TCPConn
+	read, write       time.Duration
+	readBy, writeBy   time.Time // the deadlines set
+	readSlack, wSlack time.Duration
+}
+
+func newDeadlineConn(c *net.TCPConn, read, write time.Duration) *deadlineConn {
+	return &deadlineConn{TCPConn: c, read: read, write: write, readSlack: read / 64, wSlack: write / 64}
+}
+
+func (c *deadlineConn) Read(b []byte) (int, error) {
+	if c.read > 0 {
+		if by := time.Now().Add(c.read); by.Sub(c.readBy) > c.readSlack {
+			if err := c.TCPConn.SetReadDeadline(by); err != nil {
+				return 0, err
+			}
+			c.readBy = by
+		}
+	}
+	return c.TCPConn.Read(b)
+}
+
+func (c *deadlineConn) Write(b []byte) (int, error) {
+	if c.write > 0 {
+		if by := time.Now().Add(c.write); by.Sub(c.writeBy) > c.wSlack {
+			if err := c.TCPConn.SetWriteDeadline(by); err != nil {
+				return 0, err
+			}
+			c.writeBy = by
+		}
+	}
+	return c.TCPConn.Write(b)
 }
 
 // Interface guards
