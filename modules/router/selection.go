@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -97,17 +98,10 @@ func (s *Selection) Select(pool reverseproxy.UpstreamPool, r *http.Request, _ ht
 }
 
 func (s *Selection) candidates(out []*reverseproxy.Upstream, pool reverseproxy.UpstreamPool, tried []*reverseproxy.Upstream, healthyOnly bool) []*reverseproxy.Upstream {
-outer:
 	for _, u := range pool {
-		if !u.Available() || !s.Eligible(u.Dial, healthyOnly) {
-			continue
+		if u.Available() && s.Eligible(u.Dial, healthyOnly) && !slices.Contains(tried, u) {
+			out = append(out, u)
 		}
-		for _, t := range tried {
-			if t == u {
-				continue outer
-			}
-		}
-		out = append(out, u)
 	}
 	return out
 }

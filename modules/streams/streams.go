@@ -16,6 +16,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -241,17 +242,10 @@ func (s *Server) dial(r *liveRoute, remote net.Addr) (net.Conn, error) {
 
 func (r *liveRoute) candidates(tried []string, healthyOnly bool) []string {
 	out := make([]string, 0, len(r.Targets))
-outer:
 	for _, t := range r.Targets {
-		if !r.balancer.Eligible(t, healthyOnly) {
-			continue
+		if r.balancer.Eligible(t, healthyOnly) && !slices.Contains(tried, t) {
+			out = append(out, t)
 		}
-		for _, x := range tried {
-			if x == t {
-				continue outer
-			}
-		}
-		out = append(out, t)
 	}
 	return out
 }
