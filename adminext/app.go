@@ -17,6 +17,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/modules/certevents"
+	"github.com/caddy-gateway/gateway/modules/gwtls"
 	"github.com/caddy-gateway/gateway/modules/health"
 	"github.com/caddy-gateway/gateway/modules/router"
 )
@@ -93,9 +94,28 @@ func httpsConfig(ctx caddy.Context) (*tls.Config, error) {
 	if err := pols.Provision(ctx); err != nil {
 		return nil, err
 	}
+	// The newest cached certificate of a name is served (a forced renewal
+	// at once), unless on-demand policies need certmagic to see every
+	// handshake (they renew during handshakes).
+	if app, err := ctx.App("tls"); err == nil && !onDemand(app.(*caddytls.TLS)) {
+		pc := pols[0].TLSConfig
+		pc.GetCertificate = gwtls.Newest(pc.GetCertificate, caddytls.AllMatchingCertificates)
+	}
 	tc := pols.TLSConfig(ctx)
 	tc.NextProtos = []string{"h2", "http/1.1"}
 	return tc, nil
+}
+
+func onDemand(t *caddytls.TLS) bool {
+	if t.Automation == nil {
+		return false
+	}
+	for _, ap := range t.Automation.Policies {
+		if ap.OnDemand {
+			return true
+		}
+	}
+	return false
 }
 
 // Validate checks the bootstrap fields.

@@ -336,8 +336,9 @@ func managingConfig(tlsApp *caddytls.TLS, name string) *certmagic.Config {
 // forceRenewal renews the certificates of names now, whether due or not,
 // in the background (with certmagic's retries, bounded): each renewed
 // certificate is stored (the shared storage in a cluster), goes into the
-// cache at once and is served from the next handshake (gwtls.NewestFirst);
-// the events record the result. A name not yet issued is obtained.
+// cache at once and is served from the next handshake (the HTTPS listener
+// serves a name's newest cached certificate: gwtls.Newest); the events
+// record the result. A name not yet issued is obtained.
 func forceRenewal(cp *controlplane.ControlPlane, names []string) error {
 	tlsApp := cp.TLSApp()
 	cfgs := make([]*certmagic.Config, len(names))

@@ -50,14 +50,11 @@ func (iss *ACMEIssuer) Provision(ctx caddy.Context) error {
 }
 
 // SetConfig implements caddytls.ConfigSetter: Caddy hands the issuer the
-// certmagic config of its automation policy. The issuer keeps it (Config:
-// a forced renewal goes through it) and makes the policy serve, among the
-// cached certificates of a name, the one issued last, so that a renewed
-// certificate is served from the next handshake while the one it replaces
-// is still cached (certmagic drops that one at its next maintenance).
+// certmagic config of its automation policy, which the issuer keeps
+// (Config: a forced renewal goes through it). The renewed certificate is
+// served from the next handshake by the HTTPS listener's Newest.
 func (iss *ACMEIssuer) SetConfig(cfg *certmagic.Config) {
 	iss.ACMEIssuer.SetConfig(cfg)
-	cfg.CertSelection = NewestFirst{}
 	iss.magic = cfg
 }
 

@@ -2,38 +2,69 @@ package gwtls
 
 import (
 	"crypto/tls"
-	"errors"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/certmagic"
 )
 
-// NewestFirst is the certificate selection of the gateway's ACME automation
-// policies: among the cached certificates that cover the handshake's server
-// name and that the client supports, the valid one issued last. certmagic
-// keeps a certificate's predecessor cached after a renewal it did not
-// schedule itself (a forced renewal through the admin API) until its next
-// maintenance; its default selection would serve whichever was cached
-// first.
-type NewestFirst struct{}
+// Newest wraps next, the GetCertificate of the HTTPS listener's TLS
+// connection policy (certmagic's handshake logic): a handshake whose server
+// name has cached certificates, exact or wildcard, gets among them the
+// valid one issued last that the client supports; any other handshake (no
+// server name, a name without a cached certificate, a TLS-ALPN challenge)
+// goes to next. lookup finds a name's cached certificates
+// (caddytls.AllMatchingCertificates: index lookups, no walk of the cache).
+//
+// Why not certmagic's own choice: after a renewal it did not schedule (a
+// forced renewal through the admin API) certmagic keeps the previous
+// certificate cached beside the renewed one until its maintenance replaces
+// it, and serves the one cached first. A certmagic.CertificateSelector
+// would pick the renewed one, but with a selection set certmagic offers it
+// the whole cache, copied, on every handshake whose name has no exact entry
+// (every host under a wildcard certificate, and handshakes without a server
+// name, where the selection cannot tell which name was looked up). And no
+// exported call replaces a managed certificate in the cache: Caddy keeps
+// the cache to itself, and certmagic's replacement of a cached certificate
+// (Config.CacheUnmanagedCertificatePEMBytesAsReplacement) leaves the
+// renewed one unmanaged, so it would never be renewed again.
+func Newest(next func(*tls.ClientHelloInfo) (*tls.Certificate, error), lookup func(name string) []certmagic.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
+		if name == "" || isChallenge(hello) {
+			return next(hello)
+		}
+		if c, ok := newest(hello, name, lookup(name)); ok {
+			return &c.Certificate, nil
+		}
+		return next(hello)
+	}
+}
 
-// SelectCertificate implements certmagic.CertificateSelector. certmagic
-// offers every cached certificate when none is indexed under the name it
-// looks up, so candidates are filtered by the server name here.
-func (NewestFirst) SelectCertificate(hello *tls.ClientHelloInfo, choices []certmagic.Certificate) (certmagic.Certificate, error) {
+// isChallenge reports a TLS-ALPN-01 validation handshake (RFC 8737: its
+// only protocol is acme-tls/1): certmagic answers it with the challenge
+// certificate.
+func isChallenge(hello *tls.ClientHelloInfo) bool {
+	return len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == "acme-tls/1"
+}
+
+// newest is, among choices, the valid certificate covering name (lowercase)
+// issued last that the client supports, or the first one the client
+// supports when none is valid (certmagic's default, too, serves an expired
+// certificate rather than none).
+func newest(hello *tls.ClientHelloInfo, name string, choices []certmagic.Certificate) (certmagic.Certificate, bool) {
 	now := time.Now()
 	var best, fallback *certmagic.Certificate
 	for i := range choices {
 		c := &choices[i]
-		if c.Leaf == nil || !covers(c, hello.ServerName) {
+		if c.Leaf == nil || !covers(c.Names, name) {
 			continue
 		}
 		better := !now.Before(c.Leaf.NotBefore) && !now.After(c.Leaf.NotAfter) &&
 			(best == nil || c.Leaf.NotBefore.After(best.Leaf.NotBefore) ||
 				(c.Leaf.NotBefore.Equal(best.Leaf.NotBefore) && c.Leaf.NotAfter.After(best.Leaf.NotAfter)))
 		// SupportsCertificate is the costly check: it runs only for a
-		// candidate that would change the answer (certmagic may offer the
-		// whole cache, all of which covers an empty server name).
+		// candidate that would change the answer.
 		if (fallback != nil && !better) || hello.SupportsCertificate(&c.Certificate) != nil {
 			continue
 		}
@@ -46,24 +77,24 @@ func (NewestFirst) SelectCertificate(hello *tls.ClientHelloInfo, choices []certm
 	}
 	switch {
 	case best != nil:
-		return *best, nil
+		return *best, true
 	case fallback != nil:
-		return *fallback, nil
+		return *fallback, true
 	}
-	return certmagic.Certificate{}, errors.New("no cached certificate covers the server name")
+	return certmagic.Certificate{}, false
 }
 
-func covers(c *certmagic.Certificate, serverName string) bool {
-	if serverName == "" {
-		return true
-	}
-	for _, n := range c.Names {
-		if certmagic.MatchWildcard(serverName, n) {
+// covers reports whether one of names is name or a wildcard covering
+// exactly its first label (names are lowercase in certmagic's cache).
+func covers(names []string, name string) bool {
+	_, parent, _ := strings.Cut(name, ".")
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+		if rest, ok := strings.CutPrefix(n, "*."); ok && parent != "" && rest == parent && !strings.HasPrefix(name, ".") {
 			return true
 		}
 	}
 	return false
 }
-
-// Interface guards
-var _ certmagic.CertificateSelector = NewestFirst{}

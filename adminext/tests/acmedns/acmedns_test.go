@@ -263,6 +263,29 @@ func TestDNS01WildcardThroughCloudflare(t *testing.T) {
 	if names := served(t, httpsAddr, "example.test"); len(names) != 1 || names[0] != "example.test" {
 		t.Fatalf("served for example.test: %v", names)
 	}
+	// A handshake without a server name has no name to pick a certificate
+	// by: it gets none of them (Go sends no SNI to an IP address).
+	if conn, err := tls.Dial("tcp", httpsAddr, &tls.Config{InsecureSkipVerify: true}); err == nil {
+		names := conn.ConnectionState().PeerCertificates[0].DNSNames
+		conn.Close()
+		t.Fatalf("a handshake without a server name got %v", names)
+	}
+	// A forced renewal of the wildcard is served at once to hosts under it.
+	if got := g.Must("POST", "/api/v1/certificates/"+strconv.FormatInt(testgw.ID(cert), 10)+"/renew", nil); got["queued"] != true {
+		t.Fatalf("renew: %v", got)
+	}
+	renewed := waitCertificate(t, g, testgw.ID(cert), "not renewed", func(r map[string]any) bool {
+		return r["status"] == "active" && r["fingerprint_sha256"] != issued["fingerprint_sha256"]
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		leaf := servedLeaf(t, httpsAddr, "api.example.test")
+		if fingerprint(leaf) == renewed["fingerprint_sha256"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the renewed wildcard %v is not served: still %s", renewed["fingerprint_sha256"], fingerprint(leaf))
+		}
+	}
 	cf.mu.Lock()
 	created, deleted := len(cf.created), len(cf.deleted)
 	var first map[string]any
