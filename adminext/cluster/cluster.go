@@ -23,6 +23,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
+	"github.com/caddy-gateway/gateway/internal/tick"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
@@ -153,22 +154,7 @@ func (n *node) report(ctx context.Context) {
 
 func (n *node) heartbeats(ctx context.Context) {
 	defer n.wg.Done()
-	every(ctx, HeartbeatInterval, n.heartbeat, func() { n.report(ctx) })
-}
-
-// every runs fn every interval and whenever kicked, until ctx ends.
-func every(ctx context.Context, interval time.Duration, kicked <-chan struct{}, fn func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-kicked:
-		}
-		fn()
-	}
+	tick.Every(ctx, HeartbeatInterval, n.heartbeat, func() { n.report(ctx) })
 }
 
 // syncer compares the stored version with the live one when notified or
@@ -176,7 +162,7 @@ func every(ctx context.Context, interval time.Duration, kicked <-chan struct{}, 
 // burst of notifications costs one comparison per reload.
 func (n *node) syncer(ctx context.Context) {
 	defer n.wg.Done()
-	every(ctx, CheckInterval, n.sync, func() {
+	tick.Every(ctx, CheckInterval, n.sync, func() {
 		changed, err := n.cp.SyncFromStore(ctx)
 		if ctx.Err() != nil {
 			return

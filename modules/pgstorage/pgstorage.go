@@ -27,6 +27,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
+
+	"github.com/caddy-gateway/gateway/internal/tick"
 )
 
 func init() {
@@ -293,19 +295,10 @@ func (s *Storage) keepAlive(name, owner string) {
 	}
 	held[name] = heldLock{owner: owner, stop: cancel}
 	heldMu.Unlock()
-	go func() {
-		t := time.NewTicker(lockRefresh)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_, _ = s.db.ExecContext(ctx, `UPDATE certmagic_locks SET expires = now() + make_interval(secs => $3)
-					WHERE name = $1 AND owner = $2`, name, owner, LockTTL.Seconds())
-			}
-		}
-	}()
+	go tick.Every(ctx, lockRefresh, nil, func() {
+		_, _ = s.db.ExecContext(ctx, `UPDATE certmagic_locks SET expires = now() + make_interval(secs => $3)
+			WHERE name = $1 AND owner = $2`, name, owner, LockTTL.Seconds())
+	})
 }
 
 // Unlock releases the named lock taken by this process.
