@@ -64,15 +64,11 @@ func asHandlerError(err error, he *caddyhttp.HandlerError) bool {
 
 func addr(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
 
-// deadAddr is a 127.0.0.1 port nothing listens on.
+// deadAddr is a 127.0.0.1 address nothing listens on any more.
 func deadAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
+	s := httptest.NewServer(http.NotFoundHandler())
+	s.Close()
+	return addr(s)
 }
 
 func TestHeadersBothWays(t *testing.T) {

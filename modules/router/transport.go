@@ -82,35 +82,44 @@ func (t *Transport) Provision(ctx caddy.Context) error {
 // timeout and the timeout.
 type deadlineConn struct {
 	*net.TCPConn
-	read, write       time.Duration
-	readBy, writeBy   time.Time // the deadlines set
-	readSlack, wSlack time.Duration
+	read, write deadline
 }
 
 func newDeadlineConn(c *net.TCPConn, read, write time.Duration) *deadlineConn {
-	return &deadlineConn{TCPConn: c, read: read, write: write, readSlack: read / 64, wSlack: write / 64}
+	return &deadlineConn{TCPConn: c, read: deadline{timeout: read}, write: deadline{timeout: write}}
+}
+
+// deadline is one direction's timeout and the deadline last set.
+type deadline struct {
+	timeout time.Duration
+	set     time.Time
+}
+
+// next is the deadline to set now, if it must move.
+func (d *deadline) next() (time.Time, bool) {
+	if d.timeout <= 0 {
+		return time.Time{}, false
+	}
+	by := time.Now().Add(d.timeout)
+	return by, by.Sub(d.set) > d.timeout/64
 }
 
 func (c *deadlineConn) Read(b []byte) (int, error) {
-	if c.read > 0 {
-		if by := time.Now().Add(c.read); by.Sub(c.readBy) > c.readSlack {
-			if err := c.TCPConn.SetReadDeadline(by); err != nil {
-				return 0, err
-			}
-			c.readBy = by
+	if by, ok := c.read.next(); ok {
+		if err := c.TCPConn.SetReadDeadline(by); err != nil {
+			return 0, err
 		}
+		c.read.set = by
 	}
 	return c.TCPConn.Read(b)
 }
 
 func (c *deadlineConn) Write(b []byte) (int, error) {
-	if c.write > 0 {
-		if by := time.Now().Add(c.write); by.Sub(c.writeBy) > c.wSlack {
-			if err := c.TCPConn.SetWriteDeadline(by); err != nil {
-				return 0, err
-			}
-			c.writeBy = by
+	if by, ok := c.write.next(); ok {
+		if err := c.TCPConn.SetWriteDeadline(by); err != nil {
+			return 0, err
 		}
+		c.write.set = by
 	}
 	return c.TCPConn.Write(b)
 }
