@@ -132,8 +132,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	step("create a service",
-		screen(g, "services", `#services-table`),
-		chromedp.Click(`//button[text()="New service"]`, chromedp.BySearch),
+		openNew(g, "services", `#services-table`, "service"),
 		chromedp.SendKeys(`#service-form input[name=name]`, "ui-svc", chromedp.ByQuery),
 		chromedp.Click(`#service-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//table[@id="services-table"]//strong[text()="ui-svc"]`, chromedp.BySearch),
@@ -148,8 +147,7 @@ func TestBrowser(t *testing.T) {
 	// An error of the API is shown next to the form.
 	var formErr string
 	step("a rejected route shows the API error",
-		screen(g, "routes", `#routes-table`),
-		chromedp.Click(`//button[text()="New route"]`, chromedp.BySearch),
+		openNew(g, "routes", `#routes-table`, "route"),
 		chromedp.SendKeys(`#route-form input[name=name]`, "ui-route", chromedp.ByQuery),
 		chromedp.SendKeys(`#route-form input[name=paths]`, "~(", chromedp.ByQuery),
 		chromedp.Click(`#route-form button[type=submit]`, chromedp.ByQuery),
@@ -199,15 +197,13 @@ func TestBrowser(t *testing.T) {
 	}
 
 	step("create a plugin and a consumer with a credential",
-		screen(g, "plugins", `#plugins-table`),
-		chromedp.Click(`//button[text()="New plugin"]`, chromedp.BySearch),
+		openNew(g, "plugins", `#plugins-table`, "plugin"),
 		chromedp.SetValue(`#plugin-form select[name=type]`, "rate-limit", chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector('#plugin-form select[name=type]').dispatchEvent(new Event('change'))`, nil),
 		chromedp.SetValue(`#plugin-form input[name="config.limit"]`, "1000", chromedp.ByQuery),
 		chromedp.Click(`#plugin-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//table[@id="plugins-table"]//strong[text()="rate-limit"]`, chromedp.BySearch),
-		screen(g, "consumers", `#consumers-table`),
-		chromedp.Click(`//button[text()="New consumer"]`, chromedp.BySearch),
+		openNew(g, "consumers", `#consumers-table`, "consumer"),
 		chromedp.SendKeys(`#consumer-form input[name=username]`, "alice", chromedp.ByQuery),
 		chromedp.Click(`#consumer-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.Click(`//table[@id="consumers-table"]//tr[.//strong[text()="alice"]]//button[text()="Credentials"]`, chromedp.BySearch),
@@ -304,6 +300,17 @@ func browser(t *testing.T, bin string) context.Context {
 // sel shows.
 func screen(g *testgw.Gateway, hash, sel string) chromedp.Action {
 	return chromedp.Tasks{chromedp.Navigate(g.AdminURL + "/#" + hash), chromedp.WaitVisible(sel, chromedp.ByQuery)}
+}
+
+// clickButton clicks the button labelled text.
+func clickButton(text string) chromedp.Action {
+	return chromedp.Click(`//button[text()="`+text+`"]`, chromedp.BySearch)
+}
+
+// openNew shows the view at hash (once sel is visible) and opens its
+// "New <thing>" form.
+func openNew(g *testgw.Gateway, hash, sel, thing string) chromedp.Action {
+	return chromedp.Tasks{screen(g, hash, sel), clickButton("New " + thing)}
 }
 
 // stepper runs named browser steps, failing the test with a screenshot.
@@ -430,8 +437,7 @@ func TestBrowserAdminScreens(t *testing.T) {
 
 	var note string
 	step("create a stream route and see the note",
-		screen(g, "streams", `#stream-routes-table`),
-		chromedp.Click(`//button[text()="New stream route"]`, chromedp.BySearch),
+		openNew(g, "streams", `#stream-routes-table`, "stream route"),
 		chromedp.SendKeys(`#stream-form input[name=name]`, "pg", chromedp.ByQuery),
 		chromedp.SendKeys(`#stream-form input[name=listen_addr]`, "127.0.0.1:15432", chromedp.ByQuery),
 		chromedp.Click(`#stream-form button[type=submit]`, chromedp.ByQuery),
@@ -466,8 +472,7 @@ func TestBrowserAdminScreens(t *testing.T) {
 	}
 
 	step("certificates screen",
-		screen(g, "certificates", `#certs-table`),
-		chromedp.Click(`//button[text()="New certificate"]`, chromedp.BySearch),
+		openNew(g, "certificates", `#certs-table`, "certificate"),
 		chromedp.WaitVisible(`#cert-form textarea[name=key]`, chromedp.ByQuery),
 		chromedp.WaitNotVisible(`#cert-form input[name=domains]`, chromedp.ByQuery),
 	)
@@ -500,7 +505,7 @@ func TestBrowserAdminScreens(t *testing.T) {
 	step("create the first user: authentication turns on",
 		screen(g, "users", `#users-table`),
 		chromedp.WaitVisible(`#token-panel button`, chromedp.ByQuery),
-		chromedp.Click(`//button[text()="New user"]`, chromedp.BySearch),
+		clickButton("New user"),
 		chromedp.SendKeys(`#user-form input[name=email]`, "ada@example.test", chromedp.ByQuery),
 		chromedp.SendKeys(`#user-form input[name=name]`, "Ada", chromedp.ByQuery),
 		chromedp.SetValue(`#user-form select[name=role]`, "admin", chromedp.ByQuery),
@@ -595,7 +600,7 @@ func TestBrowserWasmModules(t *testing.T) {
 	}
 
 	step("upload WAT text",
-		chromedp.Click(`//button[text()="New module"]`, chromedp.BySearch),
+		clickButton("New module"),
 		chromedp.WaitVisible(`#wasm-form`, chromedp.ByQuery),
 		chromedp.SendKeys(`#wasm-form input[name=name]`, "from-wat", chromedp.ByQuery),
 		chromedp.SetValue(`#wasm-form select[name=source]`, "wat", chromedp.ByQuery),
@@ -607,7 +612,7 @@ func TestBrowserWasmModules(t *testing.T) {
 	)
 	var formErr string
 	step("an invalid WAT shows the assembler's error",
-		chromedp.Click(`//button[text()="New module"]`, chromedp.BySearch),
+		clickButton("New module"),
 		chromedp.SendKeys(`#wasm-form input[name=name]`, "broken", chromedp.ByQuery),
 		chromedp.SetValue(`#wasm-form select[name=source]`, "wat", chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector('#wasm-form select[name=source]').dispatchEvent(new Event('change'))`, nil),
@@ -652,8 +657,7 @@ func TestBrowserWasmModules(t *testing.T) {
 
 	var offered []string
 	step("the plugin form offers the registered types",
-		screen(g, "plugins", `#plugins-table`),
-		chromedp.Click(`//button[text()="New plugin"]`, chromedp.BySearch),
+		openNew(g, "plugins", `#plugins-table`, "plugin"),
 		chromedp.WaitVisible(`#plugin-form`, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll('#plugin-form select[name=type] option')].map(o => o.value).filter(v => v)`, &offered),
 	)

@@ -169,8 +169,7 @@ func TestBrowserPluginForm(t *testing.T) {
 	var typ, scope, limit, windowPH, keyOpt string
 	var fields int
 	step("a new plugin: no type, the route scope",
-		screen(g, "plugins", `#plugins-table`),
-		chromedp.Click(`//button[text()="New plugin"]`, chromedp.BySearch),
+		openNew(g, "plugins", `#plugins-table`, "plugin"),
 		chromedp.WaitVisible(`#plugin-form`, chromedp.ByQuery),
 		chromedp.Value(`#plugin-form select[name=type]`, &typ, chromedp.ByQuery),
 		chromedp.Value(`#plugin-form select[name=scope]`, &scope, chromedp.ByQuery),
@@ -316,7 +315,7 @@ func TestBrowserCoverage(t *testing.T) {
 	var purged string
 	step("purge the cache",
 		screen(g, "plugins", `#plugins-table`),
-		chromedp.Click(`//button[text()="Purge cache"]`, chromedp.BySearch),
+		clickButton("Purge cache"),
 		chromedp.Poll(`document.querySelector('#purge-result').textContent !== ''`, nil),
 		chromedp.Text(`#purge-result`, &purged, chromedp.ByQuery),
 	)

@@ -1,20 +1,15 @@
 package tests
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/certtest"
 )
 
 // startWithCert starts a gateway whose tls app loads a self-signed
@@ -22,7 +17,7 @@ import (
 // trusts it.
 func startWithCert(t *testing.T, host string) (*testgw.Gateway, *x509.CertPool) {
 	t.Helper()
-	cert, key, pool := selfSigned(t, host)
+	cert, key, pool := certtest.SelfSigned(t, host)
 	g := testgw.Start(t, &testgw.Options{Apps: map[string]any{
 		"tls": map[string]any{"certificates": map[string]any{"load_pem": []any{map[string]any{"certificate": cert, "key": key}}}},
 	}})
@@ -36,25 +31,6 @@ func enableHTTPS(t *testing.T, g *testgw.Gateway) string {
 	httpsAddr := testgw.FreeAddr(t)
 	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr, "https_enabled": true})
 	return httpsAddr
-}
-
-func selfSigned(t *testing.T, name string) (certPEM, keyPEM string, pool *x509.CertPool) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	cert, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})), pool
 }
 
 // TestHTTPSListener: https_enabled binds the HTTPS listener at once; its

@@ -13,6 +13,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/certtest"
 )
 
 // TestNoSecretInCaddyConfig plants one secret of every kind the gateway
@@ -23,7 +24,7 @@ import (
 func TestNoSecretInCaddyConfig(t *testing.T) {
 	g, sid := echoGateway(t)
 	rid := g.Route("r", sid, testgw.Paths("/r"))
-	certPEM, keyPEM, _ := selfSigned(t, "secret.test")
+	certPEM, keyPEM, _ := certtest.SelfSigned(t, "secret.test")
 	keyBody := strings.Split(strings.TrimSpace(keyPEM), "\n")[1] // a line of the key's base64
 
 	const (

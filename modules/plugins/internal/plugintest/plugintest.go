@@ -9,17 +9,10 @@
 package plugintest
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +27,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
+	"github.com/caddy-gateway/gateway/internal/certtest"
 	"github.com/caddy-gateway/gateway/internal/reqtest"
 )
 
@@ -223,7 +217,7 @@ func Start(t *testing.T, handlers []any, opts ...Option) *Gateway {
 		secure := server(tlsPort)
 		secure["tls_connection_policies"] = []any{map[string]any{}}
 		servers["secure"] = secure
-		certPEM, keyPEM := selfSigned(t)
+		certPEM, keyPEM, _ := certtest.SelfSigned(t, "localhost", "127.0.0.1")
 		apps["tls"] = map[string]any{"certificates": map[string]any{"load_pem": []any{
 			map[string]any{"certificate": certPEM, "key": keyPEM},
 		}}}
@@ -404,32 +398,4 @@ func FreePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-func selfSigned(t *testing.T) (certPEM, keyPEM string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}))
 }
