@@ -37,7 +37,10 @@ import (
 // satisfies its conditions is the best of its node.
 type bucket struct {
 	blob string
-	res  []*regexp.Regexp // compiled as ^(?:re)
+	// res are the regex candidates' expressions (pathRegex.re); nil when
+	// there are none. A pointer keeps hostSlot at 32 bytes, two to a
+	// cache line.
+	res *[]*regexp.Regexp
 }
 
 // Header fields.
@@ -90,12 +93,8 @@ const (
 )
 
 func u32(s string, i int) uint32 {
-	_ = s[i+3]
-	return uint32(s[i]) | uint32(s[i+1])<<8 | uint32(s[i+2])<<16 | uint32(s[i+3])<<24
-}
-
-func u64(s string, i int) uint64 {
-	return uint64(u32(s, i)) | uint64(u32(s, i+4))<<32
+	s = s[i : i+4] // one bounds check, then one load
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
 }
 
 func (b *bucket) empty() bool            { return b.blob == "" }
@@ -123,30 +122,46 @@ func (b *bucket) regexRange(n int) (uint32, uint32) {
 	return u32(b.blob, r), u32(b.blob, r+4)
 }
 
+// le32 reads a little-endian u32 from the first four bytes of s. Callers
+// pass a slice of a record of known length, so that the compiler drops
+// the bounds checks.
+func le32(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
 // child returns the offset of the child of the node at offset n whose
 // label starts with c, and that label; ok is false when there is none.
 func (b *bucket) child(n int, c byte) (child int, label string, ok bool) {
 	s := b.blob
-	text := int(u32(s, n+nodeLabel)) + int(u32(s, n+nodeLabelLen))
-	i := strings.IndexByte(s[text:text+int(u32(s, n+nodeKids))], c)
+	nd := s[n : n+nodeSize]
+	text := int(le32(nd[nodeLabel:])) + int(le32(nd[nodeLabelLen:]))
+	i := strings.IndexByte(s[text:text+int(le32(nd[nodeKids:]))], c)
 	if i < 0 {
 		return 0, "", false
 	}
-	child = b.node(u32(s, n+nodeChild) + uint32(i))
-	off := int(u32(s, child+nodeLabel))
-	return child, s[off : off+int(u32(s, child+nodeLabelLen))], true
+	child = b.node(le32(nd[nodeChild:]) + uint32(i))
+	cd := s[child : child+nodeSize]
+	off := int(le32(cd[nodeLabel:]))
+	return child, s[off : off+int(le32(cd[nodeLabelLen:]))], true
+}
+
+// literals returns the literal candidates of the node at offset n.
+func (b *bucket) literals(n int) (lit, end uint32) {
+	nd := b.blob[n : n+nodeSize]
+	return le32(nd[nodeLit:]), le32(nd[nodeLitEnd:])
 }
 
 // candAt decodes the candidate at offset off (without its entry).
 func (b *bucket) candAt(off int) cand {
-	s := b.blob
+	c := b.blob[off : off+litSize]
 	return cand{
-		id:       int64(u64(s, off+candID)),
-		slot:     int32(u32(s, off+candSlot)),
-		priority: int32(u32(s, off+candPriority)),
-		conds:    int32(u32(s, off+candConds)),
-		methods:  uint16(s[off+candMethods]) | uint16(s[off+candMethods+1])<<8,
-		slow:     s[off+candSlow] != 0,
+		id:       int64(uint64(le32(c[candID:])) | uint64(le32(c[candID+4:]))<<32),
+		slot:     int32(le32(c[candSlot:])),
+		priority: int32(le32(c[candPriority:])),
+		conds:    int32(le32(c[candConds:])),
+		methods:  uint16(c[candMethods]) | uint16(c[candMethods+1])<<8,
+		slow:     c[candSlow] != 0,
 	}
 }
 
@@ -350,7 +365,11 @@ func (b *builder) freeze() bucket {
 			put(rangesOff+i*8+4, uint32(re))
 		}
 	}
-	return bucket{blob: string(buf), res: res}
+	out := bucket{blob: string(buf)}
+	if res != nil {
+		out.res = &res
+	}
+	return out
 }
 
 func commonPrefixLen(a, b string) int {

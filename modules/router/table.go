@@ -571,7 +571,7 @@ func (m *matcher) searchLiterals(b *bucket) bool {
 	n := b.node(0)
 	depth := 0
 	for {
-		if lit, end := u32(b.blob, n+nodeLit), u32(b.blob, n+nodeLitEnd); lit < end {
+		if lit, end := b.literals(n); lit < end {
 			m.tryLiterals(b, lit, end, class, suffixLen, depth)
 		}
 		if depth == len(path) {
@@ -649,7 +649,7 @@ func (m *matcher) tryRegexes(b *bucket, re, end uint32, class hostClass, suffixL
 				continue
 			}
 		}
-		rx := b.res[u32(b.blob, off+candRe)]
+		rx := (*b.res)[u32(b.blob, off+candRe)]
 		if b.blob[off+candSplit] != 0 {
 			// The tree walk to this node matched the literal head.
 			loc := rx.FindStringIndex(path[depth:])
