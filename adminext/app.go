@@ -17,6 +17,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/modules/certevents"
+	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/gwtls"
 	"github.com/caddy-gateway/gateway/modules/health"
 	"github.com/caddy-gateway/gateway/modules/router"
@@ -65,6 +66,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	if app, err := ctx.AppIfConfigured("tls"); err == nil {
 		a.inst.TLSApp, _ = app.(*caddytls.TLS)
+	}
+	if ref := a.Generated.HealthRef; ref != "" {
+		specs, err := configref.Get[[]health.Spec](ref)
+		if err != nil {
+			return fmt.Errorf("gateway health_ref: %w", err)
+		}
+		a.Generated.Health = specs
 	}
 	if len(a.Generated.RouterRaw) > 0 {
 		mod, err := ctx.LoadModule(a.Generated, "RouterRaw")

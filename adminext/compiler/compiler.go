@@ -20,7 +20,9 @@ import (
 	"maps"
 	"time"
 
+	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/modules/modpool"
 	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/modules/streams"
 	"github.com/caddy-gateway/gateway/storage"
@@ -41,8 +43,13 @@ type Generated struct {
 	HTTPS         bool      `json:"https_enabled,omitempty"`
 	// RouterRaw is the gateway_router handler serving proxied traffic.
 	RouterRaw json.RawMessage `json:"router,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
-	// Health lists every target to check.
+	// Health lists every target to check (hand-written configs; the
+	// gateway app resolves HealthRef into it).
 	Health []health.Spec `json:"health,omitempty"`
+	// HealthRef references the targets to check instead of Health: a
+	// []health.Spec in package configref (10,000 targets were most of
+	// the gateway app's JSON).
+	HealthRef string `json:"health_ref,omitempty"`
 	// Streams are the enabled TCP stream routes.
 	Streams []streams.Route `json:"streams,omitempty"`
 	// Counts of the compiled configuration (for /api/v1/config).
@@ -65,6 +72,13 @@ type Options struct {
 	// Previous is the routing table of the live config (nil: none), which
 	// the snapshot's route changes update (Snapshot.RouteChanges).
 	Previous *router.Table
+	// Proxies are the service proxies compiled for the live config (nil:
+	// none): a service whose rows did not change keeps its compiled
+	// config (the same bytes, so the Pool keeps its proxy).
+	Proxies ProxyCache
+	// Pool, when set, provisions the service proxies outside the config
+	// and shares them between configs (router.PooledProxies).
+	Pool *modpool.Pool
 	// Steps add the features' parts to the config's apps, in order, after
 	// the gateway app: the certificates' tls app (adminext/certs.Compile).
 	// The app hands them over explicitly (adminext/features.go).
@@ -91,6 +105,9 @@ type Compiled struct {
 	// Table is its routing table: Options.Previous of the next compile
 	// once this config is live.
 	Table *router.Table
+	// Proxies are its compiled service proxies: Options.Proxies of the
+	// next compile once this config is live.
+	Proxies ProxyCache
 }
 
 // Config compiles snap into the full Caddy config: opt.Base with the
@@ -98,7 +115,7 @@ type Compiled struct {
 // stored certificates merged into the tls app), local CAs kept out of the
 // host's trust store, and config autosave off.
 func Config(snap *storage.Snapshot, opt Options) (*Compiled, error) {
-	gen, table, err := Compile(snap, opt.Version, opt.Previous)
+	gen, out, err := Compile(snap, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -111,11 +128,10 @@ func Config(snap *storage.Snapshot, opt Options) (*Compiled, error) {
 	if opt.NodeHTTPSListen != "" {
 		gen.HTTPSListen = opt.NodeHTTPSListen
 	}
-	cfg, err := Assemble(snap, gen, opt)
-	if err != nil {
+	if out.Config, err = Assemble(snap, gen, opt); err != nil {
 		return nil, err
 	}
-	return &Compiled{Config: cfg, Table: table}, nil
+	return out, nil
 }
 
 // Assemble builds the full config around a compiled gateway app.
@@ -172,9 +188,10 @@ func gatewayApp(bootstrap json.RawMessage, gen *Generated) (json.RawMessage, err
 	return json.Marshal(app)
 }
 
-// Compile compiles the gateway part of the config, updating prev (the live
-// routing table, or nil) with the snapshot's route changes.
-func Compile(snap *storage.Snapshot, version int64, prev *router.Table) (*Generated, *router.Table, error) {
+// Compile compiles the gateway part of the config, updating opt.Previous
+// (the live routing table, or nil) with the snapshot's route changes and
+// reusing opt.Proxies; the Compiled it returns has no Config yet.
+func Compile(snap *storage.Snapshot, opt Options) (*Generated, *Compiled, error) {
 	idx := indexSnapshot(snap)
 	s := snap.Settings
 	gen := &Generated{
@@ -193,14 +210,16 @@ func Compile(snap *storage.Snapshot, version int64, prev *router.Table) (*Genera
 		},
 	}
 	maps.Copy(gen.Counts, snap.TableSizes()) // certificates …
-	raw, table, err := compileRouter(snap, idx, version, prev)
+	out := &Compiled{}
+	raw, err := compileRouter(snap, idx, opt, out)
 	if err != nil {
 		return nil, nil, err
 	}
 	gen.RouterRaw = raw
-	gen.Health = compileHealth(snap, idx)
+	// Every target of every service: bulk, by reference.
+	gen.HealthRef = configref.Put(opt.Version, "health", compileHealth(snap, idx))
 	gen.Streams = compileStreams(snap, idx)
-	return gen, table, nil
+	return gen, out, nil
 }
 
 // snapIndex looks up a snapshot's services and their targets by id; built

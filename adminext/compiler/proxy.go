@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -25,6 +26,88 @@ const (
 	passiveFailDuration = 10 * time.Second
 	passiveMaxFails     = 2
 )
+
+// ProxyCache holds the service proxies a compile produced, by service id,
+// with the key of the rows each was compiled from (proxyKey). The next
+// compile reuses the bytes of every service whose rows are the same: at
+// 5,000 services encoding every proxy on every change cost more than the
+// change itself, and the same bytes let the proxy pool keep the proxy.
+type ProxyCache map[int64]CompiledProxy
+
+// CompiledProxy is one service's compiled proxy and its rows' key.
+type CompiledProxy struct {
+	key string
+	raw json.RawMessage
+}
+
+// compileProxies compiles the proxies of the services ids, reusing prev's
+// bytes where the rows are unchanged; out.Proxies gets the new cache.
+func compileProxies(ids []int64, idx *snapIndex, prev ProxyCache, out *Compiled) (router.ServiceProxies, error) {
+	proxies := make(router.ServiceProxies, len(ids))
+	out.Proxies = make(ProxyCache, len(ids))
+	var buf []byte
+	for _, id := range ids {
+		svc, ok := idx.services[id]
+		if !ok {
+			return nil, fmt.Errorf("a route references service %d, which does not exist", id)
+		}
+		targets := idx.targets[id]
+		buf = proxyKey(buf[:0], svc, targets)
+		c, ok := prev[id]
+		if !ok || c.key != string(buf) {
+			raw, err := compileProxy(svc, targets)
+			if err != nil {
+				return nil, err
+			}
+			c = CompiledProxy{key: string(buf), raw: raw}
+		}
+		proxies[id] = c.raw
+		out.Proxies[id] = c
+	}
+	return proxies, nil
+}
+
+// proxyKey appends to buf what compileProxy reads of a service and its
+// targets, with the rows' update stamps (a field added to compileProxy
+// but forgotten here still changes a stamp when it is written). Strings
+// are length-prefixed.
+func proxyKey(buf []byte, svc *storage.Service, targets []storage.Target) []byte {
+	str := func(s string) {
+		buf = strconv.AppendInt(buf, int64(len(s)), 10)
+		buf = append(buf, ':')
+		buf = append(buf, s...)
+	}
+	num := func(n int64) {
+		buf = strconv.AppendInt(buf, n, 10)
+		buf = append(buf, ',')
+	}
+	num(svc.ID)
+	num(svc.UpdatedAt.UnixNano())
+	str(svc.Protocol)
+	num(svc.ConnectTimeoutMS)
+	num(svc.ReadTimeoutMS)
+	num(svc.WriteTimeoutMS)
+	num(int64(svc.Retries))
+	str(svc.LBAlgorithm)
+	if svc.TLSSNI != nil {
+		str(*svc.TLSSNI)
+	} else {
+		buf = append(buf, '-')
+	}
+	for i := range targets {
+		t := &targets[i]
+		buf = append(buf, '|')
+		num(t.ID)
+		num(t.UpdatedAt.UnixNano())
+		str(t.Host)
+		num(int64(t.Port))
+		num(int64(t.Weight))
+		if t.Enabled {
+			buf = append(buf, 'e')
+		}
+	}
+	return buf
+}
 
 // compileProxy is the reverse_proxy handler config of one service
 // (without its module key: it goes by reference, see

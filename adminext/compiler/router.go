@@ -18,34 +18,32 @@ import (
 // compileRouter is the gateway_router handler: the routing table and the
 // consumer table by reference, one reverse proxy per routed service, the
 // plugin chains, and one handler per plugin instance some chain runs.
-func compileRouter(snap *storage.Snapshot, idx *snapIndex, version int64, prev *router.Table) (json.RawMessage, *router.Table, error) {
+func compileRouter(snap *storage.Snapshot, idx *snapIndex, opt Options, out *Compiled) (json.RawMessage, error) {
+	version := opt.Version
 	rt := &router.Router{TrustedProxies: snap.Settings.TrustedProxies}
 	if _, port, err := net.SplitHostPort(snap.Settings.HTTPSListen); err == nil {
 		rt.HTTPSPort, _ = strconv.Atoi(port)
 	}
 
-	table, err := routeTable(snap, prev)
+	table, err := routeTable(snap, opt.Previous)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	out.Table = table
 	// The routing table is bulk: it goes by reference.
 	rt.RoutesRef = configref.Put(version, "routes", table)
 
 	// The service proxies go by reference too: at thousands of services
 	// their configs were most of the JSON Caddy decodes on every load.
-	proxies := router.ServiceProxies{}
-	for _, id := range table.Services() {
-		svc, ok := idx.services[id]
-		if !ok {
-			return nil, nil, fmt.Errorf("a route references service %d, which does not exist", id)
-		}
-		raw, err := compileProxy(svc, idx.targets[id])
-		if err != nil {
-			return nil, nil, err
-		}
-		proxies[id] = raw
+	proxies, err := compileProxies(table.Services(), idx, opt.Proxies, out)
+	if err != nil {
+		return nil, err
 	}
-	rt.ServicesRef = configref.Put(version, "services", proxies)
+	if opt.Pool != nil {
+		rt.ServicesRef = configref.Put(version, "services", &router.PooledProxies{Proxies: proxies, Pool: opt.Pool})
+	} else {
+		rt.ServicesRef = configref.Put(version, "services", proxies)
+	}
 
 	var used map[int64]bool
 	rt.Chains, used = compileChains(snap, table)
@@ -57,15 +55,14 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex, version int64, prev *
 		}
 		raw, err := compilePlugin(snap, p)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		rt.PluginsRaw[strconv.FormatInt(p.ID, 10)] = raw
 	}
 
 	// Credentials are secrets: the table goes by reference.
 	rt.ConsumersRef = configref.Put(version, "consumers", consumers.NewTable(storage.CompileConsumers(snap)))
-	raw, err := moduleObject(rt, "handler", "gateway_router")
-	return raw, table, err
+	return moduleObject(rt, "handler", "gateway_router")
 }
 
 // routeTable is the routing table of the enabled routes: prev updated with

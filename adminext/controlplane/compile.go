@@ -39,6 +39,8 @@ func (cp *ControlPlane) compile(snap *storage.Snapshot) (*compiler.Compiled, int
 	out, err := compiler.Config(snap, compiler.Options{
 		Version:         version,
 		Previous:        cp.table,
+		Proxies:         cp.liveProxies,
+		Pool:            cp.proxies,
 		NodeHTTPListen:  cp.boot.NodeHTTPListen,
 		NodeHTTPSListen: cp.boot.NodeHTTPSListen,
 		Storage:         certStorage,

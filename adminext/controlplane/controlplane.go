@@ -32,6 +32,7 @@ import (
 	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/modules/modpool"
 	"github.com/caddy-gateway/gateway/modules/records"
 	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/modules/streams"
@@ -58,6 +59,13 @@ type ControlPlane struct {
 	// table is the routing table of the last config that went live (under
 	// mu); the next compile updates it with the changed routes.
 	table *router.Table
+	// liveProxies are the service proxies compiled for the live config
+	// (under mu); the next compile reuses those of unchanged services.
+	liveProxies compiler.ProxyCache
+	// proxies provisions the service proxies once and shares them between
+	// configs (proxypool.go); nil until the first compiled config.
+	proxies       *modpool.Pool
+	proxiesCancel func()
 
 	router    atomic.Pointer[router.Router]
 	tlsConfig atomic.Pointer[tls.Config]
@@ -266,6 +274,7 @@ func (cp *ControlPlane) shutdown() {
 	cp.health.Stop()
 	cp.observer.Close()
 	cp.stopServices()
+	cp.closeProxyPool()
 	if err := cp.store.Close(); err != nil {
 		cp.logger.Error("closing store", zap.Error(err))
 	}
@@ -327,6 +336,10 @@ func (cp *ControlPlane) bootstrap(a *Instance) {
 	}
 	quietLogging(base)
 	cp.base = base
+	if err := cp.ensureProxyPool(); err != nil {
+		// Each config then provisions its own proxies, as before.
+		cp.logger.Error("shared service proxies unavailable", zap.Error(err))
+	}
 	if err := cp.reloadLocked(); err != nil {
 		cp.logger.Error("loading the stored gateway configuration", zap.Error(err))
 		return
@@ -470,6 +483,7 @@ func (cp *ControlPlane) load(out *compiler.Compiled, version int64) error {
 	}
 	configref.Retain(version)
 	cp.table = out.Table
+	cp.liveProxies = out.Proxies
 	return nil
 }
 

@@ -66,6 +66,64 @@ func BenchmarkMutationToLive(b *testing.B) {
 	}
 }
 
+// BenchmarkServiceChangeToLive measures the admin round trip of one route
+// update and one target update with 5,000 services of two targets each
+// and one route per service (bench/scale.sh's services case), and reports
+// the medians as route-p50-ms and target-p50-ms. Goal: under 100 ms
+// (bench/README.md, "Session 5: 5,000 services").
+func BenchmarkServiceChangeToLive(b *testing.B) {
+	const n = 5000
+	g := testgw.Start(b, &testgw.Options{NoOpenAPICheck: true})
+	db := controlplane.Current().Store().DB
+	svcs := make([]storage.Service, n)
+	for i := range svcs {
+		svcs[i] = storage.Service{Name: fmt.Sprintf("s%d", i), Protocol: "http", ConnectTimeoutMS: 5000,
+			ReadTimeoutMS: 60000, WriteTimeoutMS: 60000, Retries: 1, LBAlgorithm: "round_robin"}
+	}
+	if err := db.CreateInBatches(&svcs, 500).Error; err != nil {
+		b.Fatal(err)
+	}
+	tg := make([]storage.Target, 0, 2*n)
+	for i, s := range svcs {
+		for j := 0; j < 2; j++ {
+			tg = append(tg, storage.Target{ServiceID: s.ID, Host: "127.0.0.1", Port: 10000 + 2*(i%100) + j, Weight: 100, Enabled: true})
+		}
+	}
+	if err := db.CreateInBatches(&tg, 500).Error; err != nil {
+		b.Fatal(err)
+	}
+	sids := make([]int64, n)
+	for i, s := range svcs {
+		sids[i] = s.ID
+	}
+	routes := bulkRoutes(b, sids, n)
+	rid, tid := routes[0].ID, tg[0].ID
+	body := map[string]any{"name": "bulk0", "service_id": svcs[0].ID, "hosts": []string{"h0.example.com"}, "paths": []string{"/"}}
+	g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", rid), body) // load the bulk insert once
+	target := map[string]any{"host": "127.0.0.1", "port": 10000}
+	routeTimes := make([]time.Duration, 0, b.N)
+	targetTimes := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		body["priority"] = i
+		start := time.Now()
+		g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", rid), body)
+		routeTimes = append(routeTimes, time.Since(start))
+		target["weight"] = 100 + i
+		start = time.Now()
+		g.Must("PUT", fmt.Sprintf("/api/v1/targets/%d", tid), target)
+		targetTimes = append(targetTimes, time.Since(start))
+	}
+	b.StopTimer()
+	for name, times := range map[string][]time.Duration{"route": routeTimes, "target": targetTimes} {
+		slices.Sort(times)
+		b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, name+"-p50-ms")
+	}
+	if st, _, _ := g.Get("h0.example.com", "/"); st == 404 {
+		b.Fatal("route not live")
+	}
+}
+
 // BenchmarkHeapAcrossChanges measures what each configuration change leaves
 // on the heap: 100 routes, b.N route updates, heap in use after a forced GC
 // before and after. Goal: under 20 MB of growth over 2,000 changes (run

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/coder/websocket"
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
@@ -239,12 +241,22 @@ func TestReloadReleasesOldConfigs(t *testing.T) {
 
 	const changes = 40
 	var old []weak.Pointer[router.Router]
+	// The service's proxy is shared by configs until its target changes:
+	// every replaced one must be collectable too (it lives in the control
+	// plane's own context, which must not keep it, nor a config).
+	var oldProxies []weak.Pointer[reverseproxy.Handler]
+	tid := testgw.ID(g.List(fmt.Sprintf("/api/v1/services/%d/targets", sid))[0])
+	ups := []*httptest.Server{echo(t, "up2"), up}
 	for i := 0; i < changes; i++ {
 		old = append(old, weak.Make(controlplane.Current().Router()))
 		g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", rid), map[string]any{"name": fmt.Sprintf("r-%d", i), "service_id": sid, "paths": []string{"/changed"}})
 		if st, _, _ := g.Get("localhost", "/r1/x"); st != 200 {
 			t.Fatalf("change %d: proxied GET: %d", i, st)
 		}
+		oldProxies = append(oldProxies, weak.Make(controlplane.Current().Router().ServiceProxy(sid).(*reverseproxy.Handler)))
+		// Another upstream address: other proxy bytes, a new proxy.
+		port := ups[i%2].Listener.Addr().(*net.TCPAddr).Port
+		g.Must("PUT", fmt.Sprintf("/api/v1/targets/%d", tid), map[string]any{"host": "127.0.0.1", "port": port})
 	}
 	for i := 0; i < 3; i++ {
 		runtime.GC()
@@ -259,6 +271,17 @@ func TestReloadReleasesOldConfigs(t *testing.T) {
 	// progress may still reach it) may be alive.
 	if alive > 1 {
 		t.Fatalf("%d of %d replaced routers are still reachable after GC: old configurations leak", alive, changes)
+	}
+	alive = 0
+	for _, w := range oldProxies {
+		if w.Value() != nil {
+			alive++
+		}
+	}
+	// As for routers: the last replaced one may still be reachable from
+	// the router before the live one.
+	if alive > 1 {
+		t.Fatalf("%d of %d replaced service proxies are still reachable after GC", alive, changes)
 	}
 
 	// Nothing else may accumulate either (Caddy contexts, loggers,

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/caddy-gateway/gateway/modules/guard"
 )
 
@@ -33,6 +35,22 @@ const (
 // gateway app): modules reach it with ctx.App and keep its registry.
 type Owner interface {
 	HealthRegistry() *Registry
+}
+
+// registryKey is the context key of WithRegistry.
+type registryKey struct{}
+
+// WithRegistry returns ctx carrying reg, for modules provisioned outside
+// any config (the gateway's shared service proxies, package modpool),
+// which have no gateway app to ask.
+func WithRegistry(ctx caddy.Context, reg *Registry) caddy.Context {
+	return ctx.WithValue(registryKey{}, reg)
+}
+
+// RegistryFrom is the registry WithRegistry put into ctx, or nil.
+func RegistryFrom(ctx context.Context) *Registry {
+	reg, _ := ctx.Value(registryKey{}).(*Registry)
+	return reg
 }
 
 // Spec describes one target to check.

@@ -26,6 +26,7 @@ import (
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	_ "github.com/caddy-gateway/gateway/modules/gwproxy" // ProxyModule
+	"github.com/caddy-gateway/gateway/modules/modpool"
 	"github.com/caddy-gateway/gateway/modules/records"
 )
 
@@ -34,13 +35,28 @@ func init() {
 }
 
 // ServiceProxies are the reverse_proxy handler configs of services by
-// service id, without the "handler" module key (Router.ServicesRef).
+// service id, without the "handler" module key (Router.ServicesRef),
+// provisioned in the config's own context.
 type ServiceProxies map[int64]json.RawMessage
 
 // ProxyModule is the handler module of the service proxies: the gateway's
 // own proxy, which takes reverse_proxy's configuration (package gwproxy
 // says why it replaces reverse_proxy on the hot path).
 const ProxyModule = "http.handlers.gateway_proxy"
+
+// PooledProxies are service proxies a modpool.Pool provisions once and
+// shares between configs (Router.ServicesRef): a change leaves the
+// proxies of unchanged services, their connection pools, passive health
+// and streams, as they are, and costs only the changed services'
+// provisioning.
+type PooledProxies struct {
+	// Module is the proxies' handler module id (default ProxyModule).
+	Module string
+	// Proxies are the handler configs by service id; a service's proxy
+	// is shared while its bytes stay the same.
+	Proxies ServiceProxies
+	Pool    *modpool.Pool
+}
 
 // Router is the gateway_router HTTP handler.
 type Router struct {
@@ -57,7 +73,7 @@ type Router struct {
 	// reverse_proxy provisioned from the service and its targets).
 	ServicesRaw map[string]json.RawMessage `json:"services,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
 	// ServicesRef references the service proxies instead of Services: a
-	// ServiceProxies in package configref. With thousands of services
+	// ServiceProxies or a *PooledProxies in package configref. With thousands of services
 	// their handler configs were most of Caddy's JSON config, which Caddy
 	// decodes and encodes again several times on every load.
 	ServicesRef string `json:"services_ref,omitempty"`
@@ -82,6 +98,7 @@ type Router struct {
 
 	table     *Table
 	services  map[int64]caddyhttp.MiddlewareHandler
+	leases    []*modpool.Lease // pooled proxies, released in Cleanup
 	consumers *consumers.Table
 	trusted   []netip.Prefix
 	// The composed chains: routeChains by route id, serviceChains by
@@ -143,18 +160,8 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 		}
 	}
 	if rt.ServicesRef != "" {
-		proxies, err := configref.Get[ServiceProxies](rt.ServicesRef)
-		if err != nil {
-			return fmt.Errorf("services_ref: %w", err)
-		}
-		for id, raw := range proxies {
-			// Loaded through the context like an inline module: Caddy
-			// cleans it up with the config.
-			m, err := ctx.LoadModuleByID(ProxyModule, raw)
-			if err != nil {
-				return fmt.Errorf("loading the proxy of service %d: %w", id, err)
-			}
-			rt.services[id] = m.(caddyhttp.MiddlewareHandler)
+		if err := rt.provisionServices(ctx); err != nil {
+			return err
 		}
 	}
 	plugins := map[int64]caddyhttp.MiddlewareHandler{}
@@ -187,6 +194,58 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 		rt.trusted = append(rt.trusted, prefix)
 	}
 	return rt.composeChains(plugins)
+}
+
+// provisionServices provisions the referenced service proxies: in the
+// config's context (Caddy cleans them up with the config), or leased from
+// a pool (released in Cleanup).
+func (rt *Router) provisionServices(ctx caddy.Context) error {
+	v, ok := configref.Lookup(rt.ServicesRef)
+	if !ok {
+		_, err := configref.Get[ServiceProxies](rt.ServicesRef)
+		return fmt.Errorf("services_ref: %w", err)
+	}
+	switch v := v.(type) {
+	case ServiceProxies:
+		for id, raw := range v {
+			m, err := ctx.LoadModuleByID(ProxyModule, raw)
+			if err != nil {
+				return fmt.Errorf("loading the proxy of service %d: %w", id, err)
+			}
+			rt.services[id] = m.(caddyhttp.MiddlewareHandler)
+		}
+	case *PooledProxies:
+		module := v.Module
+		if module == "" {
+			module = ProxyModule
+		}
+		rt.leases = make([]*modpool.Lease, 0, len(v.Proxies))
+		for id, raw := range v.Proxies {
+			l, err := v.Pool.Acquire("service/"+strconv.FormatInt(id, 10), module, raw)
+			if err != nil {
+				return fmt.Errorf("loading the proxy of service %d: %w", id, err)
+			}
+			rt.leases = append(rt.leases, l)
+			h, ok := l.Module().(caddyhttp.MiddlewareHandler)
+			if !ok {
+				return fmt.Errorf("the proxy of service %d is %T, not an HTTP handler", id, l.Module())
+			}
+			rt.services[id] = h
+		}
+	default:
+		return fmt.Errorf("services_ref: reference %q holds %T, want a router.ServiceProxies or *router.PooledProxies", rt.ServicesRef, v)
+	}
+	return nil
+}
+
+// Cleanup releases the pooled proxies this config used: the pool cleans
+// up those no other config uses.
+func (rt *Router) Cleanup() error {
+	for _, l := range rt.leases {
+		l.Release()
+	}
+	rt.leases = nil
+	return nil
 }
 
 // provisionTable takes the referenced table, or builds one from the
@@ -519,6 +578,11 @@ func (rt *Router) isTrusted(a netip.Addr) bool {
 	return false
 }
 
+// ServiceProxy is the handler proxying to a service (nil: none).
+func (rt *Router) ServiceProxy(serviceID int64) caddyhttp.MiddlewareHandler {
+	return rt.services[serviceID]
+}
+
 // Table returns the compiled match table (for the admin dry run).
 func (rt *Router) Table() *Table { return rt.table }
 
@@ -533,6 +597,7 @@ func (rt *Router) PickService(routeID int64) int64 {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Router)(nil)
+	_ caddy.CleanerUpper          = (*Router)(nil)
 	_ caddy.Validator             = (*Router)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Router)(nil)
 )

@@ -36,9 +36,14 @@ func (*Selection) CaddyModule() caddy.ModuleInfo {
 
 // Provision connects the policy to the health registry of the config's
 // gateway app (Caddy lets a module reach an app that is still provisioning:
-// the gateway app provisions the router this policy belongs to). Without a
+// the gateway app provisions the router this policy belongs to), or to the
+// registry its context carries (health.WithRegistry). Without a
 // gateway app (a hand-written config) no target is checked: all are healthy.
 func (s *Selection) Provision(ctx caddy.Context) error {
+	if reg := health.RegistryFrom(ctx); reg != nil {
+		s.Health = reg // a shared proxy (Router's PooledProxies)
+		return nil
+	}
 	app, err := ctx.AppIfConfigured("gateway")
 	if errors.Is(err, caddy.ErrNotConfigured) {
 		return nil

@@ -1,0 +1,103 @@
+package tests
+
+import (
+	"fmt"
+	"net"
+	"runtime"
+	"strconv"
+	"testing"
+	"weak"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+// proxyOf is the live proxy handler of a service.
+func proxyOf(t *testing.T, sid int64) caddyhttp.MiddlewareHandler {
+	t.Helper()
+	p := controlplane.Current().Router().ServiceProxy(sid)
+	if p == nil {
+		t.Fatalf("service %d has no live proxy", sid)
+	}
+	return p
+}
+
+// The service proxies outlive a change that does not touch them: an
+// unrelated change keeps the same proxy instances (their connection pools
+// and passive health), a target change gives that service a new proxy and
+// no other, the replaced proxy is cleaned up and collected once no config
+// uses it, and a change that fails to load leaves the shared proxies as
+// they were.
+func TestServiceProxiesSurviveUnrelatedChanges(t *testing.T) {
+	g := testgw.Start(t, nil)
+	upA, upB, upC := echo(t, "a"), echo(t, "b"), echo(t, "c")
+	sa, sb := g.Service("a", addr(upA)), g.Service("b", addr(upB))
+	ra := g.Route("ra", sa, testgw.Paths("/a"))
+	g.Route("rb", sb, testgw.Paths("/b"))
+	pool := controlplane.Current().ProxyPool()
+	if pool == nil {
+		t.Fatal("no shared proxy pool")
+	}
+	pa, pb := proxyOf(t, sa), proxyOf(t, sb)
+	oldB := weak.Make(pb.(*reverseproxy.Handler))
+
+	// Unrelated: a route, a plugin, a consumer.
+	g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", ra), map[string]any{"name": "ra", "service_id": sa, "paths": []string{"/a", "/a2"}})
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "request-id", "scope": "global"})
+	g.Consumer("alice")
+	if proxyOf(t, sa) != pa || proxyOf(t, sb) != pb {
+		t.Fatal("an unrelated change provisioned the service proxies again")
+	}
+
+	// Service b's target moves to upstream c: b gets a new proxy, a keeps its own.
+	targets := g.List(fmt.Sprintf("/api/v1/services/%d/targets", sb))
+	_, port, _ := net.SplitHostPort(addr(upC))
+	p, _ := strconv.Atoi(port)
+	g.Must("PUT", fmt.Sprintf("/api/v1/targets/%d", testgw.ID(targets[0])), map[string]any{"host": "127.0.0.1", "port": p})
+	if proxyOf(t, sb) == pb {
+		t.Fatal("a target change kept the old proxy")
+	}
+	pb = nil
+	if proxyOf(t, sa) != pa {
+		t.Fatal("a target change of service b replaced service a's proxy")
+	}
+	if st, body, _ := g.Get("", "/b"); st != 200 || decodeEcho(t, body).Name != "c" {
+		t.Fatalf("service b after its target change: %d %s", st, body)
+	}
+	if st, body, _ := g.Get("", "/a"); st != 200 || decodeEcho(t, body).Name != "a" {
+		t.Fatalf("service a: %d %s", st, body)
+	}
+	if n := pool.Len(); n != 2 {
+		t.Fatalf("%d shared proxies live, want 2 (the replaced one cleaned up)", n)
+	}
+	for i := 0; i < 3; i++ {
+		runtime.GC()
+	}
+	if oldB.Value() != nil {
+		t.Fatal("the replaced proxy is still reachable: something keeps it (or its config) alive")
+	}
+
+	// A change that fails to load (its listener address is taken) keeps
+	// the shared proxies, and the next change still shares them.
+	pb = proxyOf(t, sb)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	st, body := g.Do("PUT", "/api/v1/settings", map[string]any{"http_listen": taken.Addr().String()})
+	wantError(t, st, body, 400, "http_listen")
+	g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", ra), map[string]any{"name": "ra", "service_id": sa, "paths": []string{"/a"}})
+	if proxyOf(t, sa) != pa || proxyOf(t, sb) != pb {
+		t.Fatal("after a failed change, the next change provisioned the service proxies again")
+	}
+	if n := pool.Len(); n != 2 {
+		t.Fatalf("%d shared proxies live after a failed change, want 2", n)
+	}
+	if st, body, _ := g.Get("", "/a"); st != 200 || decodeEcho(t, body).Name != "a" {
+		t.Fatalf("service a after a failed change: %d %s", st, body)
+	}
+}
