@@ -2,7 +2,6 @@ package storage
 
 import (
 	"cmp"
-	"database/sql"
 	"slices"
 	"strings"
 	"sync"
@@ -231,7 +230,7 @@ func (c *routeCache) readDirty(db *gorm.DB) (*RouteChanges, error) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	fresh, err := readRoutes(db, ids)
+	fresh, err := readByID[Route](db, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +261,7 @@ func (c *routeCache) readDirty(db *gorm.DB) (*RouteChanges, error) {
 // check compares every row's stamp with the cache and reads the rows that
 // differ (the full check).
 func (c *routeCache) check(db *gorm.DB) (*RouteChanges, error) {
-	stamps, err := readStamps(db)
+	stamps, err := readStampsOf(db, &Route{})
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +283,7 @@ func (c *routeCache) check(db *gorm.DB) (*RouteChanges, error) {
 	for ; j < len(c.stamps); j++ {
 		ch.Removed = append(ch.Removed, c.stamps[j].ID)
 	}
-	if ch.Upserted, err = readRoutes(db, stale); err != nil {
+	if ch.Upserted, err = readByID[Route](db, stale); err != nil {
 		return nil, err
 	}
 	c.stamps, c.full, c.dirty, c.applied = stamps, false, nil, stale
@@ -310,38 +309,4 @@ func (c *routeCache) verify() { c.markFull() }
 
 func (c *routeCache) find(id int64) (int, bool) {
 	return slices.BinarySearchFunc(c.stamps, id, func(st routeStamp, id int64) int { return cmp.Compare(st.ID, id) })
-}
-
-// readStamps reads every route's (id, updated_at) with database/sql
-// directly: at 50,000 rows GORM's reflection costs more than the query.
-func readStamps(db *gorm.DB) ([]routeStamp, error) {
-	rows, err := db.Model(&Route{}).Select("id, updated_at").Order("id").Rows()
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []routeStamp
-	for rows.Next() {
-		var id int64
-		var at sql.NullTime
-		if err := rows.Scan(&id, &at); err != nil {
-			return nil, err
-		}
-		out = append(out, routeStamp{id, at.Time.UnixMicro()})
-	}
-	return out, rows.Err()
-}
-
-// readRoutes reads the rows with the ids, in batches.
-func readRoutes(db *gorm.DB, ids []int64) ([]Route, error) {
-	out := make([]Route, 0, len(ids))
-	for i := 0; i < len(ids); i += 500 {
-		end := min(i+500, len(ids))
-		var fresh []Route
-		if err := db.Where("id IN ?", ids[i:end]).Find(&fresh).Error; err != nil {
-			return nil, err
-		}
-		out = append(out, fresh...)
-	}
-	return out, nil
 }

@@ -21,8 +21,10 @@ type Store struct {
 	DB   *gorm.DB
 	Kind string // "sqlite" or "postgres"
 
-	routes routeCache
-	tables []OwnedTable // tables other packages own (AddTable)
+	routes   routeCache
+	services *rowCache[Service]
+	targets  *rowCache[Target]
+	tables   []OwnedTable // tables other packages own (AddTable)
 }
 
 // models lists every table the store migrates. Other packages (admin
@@ -75,8 +77,18 @@ func Open(kind, dsn string) (*Store, error) {
 		// also keeps :memory: databases whole.
 		sqlDB.SetMaxOpenConns(1)
 	}
-	s := &Store{DB: db, Kind: kind}
-	if err := s.routes.track(db); err != nil {
+	s := &Store{DB: db, Kind: kind,
+		services: newRowCache("services", func(r *Service) int64 { return r.ID }, func(r *Service) time.Time { return r.UpdatedAt }),
+		targets:  newRowCache("targets", func(r *Target) int64 { return r.ID }, func(r *Target) time.Time { return r.UpdatedAt }),
+	}
+	err = s.routes.track(db)
+	if err == nil {
+		err = s.services.track(db)
+	}
+	if err == nil {
+		err = s.targets.track(db)
+	}
+	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("registering store callbacks: %w", err)
 	}
@@ -187,9 +199,13 @@ func (s *Snapshot) AllRoutes() ([]Route, error) {
 func (s *Store) RolledBack() { s.routes.rolledBack() }
 
 // VerifyRoutes makes the next LoadSnapshot compare every route with the
-// database (after writes this process did not make, such as another
-// node's).
-func (s *Store) VerifyRoutes() { s.routes.verify() }
+// database and read every service and target again (after writes this
+// process did not make, such as another node's).
+func (s *Store) VerifyRoutes() {
+	s.routes.verify()
+	s.services.reset()
+	s.targets.reset()
+}
 
 // SnapshotLoader loads one kind of extra rows into a snapshot.
 type SnapshotLoader func(db *gorm.DB, snap *Snapshot) error
@@ -238,11 +254,16 @@ func (s *Store) LoadSnapshot(db *gorm.DB) (*Snapshot, error) {
 	}
 	snap.Routes, snap.RouteChanges = routes, changes
 	snap.db, snap.routeCount, snap.counted = db, n, true
+	if snap.Services, err = s.services.load(db); err != nil {
+		return nil, err
+	}
+	if snap.Targets, err = s.targets.load(db); err != nil {
+		return nil, err
+	}
 	for _, q := range []struct {
 		name string
 		dst  any
 	}{
-		{"services", &snap.Services}, {"targets", &snap.Targets},
 		{"stream routes", &snap.StreamRoutes}, {"plugins", &snap.Plugins},
 		{"consumers", &snap.Consumers}, {"credentials", &snap.Credentials},
 	} {

@@ -124,6 +124,9 @@ func NewRegistry(interval time.Duration) *Registry {
 func (r *Registry) Sync(specs []Spec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.unchanged(specs) {
+		return // the usual change: no target or service check moved
+	}
 	want := make(map[key]Spec, len(specs))
 	for _, s := range specs {
 		want[key{s.ServiceID, s.Addr()}] = s
@@ -146,6 +149,21 @@ func (r *Registry) Sync(specs []Spec) {
 		idx[k] = c
 	}
 	r.index.Store(&idx)
+}
+
+// unchanged reports whether specs are exactly the checked targets (r.mu
+// held).
+func (r *Registry) unchanged(specs []Spec) bool {
+	if len(specs) != len(r.checkers) {
+		return false
+	}
+	for _, s := range specs {
+		c, ok := r.checkers[key{s.ServiceID, s.Addr()}]
+		if !ok || c.spec != s {
+			return false
+		}
+	}
+	return true
 }
 
 // Healthy reports whether the target of service at addr may receive traffic:
