@@ -17,12 +17,15 @@
 #
 #   bash bench/scale.sh                  (make bench-scale)
 #   SIZES="1 10000" SERVICES= CHANGES=50 THROUGHPUT=0 bash bench/scale.sh
+#   SIZES= HEALTH_INTERVAL=1h bash bench/scale.sh   (active checks of the
+#                                        targets every hour, not every 10 s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-1 10000 50000}
 SERVICES=${SERVICES-5000}
 CHANGES=${CHANGES:-30}
 THROUGHPUT=${THROUGHPUT:-1}
+HEALTH_INTERVAL=${HEALTH_INTERVAL:-}
 DURATION=${DURATION:-5s}
 BIN=./bin/caddy
 [ -x "$BIN" ] || { echo "build first: make build" >&2; exit 1; }
@@ -76,7 +79,8 @@ run() {
 		database sqlite $work/gw/gw.db
 		http_listen $GW
 		https_listen 127.0.0.1:19206
-		caddy_admin $CADMIN
+		caddy_admin $CADMIN${HEALTH_INTERVAL:+
+		health_interval $HEALTH_INTERVAL}
 	}
 }
 CF
