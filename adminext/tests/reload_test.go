@@ -246,7 +246,7 @@ func TestReloadReleasesOldConfigs(t *testing.T) {
 	// plane's own context, which must not keep it, nor a config).
 	var oldProxies []weak.Pointer[reverseproxy.Handler]
 	tid := testgw.ID(g.List(fmt.Sprintf("/api/v1/services/%d/targets", sid))[0])
-	ups := []*httptest.Server{echo(t, "up2"), up}
+	ups := []*httptest.Server{testgw.Echo(t, "up2"), up}
 	for i := 0; i < changes; i++ {
 		old = append(old, weak.Make(controlplane.Current().Router()))
 		g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", rid), map[string]any{"name": fmt.Sprintf("r-%d", i), "service_id": sid, "paths": []string{"/changed"}})

@@ -33,8 +33,8 @@ func proxyOf(t *testing.T, sid int64) caddyhttp.MiddlewareHandler {
 // they were.
 func TestServiceProxiesSurviveUnrelatedChanges(t *testing.T) {
 	g := testgw.Start(t, nil)
-	upA, upB, upC := echo(t, "a"), echo(t, "b"), echo(t, "c")
-	sa, sb := g.Service("a", addr(upA)), g.Service("b", addr(upB))
+	upA, upB, upC := testgw.Echo(t, "a"), testgw.Echo(t, "b"), testgw.Echo(t, "c")
+	sa, sb := g.Service("a", testgw.Addr(upA)), g.Service("b", testgw.Addr(upB))
 	ra := g.Route("ra", sa, testgw.Paths("/a"))
 	g.Route("rb", sb, testgw.Paths("/b"))
 	pool := controlplane.Current().ProxyPool()
@@ -54,7 +54,7 @@ func TestServiceProxiesSurviveUnrelatedChanges(t *testing.T) {
 
 	// Service b's target moves to upstream c: b gets a new proxy, a keeps its own.
 	targets := g.List(fmt.Sprintf("/api/v1/services/%d/targets", sb))
-	_, port, _ := net.SplitHostPort(addr(upC))
+	_, port, _ := net.SplitHostPort(testgw.Addr(upC))
 	p, _ := strconv.Atoi(port)
 	g.Must("PUT", fmt.Sprintf("/api/v1/targets/%d", testgw.ID(targets[0])), map[string]any{"host": "127.0.0.1", "port": p})
 	if proxyOf(t, sb) == pb {
@@ -64,10 +64,10 @@ func TestServiceProxiesSurviveUnrelatedChanges(t *testing.T) {
 	if proxyOf(t, sa) != pa {
 		t.Fatal("a target change of service b replaced service a's proxy")
 	}
-	if st, body, _ := g.Get("", "/b"); st != 200 || decodeEcho(t, body).Name != "c" {
+	if st, body, _ := g.Get("", "/b"); st != 200 || testgw.DecodeEcho(t, body).Name != "c" {
 		t.Fatalf("service b after its target change: %d %s", st, body)
 	}
-	if st, body, _ := g.Get("", "/a"); st != 200 || decodeEcho(t, body).Name != "a" {
+	if st, body, _ := g.Get("", "/a"); st != 200 || testgw.DecodeEcho(t, body).Name != "a" {
 		t.Fatalf("service a: %d %s", st, body)
 	}
 	if n := pool.Len(); n != 2 {
@@ -97,7 +97,7 @@ func TestServiceProxiesSurviveUnrelatedChanges(t *testing.T) {
 	if n := pool.Len(); n != 2 {
 		t.Fatalf("%d shared proxies live after a failed change, want 2", n)
 	}
-	if st, body, _ := g.Get("", "/a"); st != 200 || decodeEcho(t, body).Name != "a" {
+	if st, body, _ := g.Get("", "/a"); st != 200 || testgw.DecodeEcho(t, body).Name != "a" {
 		t.Fatalf("service a after a failed change: %d %s", st, body)
 	}
 }
