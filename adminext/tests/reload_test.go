@@ -16,11 +16,11 @@ import (
 	"time"
 	"weak"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/coder/websocket"
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/modules/gwproxy"
 	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/storage"
 )
@@ -244,7 +244,7 @@ func TestReloadReleasesOldConfigs(t *testing.T) {
 	// The service's proxy is shared by configs until its target changes:
 	// every replaced one must be collectable too (it lives in the control
 	// plane's own context, which must not keep it, nor a config).
-	var oldProxies []weak.Pointer[reverseproxy.Handler]
+	var oldProxies []weak.Pointer[gwproxy.Handler]
 	tid := testgw.ID(g.List(fmt.Sprintf("/api/v1/services/%d/targets", sid))[0])
 	ups := []*httptest.Server{testgw.Echo(t, "up2"), up}
 	for i := 0; i < changes; i++ {
@@ -253,7 +253,7 @@ func TestReloadReleasesOldConfigs(t *testing.T) {
 		if st, _, _ := g.Get("localhost", "/r1/x"); st != 200 {
 			t.Fatalf("change %d: proxied GET: %d", i, st)
 		}
-		oldProxies = append(oldProxies, weak.Make(controlplane.Current().Router().ServiceProxy(sid).(*reverseproxy.Handler)))
+		oldProxies = append(oldProxies, weak.Make(controlplane.Current().Router().ServiceProxy(sid).(*gwproxy.Handler)))
 		// Another upstream address: other proxy bytes, a new proxy.
 		port := ups[i%2].Listener.Addr().(*net.TCPAddr).Port
 		g.Must("PUT", fmt.Sprintf("/api/v1/targets/%d", tid), map[string]any{"host": "127.0.0.1", "port": port})

@@ -9,10 +9,10 @@ import (
 	"weak"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/modules/gwproxy"
 )
 
 // proxyOf is the live proxy handler of a service.
@@ -42,7 +42,7 @@ func TestServiceProxiesSurviveUnrelatedChanges(t *testing.T) {
 		t.Fatal("no shared proxy pool")
 	}
 	pa, pb := proxyOf(t, sa), proxyOf(t, sb)
-	oldB := weak.Make(pb.(*reverseproxy.Handler))
+	oldB := weak.Make(pb.(*gwproxy.Handler))
 
 	// Unrelated: a route, a plugin, a consumer.
 	g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", ra), map[string]any{"name": "ra", "service_id": sa, "paths": []string{"/a", "/a2"}})
