@@ -13,6 +13,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
 	"github.com/caddy-gateway/gateway/adminext/resources"
 	"github.com/caddy-gateway/gateway/adminext/wasmapi"
+	"github.com/caddy-gateway/gateway/storage"
 )
 
 // features lists the admin API's endpoint sets: every feature of the
@@ -35,12 +36,14 @@ func features(rec *observe.Recorder) [][]*api.Endpoint {
 }
 
 // withFeatures equips a new control plane: the store gets the
-// certificates' table, the request recorder observes the proxied traffic,
-// the certificates compile into the tls app, and the
-// admin API serves the features with the admin authentication.
+// certificates' and wasm modules' tables, the request recorder observes the
+// proxied traffic, the certificates compile into the tls app, and the admin
+// API serves the features with the admin authentication.
 func withFeatures(cp *controlplane.ControlPlane) error {
-	if err := cp.Store().AddTable(certs.Table); err != nil {
-		return err
+	for _, t := range []storage.OwnedTable{certs.Table, wasmapi.Table} {
+		if err := cp.Store().AddTable(t); err != nil {
+			return err
+		}
 	}
 	rec := observe.NewRecorder(cp)
 	a, err := api.New(cp, auth.New, flatten(features(rec)))

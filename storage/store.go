@@ -215,30 +215,6 @@ var snapshotLoaders []SnapshotLoader
 // RegisterSnapshotLoader adds a loader. Call from init only.
 func RegisterSnapshotLoader(l SnapshotLoader) { snapshotLoaders = append(snapshotLoaders, l) }
 
-// registerTable migrates T's table and loads all its rows, in id order,
-// into Snapshot.Extra[key] (read back with extraRows); what names them in
-// errors, omit lists columns the snapshot leaves out (bulk data).
-func registerTable[T any](key, what string, omit ...string) {
-	RegisterModels(new(T))
-	RegisterSnapshotLoader(func(db *gorm.DB, snap *Snapshot) error {
-		var rows []T
-		if len(omit) > 0 {
-			db = db.Omit(omit...)
-		}
-		if err := db.Order("id").Find(&rows).Error; err != nil {
-			return fmt.Errorf("reading %s: %w", what, err)
-		}
-		snap.Extra[key] = rows
-		return nil
-	})
-}
-
-// extraRows are the rows registerTable loaded under key.
-func extraRows[T any](s *Snapshot, key string) []T {
-	rows, _ := s.Extra[key].([]T)
-	return rows
-}
-
 // LoadSnapshot reads everything the compiler needs, in id order. Routes,
 // the table that grows largest, come through the store's route cache: only
 // the rows written since the last snapshot are read again (routecache.go).

@@ -88,7 +88,7 @@ var wasmModulesKind = Kind{
 		if !secrets {
 			q = tx.Omit("wasm")
 		}
-		return listAs(q, func(m *storage.WasmModule) WasmModule {
+		return listAs(q, func(m *wasmapi.Row) WasmModule {
 			w := WasmModule{ID: m.ID, Name: m.Name, SizeBytes: m.SizeBytes, SHA256: m.SHA256, CreatedAt: m.CreatedAt}
 			if secrets {
 				b := base64.StdEncoding.EncodeToString(m.Wasm)
@@ -97,7 +97,7 @@ var wasmModulesKind = Kind{
 			return w
 		})
 	},
-	Clear: deleteAll(&storage.WasmModule{}),
+	Clear: deleteAll(&wasmapi.Row{}),
 	Restore: func(r *Restorer, raw json.RawMessage) error {
 		return eachRow(r, "wasm_modules", raw, "", func(it item, m *WasmModule) error {
 			if m.WasmBase64 == nil || *m.WasmBase64 == "" {
@@ -109,7 +109,7 @@ var wasmModulesKind = Kind{
 			if err := prefix(it.path, schema.Check(in)); err != nil {
 				return err
 			}
-			row, err := wasmapi.Row(r.ctx(), in)
+			row, err := in.Row(r.ctx())
 			if err != nil {
 				return prefix(it.path, err)
 			}

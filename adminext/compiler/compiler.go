@@ -206,10 +206,9 @@ func Compile(snap *storage.Snapshot, opt Options) (*Generated, *Compiled, error)
 			"plugins":       len(snap.Plugins),
 			"consumers":     len(snap.Consumers),
 			"credentials":   len(snap.Credentials),
-			"wasm_modules":  len(snap.WasmModules()),
 		},
 	}
-	maps.Copy(gen.Counts, snap.TableSizes()) // certificates …
+	maps.Copy(gen.Counts, snap.TableSizes()) // certificates, wasm modules
 	out := &Compiled{}
 	raw, err := compileRouter(snap, idx, opt, out)
 	if err != nil {

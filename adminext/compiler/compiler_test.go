@@ -14,6 +14,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/compiler"
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
+	"github.com/caddy-gateway/gateway/adminext/wasmapi"
 	"github.com/caddy-gateway/gateway/internal/textdiff"
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/consumers"
@@ -46,7 +47,8 @@ func baseSnapshot() *storage.Snapshot {
 		Settings: storage.Settings{ID: 1, HTTPListen: ":8080", HTTPSListen: ":8443", TrustedProxies: []string{}, ACMEDirectoryURL: "letsencrypt"},
 		Extra:    map[string]any{},
 	}
-	certs.Table.Put(s, nil) // the gateway's store has the table
+	certs.Table.Put(s, nil) // the gateway's store has the tables
+	wasmapi.Table.Put(s, nil)
 	return s
 }
 

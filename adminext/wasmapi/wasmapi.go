@@ -92,7 +92,7 @@ type Module struct {
 }
 
 // View is the answer of a stored module.
-func View(m *storage.WasmModule) Module {
+func View(m *Row) Module {
 	return Module{ID: m.ID, Name: m.Name, SizeBytes: m.SizeBytes, SHA256: m.SHA256, CreatedAt: m.CreatedAt}
 }
 
@@ -113,7 +113,7 @@ func Endpoints() []*api.Endpoint {
 }
 
 func list(c *api.Call) (any, error) {
-	var rows []storage.WasmModule
+	var rows []Row
 	if err := c.CP.Store().DB.WithContext(c.Ctx()).Omit("wasm").Order("id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("listing wasm modules: %w", err)
 	}
@@ -129,11 +129,11 @@ func create(c *api.Call) (any, error) {
 	if err := c.Decode(in); err != nil {
 		return nil, err
 	}
-	row, err := Row(c.Ctx(), in)
+	row, err := in.Row(c.Ctx())
 	if err != nil {
 		return nil, err
 	}
-	err = api.Write(c, row, func(tx *gorm.DB, m *storage.WasmModule) error { return checkUnique(tx, m.Name) }, (*gorm.DB).Create)
+	err = api.Write(c, row, func(tx *gorm.DB, m *Row) error { return checkUnique(tx, m.Name) }, (*gorm.DB).Create)
 	if err != nil {
 		if storage.IsConflict(err) {
 			return nil, schema.Errorf("name", "a module named %q exists", row.Name)
@@ -146,7 +146,7 @@ func create(c *api.Call) (any, error) {
 // Row validates an input (decoded and Validate'd) into a module row: the
 // binary from wasm_base64 or assembled from wat, within the size limit,
 // accepted by the plugin runtime. Errors are 400 naming the field.
-func Row(ctx context.Context, in *ModuleInput) (*storage.WasmModule, error) {
+func (in *ModuleInput) Row(ctx context.Context) (*Row, error) {
 	bin, field, err := Binary(in)
 	if err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ func Row(ctx context.Context, in *ModuleInput) (*storage.WasmModule, error) {
 		return nil, schema.Errorf(field, "%s", err.Error())
 	}
 	sum := sha256.Sum256(bin)
-	return &storage.WasmModule{Name: in.Name, SizeBytes: int64(len(bin)), SHA256: hex.EncodeToString(sum[:]), Wasm: bin}, nil
+	return &Row{Name: in.Name, SizeBytes: int64(len(bin)), SHA256: hex.EncodeToString(sum[:]), Wasm: bin}, nil
 }
 
 // Binary is the input's binary module and the field it came from.
@@ -201,7 +201,7 @@ func tooLarge(field string) error {
 // checkUnique answers 400 when a module of that name exists.
 func checkUnique(tx *gorm.DB, name string) error {
 	var n int64
-	if err := tx.Model(&storage.WasmModule{}).Where("name = ?", name).Count(&n).Error; err != nil {
+	if err := tx.Model(&Row{}).Where("name = ?", name).Count(&n).Error; err != nil {
 		return err
 	}
 	if n > 0 {
@@ -216,7 +216,7 @@ func remove(c *api.Call) (any, error) {
 		return nil, err
 	}
 	err = c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
-		var m storage.WasmModule
+		var m Row
 		if err := tx.Omit("wasm").First(&m, id).Error; err != nil {
 			if storage.IsNotFound(err) {
 				return api.NotFound(fmt.Sprintf("wasm module %d not found", id))
@@ -238,7 +238,7 @@ func remove(c *api.Call) (any, error) {
 			}
 			return api.BadRequest(fmt.Sprintf("module %q is referenced by %s %s: delete them or point them at another module first", m.Name, noun, strings.Join(ids, ", ")))
 		}
-		return tx.Delete(&storage.WasmModule{}, id).Error
+		return tx.Delete(&Row{}, id).Error
 	})
 	if err != nil {
 		return nil, err
@@ -276,7 +276,7 @@ func moduleName(config json.RawMessage) string {
 func checkPluginModule(tx *gorm.DB, config json.RawMessage) error {
 	name := moduleName(config)
 	var n int64
-	if err := tx.Model(&storage.WasmModule{}).Where("name = ?", name).Count(&n).Error; err != nil {
+	if err := tx.Model(&Row{}).Where("name = ?", name).Count(&n).Error; err != nil {
 		return err
 	}
 	if n == 0 {
@@ -290,7 +290,7 @@ func checkPluginModule(tx *gorm.DB, config json.RawMessage) error {
 // loadSources for the same snapshot).
 func moduleInternals(snap *storage.Snapshot, p *storage.Plugin) (map[string]any, error) {
 	name := moduleName(p.Config)
-	for _, m := range snap.WasmModules() {
+	for _, m := range Table.Rows(snap) {
 		if m.Name == name {
 			return map[string]any{"module_sha256": m.SHA256}, nil
 		}
@@ -315,8 +315,8 @@ var held = struct {
 func loadSources(db *gorm.DB, snap *storage.Snapshot) error {
 	held.Lock()
 	defer held.Unlock()
-	byName := map[string]storage.WasmModule{}
-	for _, m := range snap.WasmModules() {
+	byName := map[string]Row{}
+	for _, m := range Table.Rows(snap) {
 		byName[m.Name] = m
 	}
 	used := map[string]bool{}
@@ -340,7 +340,7 @@ func loadSources(db *gorm.DB, snap *storage.Snapshot) error {
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, id := range ids {
-		var m storage.WasmModule
+		var m Row
 		if err := db.First(&m, id).Error; err != nil {
 			return fmt.Errorf("reading wasm module %d: %w", id, err)
 		}
