@@ -103,6 +103,7 @@ type key struct {
 type Registry struct {
 	mu       sync.Mutex
 	checkers map[key]*checker
+	probes   map[probeKey]*probe
 	index    atomic.Pointer[map[key]*checker] // read on the request path
 	interval time.Duration
 }
@@ -112,15 +113,15 @@ func NewRegistry(interval time.Duration) *Registry {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	r := &Registry{checkers: map[key]*checker{}, interval: interval}
+	r := &Registry{checkers: map[key]*checker{}, probes: map[probeKey]*probe{}, interval: interval}
 	empty := map[key]*checker{}
 	r.index.Store(&empty)
 	return r
 }
 
 // Sync makes the registry check exactly specs: new targets get a checker
-// (first check at once), removed ones are stopped, unchanged ones keep their
-// state.
+// (first check at once, unless a target checked the same way already has
+// one running), removed ones are stopped, unchanged ones keep their state.
 func (r *Registry) Sync(specs []Spec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -133,15 +134,13 @@ func (r *Registry) Sync(specs []Spec) {
 	}
 	for k, c := range r.checkers {
 		if s, ok := want[k]; !ok || s != c.spec {
-			c.stop()
+			r.release(c.probe)
 			delete(r.checkers, k)
 		}
 	}
 	for k, s := range want {
 		if _, ok := r.checkers[k]; !ok {
-			c := newChecker(s, r.interval)
-			r.checkers[k] = c
-			go c.run()
+			r.checkers[k] = &checker{spec: s, probe: r.acquire(s)}
 		}
 	}
 	idx := make(map[key]*checker, len(r.checkers))
@@ -149,6 +148,30 @@ func (r *Registry) Sync(specs []Spec) {
 		idx[k] = c
 	}
 	r.index.Store(&idx)
+}
+
+// acquire returns the running probe that checks like s, or starts one
+// (r.mu held).
+func (r *Registry) acquire(s Spec) *probe {
+	k := probeKey{check: s, interval: r.interval}
+	k.check.ServiceID, k.check.TargetID = 0, 0
+	if p, ok := r.probes[k]; ok {
+		p.refs++
+		return p
+	}
+	p := newProbe(k)
+	p.refs = 1
+	r.probes[k] = p
+	go p.run()
+	return p
+}
+
+// release stops p when no checker uses it any more (r.mu held).
+func (r *Registry) release(p *probe) {
+	if p.refs--; p.refs == 0 {
+		p.cancel()
+		delete(r.probes, p.key)
+	}
 }
 
 // unchanged reports whether specs are exactly the checked targets (r.mu
@@ -170,7 +193,7 @@ func (r *Registry) unchanged(specs []Spec) bool {
 // true unless its checks marked it unhealthy (unknown targets are healthy).
 func (r *Registry) Healthy(serviceID int64, addr string) bool {
 	c := (*r.index.Load())[key{serviceID, addr}]
-	return c == nil || c.state.Load() != stateUnhealthy
+	return c == nil || c.probe.state.Load() != stateUnhealthy
 }
 
 // Statuses lists every checked target, by service id then target id.
@@ -216,13 +239,31 @@ const (
 	stateUnhealthy
 )
 
+// checker is one checked target of one service: its spec and the probe
+// that checks its address.
 type checker struct {
-	spec     Spec
+	spec  Spec
+	probe *probe
+}
+
+// probeKey is what makes two checks the same: a target's spec without its
+// service and target ids, and the interval.
+type probeKey struct {
+	check    Spec
 	interval time.Duration
-	state    atomic.Int32
-	ctx      context.Context
-	cancel   context.CancelFunc
-	client   *http.Client
+}
+
+// probe runs the checks of one address, path, TLS setting and timeout.
+// Targets of several services that point at the same backend share it,
+// so 10,000 targets on two backends make two checks per interval, not
+// 10,000 (bench/README.md, "Session 5: 5,000 services").
+type probe struct {
+	key    probeKey
+	refs   int // checkers using it (Registry.mu)
+	state  atomic.Int32
+	ctx    context.Context
+	cancel context.CancelFunc
+	client *http.Client
 
 	mu          sync.Mutex
 	fails       int
@@ -231,10 +272,10 @@ type checker struct {
 	address     string
 }
 
-func newChecker(s Spec, interval time.Duration) *checker {
+func newProbe(k probeKey) *probe {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &checker{spec: s, interval: interval, ctx: ctx, cancel: cancel}
-	if s.Path != "" {
+	c := &probe{key: k, ctx: ctx, cancel: cancel}
+	if s := k.check; s.Path != "" {
 		sni := s.SNI
 		if sni == "" {
 			sni = s.Host
@@ -251,10 +292,8 @@ func newChecker(s Spec, interval time.Duration) *checker {
 	return c
 }
 
-func (c *checker) stop() { c.cancel() }
-
-func (c *checker) run() {
-	t := time.NewTicker(c.interval)
+func (c *probe) run() {
+	t := time.NewTicker(c.key.interval)
 	defer t.Stop()
 	for {
 		c.checkOnce()
@@ -266,19 +305,19 @@ func (c *checker) run() {
 	}
 }
 
-func (c *checker) timeout() time.Duration {
-	if c.spec.Timeout > 0 {
-		return c.spec.Timeout
+func (c *probe) timeout() time.Duration {
+	if c.key.check.Timeout > 0 {
+		return c.key.check.Timeout
 	}
 	return 5 * time.Second
 }
 
-func (c *checker) checkOnce() {
+func (c *probe) checkOnce() {
 	ctx, cancel := context.WithTimeout(c.ctx, c.timeout())
 	defer cancel()
 	addr, err := c.resolve(ctx)
 	if err == nil {
-		if c.spec.Path == "" {
+		if c.key.check.Path == "" {
 			err = c.checkTCP(ctx, addr)
 		} else {
 			err = c.checkHTTP(ctx, addr)
@@ -304,8 +343,8 @@ func (c *checker) checkOnce() {
 }
 
 // resolve finds the address the check (and the proxy) dials.
-func (c *checker) resolve(ctx context.Context) (string, error) {
-	host := c.spec.Host
+func (c *probe) resolve(ctx context.Context) (string, error) {
+	host := c.key.check.Host
 	if net.ParseIP(host) == nil {
 		ips, err := net.DefaultResolver.LookupHost(ctx, host)
 		if err != nil {
@@ -316,14 +355,14 @@ func (c *checker) resolve(ctx context.Context) (string, error) {
 		}
 		host = ips[0]
 	}
-	addr := net.JoinHostPort(host, strconv.Itoa(c.spec.Port))
+	addr := net.JoinHostPort(host, strconv.Itoa(c.key.check.Port))
 	c.mu.Lock()
 	c.address = addr
 	c.mu.Unlock()
 	return addr, nil
 }
 
-func (c *checker) checkTCP(ctx context.Context, addr string) error {
+func (c *probe) checkTCP(ctx context.Context, addr string) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -332,14 +371,14 @@ func (c *checker) checkTCP(ctx context.Context, addr string) error {
 	return conn.Close()
 }
 
-func (c *checker) checkHTTP(ctx context.Context, addr string) error {
+func (c *probe) checkHTTP(ctx context.Context, addr string) error {
 	scheme := "http"
-	if c.spec.HTTPS {
+	if c.key.check.HTTPS {
 		scheme = "https"
 	}
 	// Dial the resolved address, but keep the target's host name in the URL
 	// so Host and SNI are right.
-	u := scheme + "://" + c.spec.Addr() + c.spec.Path
+	u := scheme + "://" + c.key.check.Addr() + c.key.check.Path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
@@ -356,19 +395,20 @@ func (c *checker) checkHTTP(ctx context.Context, addr string) error {
 	}
 	resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
-		return fmt.Errorf("health check %s answered %d", c.spec.Path, resp.StatusCode)
+		return fmt.Errorf("health check %s answered %d", c.key.check.Path, resp.StatusCode)
 	}
 	return nil
 }
 
 func (c *checker) status() Status {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	p := c.probe
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	st := Status{TargetID: c.spec.TargetID, ServiceID: c.spec.ServiceID, Host: c.spec.Host, Port: c.spec.Port, Check: "tcp"}
 	if c.spec.Path != "" {
 		st.Check = "http"
 	}
-	switch c.state.Load() {
+	switch p.state.Load() {
 	case stateHealthy:
 		st.State = Healthy
 	case stateUnhealthy:
@@ -376,16 +416,16 @@ func (c *checker) status() Status {
 	default:
 		st.State = Unknown
 	}
-	if c.address != "" {
-		a := c.address
+	if p.address != "" {
+		a := p.address
 		st.Address = &a
 	}
-	if !c.lastChecked.IsZero() {
-		t := c.lastChecked
+	if !p.lastChecked.IsZero() {
+		t := p.lastChecked
 		st.LastCheckedAt = &t
 	}
-	if c.lastErr != "" {
-		e := c.lastErr
+	if p.lastErr != "" {
+		e := p.lastErr
 		st.LastError = &e
 	}
 	return st

@@ -1,0 +1,102 @@
+package health
+
+import (
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingListener accepts TCP connections on 127.0.0.1 and counts them.
+func countingListener(t *testing.T) (host string, port int, accepted *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accepted = new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	h, p, _ := net.SplitHostPort(ln.Addr().String())
+	port, _ = strconv.Atoi(p)
+	return h, port, accepted
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func allHealthy(r *Registry, n int) func() bool {
+	return func() bool {
+		st := r.Statuses()
+		if len(st) != n {
+			return false
+		}
+		for _, s := range st {
+			if s.State != Healthy {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// Targets of many services on one backend are checked once per interval,
+// each keeps its own identity in the statuses, and the shared check stops
+// only with its last target.
+func TestTargetsOnOneBackendShareTheirCheck(t *testing.T) {
+	host, port, accepted := countingListener(t)
+	r := NewRegistry(time.Hour) // only the first check runs in the test
+	defer r.Stop()
+	const services = 50
+	var specs []Spec
+	for i := int64(1); i <= services; i++ {
+		specs = append(specs, Spec{ServiceID: i, TargetID: 100 + i, Host: host, Port: port})
+	}
+	r.Sync(specs)
+	waitFor(t, "every target healthy", allHealthy(r, services))
+	if n := accepted.Load(); n != 1 {
+		t.Fatalf("%d services on one backend made %d checks, want 1", services, n)
+	}
+	st, ok := r.Status(7, net.JoinHostPort(host, strconv.Itoa(port)))
+	if !ok || st.ServiceID != 7 || st.TargetID != 107 {
+		t.Fatalf("status of service 7 = %+v, %v; want its own ids", st, ok)
+	}
+
+	// A target checked differently (an HTTP path) gets a check of its own.
+	r.Sync(append(specs, Spec{ServiceID: services + 1, TargetID: 1, Host: host, Port: port, Path: "/health"}))
+	waitFor(t, "a second check", func() bool { return accepted.Load() >= 2 })
+	checks := accepted.Load()
+
+	// Dropping all but one target keeps the shared probe: no new check.
+	r.Sync(specs[:1])
+	if got := len(r.probes); got != 1 {
+		t.Fatalf("%d probes after keeping one target, want 1", got)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := accepted.Load(); n != checks {
+		t.Fatalf("keeping a target started %d checks, want none", n-checks)
+	}
+	p := r.checkers[key{1, specs[0].Addr()}].probe
+	r.Sync(nil)
+	if p.ctx.Err() == nil || len(r.probes) != 0 {
+		t.Fatal("the last target's removal did not stop its probe")
+	}
+}
