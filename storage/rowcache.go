@@ -18,13 +18,21 @@ import (
 // whose stamp is new or changed: at 5,000 services and 10,000 targets
 // GORM's reading of every row cost more than the rest of a change.
 //
-// Stamps decide: a transaction that rolled back after this cache read its
-// rows (the database's stamp is then the old one again, which differs
-// from the cached), a restore or a cascade are seen without being told;
-// every write of these tables through GORM sets updated_at. Writes that
-// may not (raw SQL through this store, and anything another node or tool
-// did: Store.VerifyRoutes) reset the cache: the next snapshot reads every
-// row.
+// Stamps decide, by equality (not order): a transaction that rolled back
+// after this cache read its rows (the database's stamp is then the old
+// one again, which differs from the cached), a restore, a cascade, and
+// another node's writes, deletes and re-inserts are seen without being
+// told, so a reload after another node's change reads only the rows it
+// changed. Raw SQL through this store that names the table resets the
+// cache (track): the next snapshot reads every row.
+//
+// The one write this cannot see is one that leaves a row's updated_at as
+// it was: GORM's UpdateColumn/UpdateColumns, updates with SkipHooks, or
+// raw SQL from another process that does not set updated_at (none exist
+// in this tree). A writer of services or targets, on any node or tool,
+// must set updated_at to the current time (Save, Updates, Update do; raw
+// SQL: SET updated_at = now()), or the gateways sharing the store keep
+// serving the row as it was until they restart.
 type rowCache[T any] struct {
 	table string // table name, for errors
 	id    func(*T) int64

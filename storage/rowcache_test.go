@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 )
@@ -100,21 +101,31 @@ func TestServiceAndTargetCacheFollowsTheTables(t *testing.T) {
 	if snap := servicesMatchDB(t, s, s.DB); snap.Targets[2].Port != 9 {
 		t.Fatalf("another connection's write not seen: %+v", snap.Targets[2])
 	}
-	// Raw SQL that leaves updated_at alone: through this store it is seen
-	// at once; through another connection after VerifyRoutes (the cluster
-	// calls it when another node committed).
+	// Raw SQL: through this store it is seen at once (even when it leaves
+	// updated_at alone); through another connection when it sets
+	// updated_at, as every writer must (rowCache), with no call telling
+	// the store about it.
 	if err := s.DB.Exec("UPDATE targets SET port = 10 WHERE id = ?", tgs[2].ID).Error; err != nil {
 		t.Fatal(err)
 	}
 	if snap := servicesMatchDB(t, s, s.DB); snap.Targets[2].Port != 10 {
 		t.Fatalf("raw SQL through the store not seen: %+v", snap.Targets[2])
 	}
-	if err := other.DB.Exec("UPDATE services SET retries = 5 WHERE id = ?", svcs[0].ID).Error; err != nil {
+	if err := other.DB.Exec("UPDATE services SET retries = 5, updated_at = ? WHERE id = ?", time.Now().UTC(), svcs[0].ID).Error; err != nil {
 		t.Fatal(err)
 	}
-	s.VerifyRoutes()
 	if snap := servicesMatchDB(t, s, s.DB); snap.Services[0].Retries != 5 {
-		t.Fatalf("another connection's raw SQL not seen after VerifyRoutes: %+v", snap.Services[0])
+		t.Fatalf("another connection's raw SQL not seen: %+v", snap.Services[0])
+	}
+	// Another node deletes a target and inserts one with the same id.
+	if err := other.DB.Exec("DELETE FROM targets WHERE id = ?", tgs[1].ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := other.DB.Create(&Target{ID: tgs[1].ID, ServiceID: svcs[1].ID, Host: "h2", Port: 11}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if snap := servicesMatchDB(t, s, s.DB); snap.Targets[1].Host != "h2" {
+		t.Fatalf("another connection's re-insert not seen: %+v", snap.Targets[1])
 	}
 
 	// Deletes: a service (its targets by cascade) and a target.

@@ -199,13 +199,10 @@ func (s *Snapshot) AllRoutes() ([]Route, error) {
 func (s *Store) RolledBack() { s.routes.rolledBack() }
 
 // VerifyRoutes makes the next LoadSnapshot compare every route with the
-// database and read every service and target again (after writes this
-// process did not make, such as another node's).
-func (s *Store) VerifyRoutes() {
-	s.routes.verify()
-	s.services.reset()
-	s.targets.reset()
-}
+// database (after writes this process did not make, such as another
+// node's). The services and targets caches need no telling: they compare
+// every row's updated_at with the database on each snapshot (rowcache.go).
+func (s *Store) VerifyRoutes() { s.routes.verify() }
 
 // SnapshotLoader loads one kind of extra rows into a snapshot.
 type SnapshotLoader func(db *gorm.DB, snap *Snapshot) error

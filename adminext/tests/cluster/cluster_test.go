@@ -122,7 +122,9 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		var v int64
-		if _, err := tx.Exec("UPDATE targets SET host = $1, port = $2 WHERE service_id = $3", host, port, sid); err != nil {
+		// updated_at is set as every writer of services and targets must
+		// (the nodes see changed rows by their stamps, storage/rowcache.go).
+		if _, err := tx.Exec("UPDATE targets SET host = $1, port = $2, updated_at = now() WHERE service_id = $3", host, port, sid); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.QueryRow("UPDATE gateway_cluster SET config_version = config_version + 1 WHERE id = 1 RETURNING config_version").Scan(&v); err != nil {
