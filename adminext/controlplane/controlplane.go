@@ -64,8 +64,7 @@ type ControlPlane struct {
 	liveProxies compiler.ProxyCache
 	// proxies provisions the service proxies once and shares them between
 	// configs (proxypool.go); nil until the first compiled config.
-	proxies       *modpool.Pool
-	proxiesCancel func()
+	proxies *modpool.Pool
 
 	router    atomic.Pointer[router.Router]
 	tlsConfig atomic.Pointer[tls.Config]
@@ -336,10 +335,7 @@ func (cp *ControlPlane) bootstrap(a *Instance) {
 	}
 	quietLogging(base)
 	cp.base = base
-	if err := cp.ensureProxyPool(); err != nil {
-		// Each config then provisions its own proxies, as before.
-		cp.logger.Error("shared service proxies unavailable", zap.Error(err))
-	}
+	cp.ensureProxyPool()
 	if err := cp.reloadLocked(); err != nil {
 		cp.logger.Error("loading the stored gateway configuration", zap.Error(err))
 		return

@@ -6,8 +6,10 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 	"weak"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
@@ -99,5 +101,50 @@ func TestServiceProxiesSurviveUnrelatedChanges(t *testing.T) {
 	}
 	if st, body, _ := g.Get("", "/a"); st != 200 || testgw.DecodeEcho(t, body).Name != "a" {
 		t.Fatalf("service a after a failed change: %d %s", st, body)
+	}
+}
+
+// The shared proxies' private config is provisioned inside the load of
+// the first config that uses them: it writes what every load writes
+// (certmagic's default storage, Caddy's default logger), so outside a
+// load it raced a `caddy reload` of the bootstrap config made while the
+// gateway loads its stored configuration at startup. The race detector
+// sees that race (go test -race); without it this checks that the
+// reloads at startup end serving the stored configuration.
+func TestProxyPoolProvisionedInsideALoad(t *testing.T) {
+	g, sid := echoGateway(t)
+	g.Route("all", sid, nil)
+	dsn := g.DSN
+	if err := stopGateway(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	g2 := testgw.Start(t, &testgw.Options{DSN: dsn, Starting: func(bootstrap []byte) {
+		go func() {
+			var err error
+			for range 3 {
+				if err = caddy.Load(bootstrap, true); err != nil {
+					break
+				}
+			}
+			done <- err
+		}()
+	}})
+	if err := <-done; err != nil {
+		t.Fatalf("reloading the bootstrap config at startup: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, body, _ := g2.Get("", "/x")
+		if st == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after reloads at startup: %d %s", st, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if controlplane.Current().ProxyPool().Len() == 0 {
+		t.Fatal("the stored service is not served by a shared proxy")
 	}
 }

@@ -28,11 +28,16 @@ import (
 // Pool shares provisioned modules by name and config. The zero value is
 // not usable: New.
 type Pool struct {
-	// parent of every module's context: its values (and Caddy config:
-	// logging, apps such as events) are what the modules see.
-	parent caddy.Context
+	// newParent creates parent, at the first provisioning (New).
+	newParent func() (caddy.Context, func(), error)
 
 	mu sync.Mutex
+	// parent of every module's context: its values (and Caddy config:
+	// logging, apps such as events) are what the modules see; cancelParent
+	// ends it (Close).
+	parent       caddy.Context
+	cancelParent func()
+	hasParent    bool
 	// entries are the live instances by name: usually one, two while a
 	// config with a changed module replaces the running one.
 	entries map[string][]*entry
@@ -48,13 +53,22 @@ type entry struct {
 	cancel func()
 }
 
-// New returns a pool provisioning its modules in children of parent.
-// Cancelling a child must not run any cleanup of parent's own: derive
-// parent with caddy.NewContext from the context that owns the config
-// (Caddy runs a context's parent's cleanup functions when it is
+// New returns a pool provisioning its modules in children of the context
+// newParent returns, and calling its cancel function (may be nil) on
+// Close. Cancelling a child must not run any cleanup of parent's own:
+// derive parent with caddy.NewContext from the context that owns the
+// config (Caddy runs a context's parent's cleanup functions when it is
 // cancelled).
-func New(parent caddy.Context) *Pool {
-	return &Pool{parent: parent, entries: map[string][]*entry{}}
+//
+// newParent runs once, in the first Acquire that provisions a module
+// (again in the next one if it failed), under the pool's lock. Modules are
+// acquired while Caddy provisions a config that uses them, that is inside
+// caddy.Load, which holds Caddy's config lock: newParent may create its
+// context with caddy.ProvisionContext, which writes state a load writes
+// too (certmagic's default storage, Caddy's default logger), without a
+// concurrent load interleaving.
+func New(newParent func() (caddy.Context, func(), error)) *Pool {
+	return &Pool{newParent: newParent, entries: map[string][]*entry{}}
 }
 
 // A Lease is one config's use of a pooled module.
@@ -89,6 +103,13 @@ func (p *Pool) Acquire(name, id string, raw json.RawMessage) (*Lease, error) {
 			e.refs++
 			return &Lease{pool: p, e: e}, nil
 		}
+	}
+	if !p.hasParent {
+		parent, cancel, err := p.newParent()
+		if err != nil {
+			return nil, fmt.Errorf("module pool context: %w", err)
+		}
+		p.parent, p.cancelParent, p.hasParent = parent, cancel, true
 	}
 	// Provisioned under the lock: Caddy's config (its apps) is not safe
 	// for concurrent provisioning, and loads are serialized anyway.
@@ -143,8 +164,8 @@ func (p *Pool) Len() int {
 	return n
 }
 
-// Close cleans up every instance, leased or not (process shutdown), and
-// refuses new leases.
+// Close cleans up every instance, leased or not (process shutdown), then
+// the parent context, and refuses new leases.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	var all []*entry
@@ -152,8 +173,13 @@ func (p *Pool) Close() {
 		all = append(all, l...)
 	}
 	p.entries, p.closed = map[string][]*entry{}, true
+	cancelParent := p.cancelParent
+	p.cancelParent = nil
 	p.mu.Unlock()
 	for _, e := range all {
 		e.cancel()
+	}
+	if cancelParent != nil {
+		cancelParent()
 	}
 }

@@ -49,7 +49,7 @@ func newPool(t *testing.T) *modpool.Pool {
 	t.Helper()
 	parent, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
-	p := modpool.New(parent)
+	p := modpool.New(func() (caddy.Context, func(), error) { return parent, nil, nil })
 	t.Cleanup(p.Close)
 	return p
 }
@@ -150,5 +150,43 @@ func TestClose(t *testing.T) {
 	}
 	if _, err := p.Acquire("svc/1", "modpool_test.probe", json.RawMessage(`{}`)); err == nil {
 		t.Fatal("a closed pool leased a module")
+	}
+}
+
+// The parent context is created by the first Acquire that provisions (in
+// the load that uses the module, not when the pool is made), again after
+// a failure, once otherwise, and cancelled by Close.
+func TestParentCreatedAtFirstProvisioning(t *testing.T) {
+	var made, cancelled int
+	fail := true
+	p := modpool.New(func() (caddy.Context, func(), error) {
+		if fail {
+			return caddy.Context{}, nil, errors.New("no context")
+		}
+		made++
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		return ctx, func() { cancelled++; cancel() }, nil
+	})
+	if made != 0 {
+		t.Fatal("parent created before any module was acquired")
+	}
+	if _, err := p.Acquire("svc/1", "modpool_test.probe", json.RawMessage(`{"name":"a"}`)); err == nil {
+		t.Fatal("a module was leased without its parent context")
+	}
+	fail = false
+	a, _ := acquire(t, p, "svc/1", `{"name":"a"}`)
+	b, _ := acquire(t, p, "svc/2", `{"name":"b"}`)
+	if made != 1 {
+		t.Fatalf("parent created %d times, want 1", made)
+	}
+	a.Release()
+	b.Release()
+	if cancelled != 0 {
+		t.Fatal("parent cancelled before Close")
+	}
+	p.Close()
+	p.Close()
+	if cancelled != 1 {
+		t.Fatalf("parent cancelled %d times by Close, want 1", cancelled)
 	}
 }

@@ -60,6 +60,10 @@ type Options struct {
 	// NoOpenAPICheck turns off the validation of admin answers against the
 	// served OpenAPI document.
 	NoOpenAPICheck bool
+	// Starting runs right after the bootstrap config was loaded, while the
+	// gateway loads its stored configuration, with the bootstrap config
+	// (tests of what may run concurrently with startup, such as a reload).
+	Starting func(bootstrap []byte)
 }
 
 // FreeAddr returns a free 127.0.0.1:port.
@@ -140,6 +144,9 @@ func Start(t testing.TB, opts *Options) *Gateway {
 		}
 		raw, _ := json.Marshal(cfg)
 		err := caddy.Load(raw, true)
+		if err == nil && opts.Starting != nil {
+			opts.Starting(raw)
+		}
 		if err == nil && opts.DSN == "" && attempt < 3 && !proxyBound() {
 			// The free proxy port was taken before the stored config
 			// bound it (another test process): try new ports.
