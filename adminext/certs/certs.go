@@ -52,7 +52,7 @@ const description = "Manual: cert (PEM chain, leaf first) and key (PEM private k
 type Certificate struct {
 	ID                int64      `json:"id" schema:"readonly"`
 	ACME              bool       `json:"acme" doc:"true for an ACME-managed certificate; default false (manual upload)."`
-	Domains           []string   `json:"domains" schema:"host,maxItems=100" doc:"ACME, required on input: 1..100 public DNS names; wildcards (*.example.com) only with challenge dns-01. IP addresses and local names (localhost, *.local, *.internal, *.home.arpa) are 400: no public CA issues for them. Manual: the leaf's SANs, from the chain (400 on input; an import ignores them)."`
+	Domains           []string   `json:"domains" doc:"ACME, required on input: 1..100 public DNS names; wildcards (*.example.com) only with challenge dns-01. IP addresses and local names (localhost, *.local, *.internal, *.home.arpa) are 400: no public CA issues for them. Manual: the leaf's SANs, from the chain (400 on input; an import ignores them)."`
 	Challenge         *string    `json:"challenge,omitempty" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"ACME only; default http-01. Not in answers (export documents carry it)."`
 	Cert              *string    `json:"cert,omitempty" schema:"text,minLength=1,maxLength=1048576" doc:"Manual only, required: the PEM certificate chain, leaf first (at most 1 MiB and 10 certificates). Not in answers (export documents carry it)."`
 	Key               *string    `json:"key,omitempty" schema:"text,minLength=1,writeonly" doc:"Manual only, required: the PEM private key of the leaf; never returned (export documents carry it only with include_secrets; without it an import skips the certificate)."`
@@ -64,6 +64,11 @@ type Certificate struct {
 	LastError         *string    `json:"last_error" schema:"readonly"`
 	CreatedAt         time.Time  `json:"created_at" schema:"readonly"`
 	UpdatedAt         time.Time  `json:"updated_at" schema:"readonly"`
+}
+
+// acmeDomains are the string rules of an ACME certificate's domains.
+type acmeDomains struct {
+	Domains []string `json:"domains" schema:"host,maxItems=100"`
 }
 
 var dnsName = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -97,6 +102,12 @@ func (in *Certificate) Validate() error {
 	}
 	if len(in.Domains) == 0 {
 		return schema.Errorf("domains", "needs 1..100 DNS names")
+	}
+	// The host rules hold for ACME names only: on the field they would also
+	// hold for a manual certificate's names in export documents, which come
+	// from its leaf, and refuse the import of every backup holding one.
+	if err := schema.Check(&acmeDomains{Domains: in.Domains}); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	out := make([]string, 0, len(in.Domains))
@@ -254,6 +265,12 @@ func (in *Certificate) Row() (*Row, error) {
 // intermediates; real chains have 2 to 4).
 const maxChain = 10
 
+// maxLeafNames is the most SANs a leaf may hold: its names are the
+// certificate's domains, which an export document lists and an import
+// decodes under the declaration's default item cap (multi-domain
+// certificates of public CAs hold at most a few hundred).
+const maxLeafNames = schema.DefaultMaxItems
+
 // parsePair parses the chain and the key and checks that the key belongs to
 // the leaf (400 naming the field otherwise).
 func parsePair(certPEM, keyPEM string) (*x509.Certificate, error) {
@@ -281,8 +298,19 @@ func parsePair(certPEM, keyPEM string) (*x509.Certificate, error) {
 		return nil, schema.Errorf("cert", "must be a PEM certificate chain (no CERTIFICATE block found)")
 	}
 	leaf := chain[0]
-	if len(leafNames(leaf)) == 0 {
+	names := leafNames(leaf)
+	if len(names) == 0 {
 		return nil, schema.Errorf("cert", "the leaf certificate has no DNS names or IP addresses")
+	}
+	if len(names) > maxLeafNames {
+		return nil, schema.Errorf("cert", "the leaf certificate holds %d names (DNS names and IP addresses); at most %d", len(names), maxLeafNames)
+	}
+	for _, n := range names {
+		// x509 takes any ASCII in a DNS name; the names are the
+		// certificate's domains, one-line strings in every document.
+		if len(n) > 253 || strings.ContainsFunc(n, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return nil, schema.Errorf("cert", "the leaf certificate's name %q is not a DNS name (control characters or longer than 253 characters)", n)
+		}
 	}
 	kb, _ := pem.Decode([]byte(keyPEM))
 	if kb == nil || !strings.Contains(kb.Type, "PRIVATE KEY") {

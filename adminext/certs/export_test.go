@@ -2,6 +2,7 @@ package certs_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,4 +98,46 @@ func TestExportImportRoundTrip(t *testing.T) {
 	if c := certsOf(export(true)); c[1]["challenge"] != "tls-alpn-01" || c[0]["key"] != a.key {
 		t.Errorf("restored certificates export differently: %v", c)
 	}
+}
+
+// TestImportManualCertificateNames: a manual certificate's names come from
+// its leaf, not from the rules of ACME domains, so a leaf with more than
+// 100 SANs or a SAN that is no host name uploads, exports and imports
+// back (the import used to refuse it under the ACME rules: no backup
+// holding it was restorable). ACME domains keep those rules; a leaf whose
+// names a document could not carry is refused on upload, naming cert.
+func TestImportManualCertificateNames(t *testing.T) {
+	names := []string{"many.export.test", "a b.export.test"}
+	for i := len(names); i < 101; i++ {
+		names = append(names, fmt.Sprintf("n%d.export.test", i))
+	}
+	p, _, _ := issue(t, nil, nil, time.Now().Add(12*time.Hour), names...)
+
+	g := testgw.Start(t, nil)
+	g.Must("POST", "/api/v1/certificates", map[string]any{"cert": p.cert, "key": p.key})
+	doc := g.Must("GET", "/api/v1/export?include_secrets=true", nil)
+	st, b := g.Do("POST", "/api/v1/import", doc)
+	if st != 200 {
+		t.Fatalf("import of an export holding the certificate: %d %s", st, b)
+	}
+	st, b = g.Do("GET", "/api/v1/certificates", nil)
+	var got []map[string]any
+	if st != 200 || json.Unmarshal(b, &got) != nil || len(got) != 1 || len(got[0]["domains"].([]any)) != 101 ||
+		got[0]["domains"].([]any)[1] != "a b.export.test" {
+		t.Fatalf("after the import: %d %s", st, b)
+	}
+
+	// ACME domains: host names, 1..100.
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{"a b.export.test"}}, "domains[0]")
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{"ok.export.test\r\n"}}, "domains[0]")
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": names}, "domains", "at most 100")
+
+	// Leaves whose names an export document could not carry.
+	for len(names) <= 1000 {
+		names = append(names, fmt.Sprintf("n%d.export.test", len(names)))
+	}
+	big, _, _ := issue(t, nil, nil, time.Now().Add(12*time.Hour), names...)
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"cert": big.cert, "key": big.key}, "cert", "at most 1000")
+	ctl, _, _ := issue(t, nil, nil, time.Now().Add(12*time.Hour), "ctl.export.test", "bad\x01.export.test")
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"cert": ctl.cert, "key": ctl.key}, "cert", "control characters")
 }
