@@ -2,6 +2,7 @@ package gwtls
 
 import (
 	"crypto/tls"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,8 +11,9 @@ import (
 
 // Newest wraps next, the GetCertificate of the HTTPS listener's TLS
 // connection policy (certmagic's handshake logic): a handshake whose server
-// name has cached certificates, exact or wildcard, gets among them the
-// valid one issued last that the client supports; any other handshake (no
+// name has cached certificates gets the valid one issued last that the
+// client supports among those naming it exactly, else among the wildcards
+// covering it (newest); any other handshake (no
 // server name, a name without a cached certificate, a TLS-ALPN challenge)
 // goes to next. lookup finds a name's cached certificates
 // (caddytls.AllMatchingCertificates: index lookups, no walk of the cache).
@@ -48,16 +50,28 @@ func isChallenge(hello *tls.ClientHelloInfo) bool {
 	return len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == "acme-tls/1"
 }
 
-// newest is, among choices, the valid certificate covering name (lowercase)
+// newest is, among choices, the valid certificate for name (lowercase)
 // issued last that the client supports, or the first one the client
 // supports when none is valid (certmagic's default, too, serves an expired
-// certificate rather than none).
+// certificate rather than none). Certificates naming name exactly come
+// first (docs/tls.md: exact name, else a wildcard; certmagic looks the
+// exact name up first too): a wildcard is chosen only when no exact
+// certificate the client supports is cached, however recently it was
+// issued.
 func newest(hello *tls.ClientHelloInfo, name string, choices []certmagic.Certificate) (certmagic.Certificate, bool) {
+	if c, ok := newestOf(hello, choices, func(names []string) bool { return slices.Contains(names, name) }); ok {
+		return c, true
+	}
+	return newestOf(hello, choices, func(names []string) bool { return coversWildcard(names, name) })
+}
+
+// newestOf is newest among the choices whose names match.
+func newestOf(hello *tls.ClientHelloInfo, choices []certmagic.Certificate, match func(names []string) bool) (certmagic.Certificate, bool) {
 	now := time.Now()
 	var best, fallback *certmagic.Certificate
 	for i := range choices {
 		c := &choices[i]
-		if c.Leaf == nil || !covers(c.Names, name) {
+		if c.Leaf == nil || !match(c.Names) {
 			continue
 		}
 		better := !now.Before(c.Leaf.NotBefore) && !now.After(c.Leaf.NotAfter) &&
@@ -84,14 +98,11 @@ func newest(hello *tls.ClientHelloInfo, name string, choices []certmagic.Certifi
 	return certmagic.Certificate{}, false
 }
 
-// covers reports whether one of names is name or a wildcard covering
-// exactly its first label (names are lowercase in certmagic's cache).
-func covers(names []string, name string) bool {
+// coversWildcard reports whether one of names is a wildcard covering
+// exactly name's first label (names are lowercase in certmagic's cache).
+func coversWildcard(names []string, name string) bool {
 	_, parent, _ := strings.Cut(name, ".")
 	for _, n := range names {
-		if n == name {
-			return true
-		}
 		if rest, ok := strings.CutPrefix(n, "*."); ok && parent != "" && rest == parent && !strings.HasPrefix(name, ".") {
 			return true
 		}

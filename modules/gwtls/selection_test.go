@@ -56,6 +56,19 @@ func TestNewestChoice(t *testing.T) {
 	if _, ok := newest(hello("c.example.com"), "c.example.com", []certmagic.Certificate{other}); ok {
 		t.Fatal("a certificate for another name was selected")
 	}
+	// An exact certificate wins over a wildcard issued after it; a
+	// wildcard is chosen only when no exact certificate the client
+	// supports is cached.
+	wildcard := cached(t, "*.example.com", now.Add(-time.Minute), 6)
+	if got, ok := newest(hello("a.example.com"), "a.example.com", []certmagic.Certificate{wildcard, old, renewed}); !ok || got.Leaf.SerialNumber.Int64() != 2 {
+		t.Fatalf("selected %v; want the exact certificate, not the newer wildcard", got.Leaf)
+	}
+	if got, ok := newest(hello("a.example.com"), "a.example.com", []certmagic.Certificate{unsupported, wildcard}); !ok || got.Leaf.SerialNumber.Int64() != 6 {
+		t.Fatalf("selected %v; want the wildcard (the only exact one is not supported)", got.Leaf)
+	}
+	if got, ok := newest(hello("c.example.com"), "c.example.com", []certmagic.Certificate{other, wildcard}); !ok || got.Leaf.SerialNumber.Int64() != 6 {
+		t.Fatalf("selected %v; want the wildcard", got.Leaf)
+	}
 }
 
 func hello(name string) *tls.ClientHelloInfo {
