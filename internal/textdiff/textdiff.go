@@ -10,7 +10,9 @@ import (
 
 // Lines returns the first most lines (numbered from 1) where want and got
 // differ, each as "line N:\n- <want's>\n+ <got's>\n"; "" when they are the
-// same. A text shorter than the other has empty lines past its end.
+// same. A text shorter than the other has empty lines past its end, so
+// texts that differ only in their trailing newlines have no such line:
+// Lines says so instead.
 func Lines(want, got string, most int) string {
 	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
 	var b strings.Builder
@@ -28,5 +30,13 @@ func Lines(want, got string, most int) string {
 			shown++
 		}
 	}
+	if want != got && strings.TrimRight(want, "\n") == strings.TrimRight(got, "\n") {
+		return "the texts differ only in trailing newlines: want ends with " + strconv.Itoa(trailingNewlines(want)) +
+			", got with " + strconv.Itoa(trailingNewlines(got)) + "\n"
+	}
 	return b.String()
+}
+
+func trailingNewlines(s string) int {
+	return len(s) - len(strings.TrimRight(s, "\n"))
 }
