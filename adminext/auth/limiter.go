@@ -2,13 +2,17 @@ package auth
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
@@ -36,10 +40,47 @@ type limiter struct {
 	window time.Duration
 	cap    int
 	now    func() time.Time
+
+	mu    sync.Mutex
+	turns map[string]*turn // the clients with an attempt under way here
+}
+
+// turn serialises one client's login attempts in this process.
+type turn struct {
+	sync.Mutex
+	waiting int // attempts holding or waiting for the turn
 }
 
 func newLimiter(max int, window time.Duration, capacity int) *limiter {
-	return &limiter{max: max, window: window, cap: capacity, now: time.Now}
+	return &limiter{max: max, window: window, cap: capacity, now: time.Now, turns: map[string]*turn{}}
+}
+
+// lock waits until no other login attempt of key runs in this process and
+// returns its unlock. An attempt checks blocked, verifies the password and
+// records a failure under the lock, so concurrent guesses of one client
+// cannot all pass the check before any failure is recorded (each would
+// otherwise get a password check: N at once, N guesses past the limit).
+// Across the nodes of a cluster each node serialises its own attempts and
+// checks the shared table: a client spreading concurrent guesses over k
+// nodes gets at most k-1 guesses past the limit.
+func (l *limiter) lock(key string) (unlock func()) {
+	l.mu.Lock()
+	t := l.turns[key]
+	if t == nil {
+		t = &turn{}
+		l.turns[key] = t
+	}
+	t.waiting++
+	l.mu.Unlock()
+	t.Lock()
+	return func() {
+		t.Unlock()
+		l.mu.Lock()
+		if t.waiting--; t.waiting == 0 {
+			delete(l.turns, key)
+		}
+		l.mu.Unlock()
+	}
 }
 
 // blocked reports whether key may not try now, and for how long.
@@ -55,6 +96,19 @@ func (l *limiter) blocked(db *gorm.DB, key string) (time.Duration, bool, error) 
 		return 0, false, nil
 	}
 	return at[l.max-1].Add(l.window).Sub(now), true, nil
+}
+
+// admit is nil when key may try now, else the 429 answer with Retry-After.
+func (l *limiter) admit(c *api.Call, db *gorm.DB, key string) error {
+	wait, blocked, err := l.blocked(db, key)
+	if err != nil {
+		return err
+	}
+	if blocked {
+		c.W.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		return &api.APIError{Status: http.StatusTooManyRequests, Msg: "too many failed logins from this address; try again later"}
+	}
+	return nil
 }
 
 // fail records a failed attempt of key and trims the table, each step

@@ -3,11 +3,9 @@ package auth
 import (
 	"errors"
 	"fmt"
-	"math"
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -117,13 +115,8 @@ func login(c *api.Call) (any, error) {
 	s := svc(c)
 	db := s.db(c.Ctx())
 	key := limitKey(clientIP(c.R, settingsRow(db).TrustedProxies))
-	wait, blocked, err := s.limiter.blocked(db, key)
-	if err != nil {
+	if err := s.limiter.admit(c, db, key); err != nil {
 		return nil, err
-	}
-	if blocked {
-		c.W.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		return nil, &api.APIError{Status: http.StatusTooManyRequests, Msg: "too many failed logins from this address; try again later"}
 	}
 	if ct := c.R.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
@@ -134,8 +127,14 @@ func login(c *api.Call) (any, error) {
 	if err := c.Decode(in); err != nil {
 		return nil, err
 	}
+	// The check above answers a blocked client without reading its body;
+	// the one under the client's lock is the one that counts (limiter.lock).
+	defer s.limiter.lock(key)()
+	if err := s.limiter.admit(c, db, key); err != nil {
+		return nil, err
+	}
 	var u storage.AdminUser
-	err = db.Where("email_key = ?", emailKey(in.Email)).Take(&u).Error
+	err := db.Where("email_key = ?", emailKey(in.Email)).Take(&u).Error
 	if err != nil && !storage.IsNotFound(err) {
 		return nil, fmt.Errorf("reading user: %w", err)
 	}

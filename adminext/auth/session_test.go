@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -254,4 +255,31 @@ func TestLoginLimit(t *testing.T) {
 	}
 	c.want(429, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", "2001:db8:1:2:ffff::1")
 	c.want(401, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", "2001:db8:1:3::1")
+}
+
+// TestConcurrentLoginsLimit: guesses sent at once from one client cannot
+// all pass the limit's check before a failure is recorded: of 30
+// concurrent wrong passwords, 10 are checked (401) and the rest are 429.
+func TestConcurrentLoginsLimit(t *testing.T) {
+	e := start(t)
+	e.anon().user("erin@example.com", "admin", "erin-password")
+	bad := map[string]string{"email": "erin@example.com", "password": "wrong-password"}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	got := map[int]int{}
+	for range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := e.browser().do("POST", "/api/v1/auth/login", bad)
+			mu.Lock()
+			got[a.Status]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if got[401] != 10 || got[429] != 20 {
+		t.Fatalf("30 concurrent wrong passwords answered %v; want 10 401 and 20 429", got)
+	}
+	e.browser().want(429, "POST", "/api/v1/auth/login", map[string]string{"email": "erin@example.com", "password": "erin-password"})
 }
