@@ -354,3 +354,52 @@ func TestValidate(t *testing.T) {
 		t.Fatal("max_requests accepted")
 	}
 }
+
+// rawRequest sends req as written to the gateway on a fresh connection
+// and reads the answer.
+func rawRequest(t *testing.T, gw *httptest.Server, req string) *http.Response {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr(gw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	return res
+}
+
+// The scheme of an absolute-form request line is not the client's to
+// choose: https:// to a plain target is proxied in clear (not a failed
+// TLS handshake counted against the target), and the user info is not
+// forwarded.
+func TestAbsoluteFormSchemeIgnored(t *testing.T) {
+	var auth atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+	}))
+	defer up.Close()
+	h, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}],
+		"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 1}}}`, addr(up)), false)
+	defer stop()
+	for _, target := range []string{"https://x/a", "https://user:pw@x/a", "http://x/a"} {
+		res := rawRequest(t, gw, "GET "+target+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		if res.StatusCode != 200 {
+			t.Fatalf("GET %s: %d", target, res.StatusCode)
+		}
+		if a, _ := auth.Load().(string); a != "" {
+			t.Fatalf("GET %s: the target got Authorization %q", target, a)
+		}
+	}
+	if fails, _ := h.PassiveHealth(addr(up)); fails != 0 {
+		t.Fatalf("the client's scheme counted %d failures against the target", fails)
+	}
+}

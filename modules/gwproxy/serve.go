@@ -174,6 +174,12 @@ func outbound(r *http.Request, dial string) *http.Request {
 	out := &o.req
 	*out = *r
 	o.url = *r.URL
+	// An absolute-form request line (GET https://x/ HTTP/1.1) fills the
+	// client's URL Scheme, Host and User: none of them is the client's to
+	// choose. The transport sets the scheme (https when it has TLS),
+	// Host is the target.
+	o.url.Scheme = ""
+	o.url.User = nil
 	o.url.Host = dial
 	out.URL = &o.url
 	out.RequestURI = ""
