@@ -403,3 +403,47 @@ func TestAbsoluteFormSchemeIgnored(t *testing.T) {
 		t.Fatalf("the client's scheme counted %d failures against the target", fails)
 	}
 }
+
+// A client's broken request body is the client's failure: a 400 (499
+// when the client left), no passive failure against the target, no
+// retry on another target.
+func TestBrokenClientBody(t *testing.T) {
+	var calls atomic.Int64
+	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.ReadAll(r.Body)
+	})
+	up1, up2 := httptest.NewServer(serve), httptest.NewServer(serve)
+	defer up1.Close()
+	defer up2.Close()
+	h, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}, {"dial": %q}],
+		"load_balancing": {"retries": 1},
+		"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 1}}}`, addr(up1), addr(up2)), false)
+	defer stop()
+
+	// a malformed chunk: the body read fails, the client is still there
+	res := rawRequest(t, gw, "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nZZ\r\n")
+	if res.StatusCode != 400 {
+		t.Fatalf("malformed chunked body: %d, want 400", res.StatusCode)
+	}
+	if n := calls.Load(); n > 1 {
+		t.Fatalf("a broken client body was retried: %d attempts", n)
+	}
+
+	// Content-Length 100, 3 bytes sent, the client closes its side
+	conn, err := net.Dial("tcp", addr(gw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+	_ = conn.(*net.TCPConn).CloseWrite()
+	_, _ = io.ReadAll(conn) // whatever the answer, until the gateway is done
+
+	for _, a := range []string{addr(up1), addr(up2)} {
+		if fails, down := h.PassiveHealth(a); fails != 0 || down {
+			t.Fatalf("target %s: %d failures counted for the client's body", a, fails)
+		}
+	}
+}

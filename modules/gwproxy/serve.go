@@ -3,6 +3,7 @@ package gwproxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -36,6 +37,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	if h.LoadBalancing != nil {
 		retries = h.LoadBalancing.Retries
 	}
+	var body *clientBody
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		body = &clientBody{r: r.Body}
+	}
 	var err error
 	for attempt := 0; ; attempt++ {
 		up, hst := h.pick(r, w)
@@ -46,7 +51,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return err
 		}
 		var done bool
-		done, err = h.attempt(w, r, repl, up, hst)
+		done, err = h.attempt(w, r, repl, up, hst, body)
 		if done {
 			return err
 		}
@@ -94,9 +99,9 @@ func (h *Handler) available() reverseproxy.UpstreamPool {
 // attempt sends one attempt to up. done is false when the round trip
 // failed before any response (err is the failure): another target may be
 // tried.
-func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, up *reverseproxy.Upstream, hst *host) (done bool, err error) {
+func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, up *reverseproxy.Upstream, hst *host, body *clientBody) (done bool, err error) {
 	repl.Set(UpstreamHostportKey, up.Dial)
-	out := outbound(r, up.Dial)
+	out := outbound(r, up.Dial, body)
 	if h.Headers != nil && h.Headers.Request != nil {
 		h.Headers.Request.ApplyToRequest(out)
 	}
@@ -109,6 +114,15 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 			// the client left: not the target's failure, nobody to answer
 			w.WriteHeader(499)
 			return true, nil
+		}
+		if berr := body.failure(); berr != nil {
+			// The client's body broke (short, reset): the client's
+			// fault, not the target's, and not worth another target.
+			status := http.StatusBadRequest
+			if r.Context().Err() != nil {
+				status = 499
+			}
+			return true, caddyhttp.Error(status, fmt.Errorf("reading the request body: %w", berr))
 		}
 		h.passive.fail(hst)
 		return false, err
@@ -148,6 +162,43 @@ func statusError(err error) error {
 	return caddyhttp.Error(status, err)
 }
 
+// clientBody is the client's request body as the transport reads it: it
+// records what was read and the client side's read error, so that a
+// failed round trip can tell a broken client body (not the target's
+// failure) and a body already partly sent (not repeatable) apart. Close
+// does nothing: the transport closes a body it fails to send, a retry
+// still needs it, and the server closes it. The transport may read it on
+// its own goroutine, hence the lock.
+type clientBody struct {
+	r    io.Reader
+	mu   sync.Mutex
+	read int64
+	err  error
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.mu.Lock()
+	b.read += int64(n)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	b.mu.Unlock()
+	return n, err
+}
+
+func (b *clientBody) Close() error { return nil }
+
+// failure is the client side's read error, if any (nil for no body).
+func (b *clientBody) failure() error {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
 // outRequest is the upstream request and its URL: one allocation.
 type outRequest struct {
 	req http.Request
@@ -169,7 +220,7 @@ var (
 // outbound is the request to send to the target at dial: r's method,
 // URL, body and end-to-end headers, with the X-Forwarded-* headers and
 // Via. Header value slices are shared with r's (never appended to).
-func outbound(r *http.Request, dial string) *http.Request {
+func outbound(r *http.Request, dial string, body *clientBody) *http.Request {
 	o := new(outRequest)
 	out := &o.req
 	*out = *r
@@ -184,12 +235,12 @@ func outbound(r *http.Request, dial string) *http.Request {
 	out.URL = &o.url
 	out.RequestURI = ""
 	out.Close = false
-	if r.ContentLength == 0 {
+	if body == nil {
 		out.Body = nil // net/http's transport retries only requests without a body
-	} else if r.Body != nil {
+	} else {
 		// The transport closes a body it fails to send; a retry to
 		// another target still needs it (the server closes it).
-		out.Body = io.NopCloser(r.Body)
+		out.Body = body
 	}
 
 	hdr := make(http.Header, len(r.Header)+5)
