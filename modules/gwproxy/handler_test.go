@@ -447,3 +447,21 @@ func TestBrokenClientBody(t *testing.T) {
 		}
 	}
 }
+
+// When a retry finds every target out of rotation, the answer is the
+// last attempt's failure (502), not a 500.
+func TestRetryWithNoTargetLeft(t *testing.T) {
+	dead := deadAddr(t)
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}],
+		"load_balancing": {"retries": 1},
+		"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 1}}}`, dead), false)
+	defer stop()
+	res, err := http.Get(gw.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 502 {
+		t.Fatalf("got %d, want 502", res.StatusCode)
+	}
+}

@@ -46,9 +46,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		up, hst := h.pick(r, w)
 		if up == nil {
 			if err == nil {
-				err = caddyhttp.Error(http.StatusServiceUnavailable, errNoUpstream)
+				return caddyhttp.Error(http.StatusServiceUnavailable, errNoUpstream)
 			}
-			return err
+			return statusError(err) // the last attempt's failure
 		}
 		var done bool
 		done, err = h.attempt(w, r, repl, up, hst, body)
