@@ -465,3 +465,40 @@ func TestRetryWithNoTargetLeft(t *testing.T) {
 		t.Fatalf("got %d, want 502", res.StatusCode)
 	}
 }
+
+// A GET whose body was (partly) sent to a target that then failed is not
+// retried: the body cannot be sent again.
+func TestGetWithSentBodyNotRetried(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // reads the whole request, then hangs up without an answer
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+				_, _ = io.ReadAll(req.Body)
+			}
+			c.Close()
+		}
+	}()
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
+	defer up.Close()
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}, {"dial": %q}],
+		"load_balancing": {"retries": 1}}`, ln.Addr().String(), addr(up)), false)
+	defer stop()
+	req, _ := http.NewRequest("GET", gw.URL, strings.NewReader("a body"))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 502 || calls.Load() != 0 {
+		t.Fatalf("status %d, %d retries; want 502 and none", res.StatusCode, calls.Load())
+	}
+}

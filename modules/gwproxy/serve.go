@@ -55,7 +55,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		if done {
 			return err
 		}
-		if attempt >= retries || !retryable(err, r) {
+		if attempt >= retries || !retryable(err, r, body) {
 			return statusError(err)
 		}
 	}
@@ -136,13 +136,14 @@ type schemeSetter interface{ SetScheme(*http.Request) }
 
 // retryable reports whether a failed attempt may be repeated on another
 // target: always when no connection was made (nothing was sent), else
-// only for GET.
-func retryable(err error, r *http.Request) bool {
+// only for a GET whose body (if any) was not read from: a partly sent
+// body cannot be sent again.
+func retryable(err error, r *http.Request, body *clientBody) bool {
 	var dialErr reverseproxy.DialError
 	if errors.As(err, &dialErr) {
 		return true
 	}
-	return r.Method == http.MethodGet
+	return r.Method == http.MethodGet && body.consumed() == 0
 }
 
 // statusError is the handler error of a failed proxy attempt: 504 for a
@@ -188,6 +189,16 @@ func (b *clientBody) Read(p []byte) (int, error) {
 }
 
 func (b *clientBody) Close() error { return nil }
+
+// consumed is how many bytes were read (0 for no body).
+func (b *clientBody) consumed() int64 {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.read
+}
 
 // failure is the client side's read error, if any (nil for no body).
 func (b *clientBody) failure() error {
