@@ -171,10 +171,16 @@ func (h *Handler) Validate() error {
 // Cleanup releases the targets' failure counters and closes the
 // upgraded connections this handler opened, after StreamCloseDelay.
 func (h *Handler) Cleanup() error {
-	for _, u := range h.Upstreams {
-		releaseHost(u.Dial)
+	// only the hosts taken: Caddy cleans up after a failed Provision too
+	for i, hst := range h.hosts {
+		if hst != nil {
+			releaseHost(h.Upstreams[i].Dial)
+		}
 	}
-	h.streams.closeAfter(time.Duration(h.StreamCloseDelay))
+	h.hosts = nil
+	if h.streams != nil {
+		h.streams.closeAfter(time.Duration(h.StreamCloseDelay))
+	}
 	return nil
 }
 

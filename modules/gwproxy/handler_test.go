@@ -502,3 +502,73 @@ func TestGetWithSentBodyNotRetried(t *testing.T) {
 		t.Fatalf("status %d, %d retries; want 502 and none", res.StatusCode, calls.Load())
 	}
 }
+
+// An h2c upgrade is not passed on to the target (smuggling): the request
+// goes as a plain one.
+func TestH2CUpgradeNotForwarded(t *testing.T) {
+	var upgrade atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upgrade.Store(r.Header.Get("Upgrade") + "|" + r.Header.Get("Connection"))
+	}))
+	defer up.Close()
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}]}`, addr(up)), false)
+	defer stop()
+	res := rawRequest(t, gw, "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	if got, _ := upgrade.Load().(string); got != "|" {
+		t.Fatalf("the target got Upgrade|Connection %q", got)
+	}
+}
+
+// The target's Via comes before ours.
+func TestViaOrder(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Via", "1.0 cache")
+	}))
+	defer up.Close()
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}]}`, addr(up)), false)
+	defer stop()
+	res, err := http.Get(gw.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got := strings.Join(res.Header.Values("Via"), ", "); got != "1.0 cache, 1.1 Caddy" {
+		t.Fatalf("Via = %q", got)
+	}
+}
+
+// A proxy whose Provision failed releases no target state on Cleanup: a
+// live proxy's failure counters stay shared with the next proxy of the
+// same address.
+func TestCleanupAfterFailedProvision(t *testing.T) {
+	dead := deadAddr(t)
+	cfg := fmt.Sprintf(`{"upstreams": [{"dial": %q}],
+		"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 5}}}`, dead)
+	_, gw, stop := front(t, cfg, false)
+	defer stop()
+	res, err := http.Get(gw.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+
+	bad := new(gwproxy.Handler)
+	if err := json.Unmarshal([]byte(fmt.Sprintf(`{"upstreams": [{"dial": %q}], "transport": {"protocol": "no_such"}}`, dead)), bad); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	if err := bad.Provision(ctx); err == nil {
+		t.Fatal("provisioned an unknown transport")
+	}
+	_ = bad.Cleanup()
+	cancel()
+
+	next, _, stop2 := front(t, cfg, false)
+	defer stop2()
+	if fails, _ := next.PassiveHealth(dead); fails != 1 {
+		t.Fatalf("the next proxy sees %d failures, want the live proxy's 1", fails)
+	}
+}

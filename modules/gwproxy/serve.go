@@ -265,7 +265,10 @@ func outbound(r *http.Request, dial string, body *clientBody) *http.Request {
 	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
 		hdr["Te"] = teTrailers
 	}
-	if up := upgradeType(r.Header); up != "" {
+	// h2c is not tunnelled: behind the gateway it would open an HTTP/2
+	// connection to the target that the router's rules never see
+	// (request smuggling); the request goes as a plain one.
+	if up := upgradeType(r.Header); up != "" && !httpguts.HeaderValuesContainsToken(r.Header["Upgrade"], "h2c") {
 		hdr["Connection"] = connUpgrade
 		hdr["Upgrade"] = []string{up}
 	}
@@ -413,19 +416,20 @@ func (h *Handler) respond(w http.ResponseWriter, out *http.Request, res *http.Re
 	}
 	wh := w.Header()
 	delete(wh, "Server")
-	if v := wh["Via"]; len(v) > 0 {
-		wh["Via"] = append(v[:len(v):len(v)], via(res.ProtoMajor, res.ProtoMinor))
-	} else if res.ProtoMajor == 1 && res.ProtoMinor == 1 {
-		wh["Via"] = viaHTTP11
-	} else {
-		wh["Via"] = []string{via(res.ProtoMajor, res.ProtoMinor)}
-	}
 	for k, v := range res.Header {
 		if prior, ok := wh[k]; ok {
 			wh[k] = append(prior[:len(prior):len(prior)], v...)
 		} else {
 			wh[k] = v // the response's map is ours alone
 		}
+	}
+	// ours after the target's own (RFC 9110: in the order forwarded)
+	if v := wh["Via"]; len(v) > 0 {
+		wh["Via"] = append(v[:len(v):len(v)], via(res.ProtoMajor, res.ProtoMinor))
+	} else if res.ProtoMajor == 1 && res.ProtoMinor == 1 {
+		wh["Via"] = viaHTTP11
+	} else {
+		wh["Via"] = []string{via(res.ProtoMajor, res.ProtoMinor)}
 	}
 	announced := len(res.Trailer)
 	if announced > 0 {
