@@ -65,8 +65,8 @@ func (t *Transport) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		if tc, ok := conn.(*net.TCPConn); ok && (read > 0 || write > 0) {
-			return newDeadlineConn(tc, read, write), nil
+		if read > 0 || write > 0 { // any conn: unix sockets too
+			return newDeadlineConn(conn, read, write), nil
 		}
 		return conn, nil
 	}
@@ -81,12 +81,12 @@ func (t *Transport) Provision(ctx caddy.Context) error {
 // proxy's CPU. A stalled read so fails after between 63/64 of the
 // timeout and the timeout.
 type deadlineConn struct {
-	*net.TCPConn
+	net.Conn
 	read, write deadline
 }
 
-func newDeadlineConn(c *net.TCPConn, read, write time.Duration) *deadlineConn {
-	return &deadlineConn{TCPConn: c, read: deadline{timeout: read}, write: deadline{timeout: write}}
+func newDeadlineConn(c net.Conn, read, write time.Duration) *deadlineConn {
+	return &deadlineConn{Conn: c, read: deadline{timeout: read}, write: deadline{timeout: write}}
 }
 
 // deadline is one direction's timeout and the deadline last set.
@@ -106,22 +106,22 @@ func (d *deadline) next() (time.Time, bool) {
 
 func (c *deadlineConn) Read(b []byte) (int, error) {
 	if by, ok := c.read.next(); ok {
-		if err := c.TCPConn.SetReadDeadline(by); err != nil {
+		if err := c.Conn.SetReadDeadline(by); err != nil {
 			return 0, err
 		}
 		c.read.set = by
 	}
-	return c.TCPConn.Read(b)
+	return c.Conn.Read(b)
 }
 
 func (c *deadlineConn) Write(b []byte) (int, error) {
 	if by, ok := c.write.next(); ok {
-		if err := c.TCPConn.SetWriteDeadline(by); err != nil {
+		if err := c.Conn.SetWriteDeadline(by); err != nil {
 			return 0, err
 		}
 		c.write.set = by
 	}
-	return c.TCPConn.Write(b)
+	return c.Conn.Write(b)
 }
 
 // Interface guards
