@@ -20,13 +20,7 @@ func TestFailedMutationKeepsLastGoodConfig(t *testing.T) {
 	before := g.Must("GET", "/api/v1/settings", nil)
 	version := g.Must("GET", "/api/v1/config", nil)["version"]
 
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	st, body := g.Do("PUT", "/api/v1/settings", map[string]any{"http_listen": taken.Addr().String()})
-	wantError(t, st, body, 400, "http_listen")
+	failListenChange(t, g)
 
 	after := g.Must("GET", "/api/v1/settings", nil)
 	if after["http_listen"] != before["http_listen"] || after["updated_at"] != before["updated_at"] {
@@ -130,4 +124,18 @@ func TestRestartServesStoredConfig(t *testing.T) {
 	if st, body, _ := g2.Get("", "/x"); st != 200 {
 		t.Fatalf("after restart: %d %s", st, body)
 	}
+}
+
+// failListenChange makes a settings change that cannot go live (its
+// listener address is taken) and checks it is answered 400 naming the
+// field.
+func failListenChange(t *testing.T, g *testgw.Gateway) {
+	t.Helper()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	st, body := g.Do("PUT", "/api/v1/settings", map[string]any{"http_listen": taken.Addr().String()})
+	wantError(t, st, body, 400, "http_listen")
 }

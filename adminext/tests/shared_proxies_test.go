@@ -85,13 +85,7 @@ func TestServiceProxiesSurviveUnrelatedChanges(t *testing.T) {
 	// A change that fails to load (its listener address is taken) keeps
 	// the shared proxies, and the next change still shares them.
 	pb = proxyOf(t, sb)
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	st, body := g.Do("PUT", "/api/v1/settings", map[string]any{"http_listen": taken.Addr().String()})
-	wantError(t, st, body, 400, "http_listen")
+	failListenChange(t, g)
 	g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", ra), map[string]any{"name": "ra", "service_id": sa, "paths": []string{"/a"}})
 	if proxyOf(t, sa) != pa || proxyOf(t, sb) != pb {
 		t.Fatal("after a failed change, the next change provisioned the service proxies again")
