@@ -9,6 +9,10 @@
 #   DURATION=20s CONNS=64 bash bench/proxy.sh
 #   TRAEFIK=/path/to/traefik bash bench/proxy.sh
 #
+# nginx (Debian's nginx-light, installed here when missing; NO_NGINX=1
+# skips it) proxies to the same upstream with upstream keep-alive: the
+# baseline of a C proxy, one worker on the servers' core.
+#
 # TRAEFIK (optional): a Traefik v3 binary (built locally from Traefik's
 # repository, never committed) measured in the same run: one router and
 # service to the same upstream (file provider), and a route with its
@@ -25,6 +29,11 @@ if ! command -v wrk >/dev/null; then
 	echo "installing wrk from Debian's packages" >&2
 	(apt-get update -qq && apt-get install -y -qq wrk) >/dev/null
 fi
+if [ -z "${NO_NGINX:-}" ] && ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+	echo "installing nginx-light from Debian's packages" >&2
+	(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light) >/dev/null
+fi
+NGINX_BIN=$(command -v nginx || echo /usr/sbin/nginx)
 
 # Pin the load generator to one core and the servers to the other, so that
 # the variants compete for the same CPU the same way (less run-to-run noise).
@@ -38,7 +47,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-UP=127.0.0.1:19101 PLAIN=127.0.0.1:19102 GW=127.0.0.1:19103 GWADMIN=127.0.0.1:19104 TRAEFIK_ADDR=127.0.0.1:19107
+UP=127.0.0.1:19101 PLAIN=127.0.0.1:19102 GW=127.0.0.1:19103 GWADMIN=127.0.0.1:19104 TRAEFIK_ADDR=127.0.0.1:19107 NGINX_ADDR=127.0.0.1:19108
 cat > "$work/upstream.caddyfile" <<CF
 {
 	admin off
@@ -119,6 +128,42 @@ http:
 YML
 	(cd "$work" && exec $PIN_SERVERS "$TRAEFIK" --configFile="$work/traefik.yml" >"$work/traefik.log" 2>&1) &
 	pids+=($!)
+	traefik_pid=$!
+fi
+if [ -z "${NO_NGINX:-}" ]; then
+	mkdir -p "$work/nginx"
+	cat > "$work/nginx.conf" <<NG
+daemon off;
+master_process off;
+worker_processes 1;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log error;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path $work/nginx/body;
+	proxy_temp_path $work/nginx/proxy;
+	fastcgi_temp_path $work/nginx/fastcgi;
+	uwsgi_temp_path $work/nginx/uwsgi;
+	scgi_temp_path $work/nginx/scgi;
+	upstream bench_upstream {
+		server $UP;
+		keepalive 64;
+	}
+	server {
+		listen $NGINX_ADDR;
+		location / {
+			proxy_pass http://bench_upstream;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+		}
+	}
+}
+NG
+	# master_process off: one process serving, so its CPU is the proxy's
+	(cd "$work" && exec $PIN_SERVERS "$NGINX_BIN" -p "$work/nginx" -c "$work/nginx.conf" >"$work/nginx.log" 2>&1) &
+	pids+=($!)
+	nginx_pid=$!
 fi
 api() { curl -fsS -X "$1" "http://$GWADMIN$2" -H 'Content-Type: application/json' ${3:+-d "$3"}; }
 for i in $(seq 1 100); do curl -fsS "http://$GWADMIN/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
@@ -143,51 +188,108 @@ if [ -n "${TRAEFIK:-}" ]; then
 	urls+=("http://$TRAEFIK_ADDR/plain" "http://$TRAEFIK_ADDR/chain")
 	for i in $(seq 1 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$TRAEFIK_ADDR/chain")" = 200 ] && break; sleep 0.1; done
 fi
+if [ -z "${NO_NGINX:-}" ]; then
+	names+=("nginx proxy_pass (upstream keep-alive)")
+	urls+=("http://$NGINX_ADDR/plain")
+	for i in $(seq 1 100); do [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$NGINX_ADDR/plain")" = 200 ] && break; sleep 0.1; done
+fi
 for u in "${urls[@]}"; do
 	code=$(curl -s -o /dev/null -w '%{http_code}' -H 'apikey: bench-key' "$u")
-	[ "$code" = 200 ] || { echo "warm-up $u answered $code" >&2; cat "$work/gateway.log" "$work/traefik.log" >&2 2>/dev/null; exit 1; }
+	[ "$code" = 200 ] || { echo "warm-up $u answered $code" >&2; cat "$work/gateway.log" "$work/traefik.log" "$work/nginx/error.log" >&2 2>/dev/null; exit 1; }
 done
 
+# CPU time (user+system, clock ticks) a process has used so far: the
+# servers' CPU per request is much steadier than requests/s when anything
+# else runs on the machine.
+cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
+TICK=$(getconf CLK_TCK)
+# the process serving each URL (plain Caddy, the gateway, Traefik)
+proxy_pid() {
+	case "$1" in
+	"http://$PLAIN/"*) echo "${pids[1]}" ;;
+	"http://$GW/"*) echo "${pids[2]}" ;;
+	"http://$TRAEFIK_ADDR/"*) echo "$traefik_pid" ;;
+	"http://$NGINX_ADDR/"*) echo "$nginx_pid" ;;
+	esac
+}
 run() { # name url [header]
-	local out
+	local out p0 u0 p1 u1 pid
+	pid=$(proxy_pid "$2")
+	p0=$(cpu "$pid") u0=$(cpu "${pids[0]}")
 	out=$($PIN_CLIENT wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency ${3:+-H "$3"} "$2")
-	local rps p99
+	p1=$(cpu "$pid") u1=$(cpu "${pids[0]}")
+	local rps p99 reqs
+	reqs=$(awk '/requests in/ {print $1}' <<<"$out")
 	rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
 	p99=$(awk '$1=="99%" {print $2}' <<<"$out")
 	local errs
 	errs=$(awk '/Non-2xx|Socket errors/ {print}' <<<"$out" | tr '\n' ' ')
-	echo "$1|$rps|$p99|${errs:-none}"
+	# proxy and upstream CPU per request, in microseconds ("n/a" when wrk
+	# counted no request: nothing to divide by)
+	local pus=n/a uus=n/a
+	if [[ "$reqs" =~ ^[0-9]+$ ]] && [ "$reqs" -gt 0 ]; then
+		pus=$(awk -v t=$((p1 - p0)) -v n="$reqs" -v hz="$TICK" 'BEGIN{print t*1e6/hz/n}')
+		uus=$(awk -v t=$((u1 - u0)) -v n="$reqs" -v hz="$TICK" 'BEGIN{print t*1e6/hz/n}')
+	else
+		echo "warning: wrk reported no requests for $1 ($2): CPU per request n/a" >&2
+	fi
+	echo "$1|$rps|$p99|${errs:-none}|$pus|$uus"
 }
 ROUNDS=${ROUNDS:-2}
 echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS interleaved rounds, 2 cores shared by wrk, upstream and proxy" >&2
 # figures taken on a loaded machine are not comparable: say how loaded
 echo "load average before the run:$(awk '{print " "$1", "$2", "$3}' /proc/loadavg) (meaningful below 1)" >&2
-declare -a sum_rps sum_p99 errs
+# cpu_rounds: the rounds whose CPU per request is in sum_pcpu/sum_ucpu
+# (not the profiled one, nor one where wrk counted no request)
+declare -a sum_rps sum_p99 errs sum_pcpu sum_ucpu cpu_rounds
 n=${#urls[@]}
-for i in $(seq 0 $((n - 1))); do sum_rps[$i]=0; sum_p99[$i]=0; errs[$i]=""; done
+for i in $(seq 0 $((n - 1))); do sum_rps[$i]=0; sum_p99[$i]=0; errs[$i]=""; sum_pcpu[$i]=0; sum_ucpu[$i]=0; cpu_rounds[$i]=0; done
+profiled=""
 for round in $(seq 1 "$ROUNDS"); do
 	for i in $(seq 0 $((n - 1))); do
 		# PROFILE=chain or PROFILE=wasm: a CPU profile of the gateway
-		# serving that route, in /tmp/<route>.pprof
+		# serving that route, in /tmp/<route>.pprof. The capture costs the
+		# gateway CPU too: that round is left out of the CPU figures.
+		prof=""
 		if [ -n "${PROFILE:-}" ] && [ "$round" = 1 ] && [ "${urls[$i]##*/}" = "$PROFILE" ] && [ "${urls[$i]}" != "${urls[$i]#http://$GW/}" ]; then
 			(sleep 2; curl -s "http://127.0.0.1:19105/debug/pprof/profile?seconds=5" > "/tmp/$PROFILE.pprof") &
+			prof=1 profiled="${names[$i]}"
 		fi
 		r=$(run "${names[$i]}" "${urls[$i]}" "apikey: bench-key")
-		IFS='|' read -r _ rps p99 e <<<"$r"
+		IFS='|' read -r _ rps p99 e pus uus <<<"$r"
 		p99ms=$(awk -v v="$p99" 'BEGIN{ if (v ~ /ms$/) {sub(/ms/,"",v); print v} else if (v ~ /us$/) {sub(/us/,"",v); print v/1000} else {sub(/s/,"",v); print v*1000} }')
 		sum_rps[$i]=$(awk -v a="${sum_rps[$i]}" -v b="$rps" 'BEGIN{print a+b}')
 		sum_p99[$i]=$(awk -v a="${sum_p99[$i]}" -v b="$p99ms" 'BEGIN{print a+b}')
+		if [ -z "$prof" ] && [ "$pus" != n/a ]; then
+			sum_pcpu[$i]=$(awk -v a="${sum_pcpu[$i]}" -v b="$pus" 'BEGIN{print a+b}')
+			sum_ucpu[$i]=$(awk -v a="${sum_ucpu[$i]}" -v b="$uus" 'BEGIN{print a+b}')
+			cpu_rounds[$i]=$((cpu_rounds[$i] + 1))
+		fi
 		[ "$e" = none ] || errs[$i]="${errs[$i]} $e"
 	done
 done
 base=$(awk -v a="${sum_rps[0]}" -v n="$ROUNDS" 'BEGIN{print a/n}')
-printf '| setup | requests/s | p99 | vs plain Caddy | errors |\n|---|---|---|---|---|\n'
+printf '| setup | requests/s | p99 | vs plain Caddy | proxy CPU/request | upstream CPU/request | errors |\n|---|---|---|---|---|---|---|\n'
 for i in $(seq 0 $((n - 1))); do
 	awk -v name="${names[$i]}" -v r="${sum_rps[$i]}" -v p="${sum_p99[$i]}" -v n="$ROUNDS" -v b="$base" -v e="${errs[$i]:-none}" \
-		'BEGIN{printf "| %s | %.0f | %.2f ms | %.0f%% | %s |\n", name, r/n, p/n, 100*(r/n)/b, e}'
+		-v pc="${sum_pcpu[$i]}" -v uc="${sum_ucpu[$i]}" -v cn="${cpu_rounds[$i]}" \
+		'BEGIN{pcs = uss = "n/a"; if (cn > 0) {pcs = sprintf("%.1f µs", pc/cn); uss = sprintf("%.1f µs", uc/cn)}
+		printf "| %s | %.0f | %.2f ms | %.0f%% | %s | %s | %s |\n", name, r/n, p/n, 100*(r/n)/b, pcs, uss, e}'
 done
 awk -v a="${sum_rps[2]}" -v b="${sum_rps[1]}" 'BEGIN{printf "\nThe plugin chain serves %.2fx the no-plugin route'"'"'s throughput (goal: at least 0.93x).\n", a/b}'
+# The servers share one core, so their CPU per request bounds the
+# throughput: the same ratio from CPU time, steadier than requests/s.
+awk -v a="${sum_pcpu[1]}" -v b="${sum_ucpu[1]}" -v c="${sum_pcpu[2]}" -v d="${sum_ucpu[2]}" -v na="${cpu_rounds[1]}" -v nc="${cpu_rounds[2]}" \
+	'BEGIN{if (na == 0 || nc == 0 || c+d == 0) {print "By CPU per request on the servers'"'"' core: n/a (no round counted: wrk reported no requests, or the only round was profiled)."; exit}
+	printf "By CPU per request on the servers'"'"' core (gateway + upstream): %.2fx (chain %.1f + %.1f µs, no plugins %.1f + %.1f µs).\n", (a/na+b/na)/(c/nc+d/nc), c/nc, d/nc, a/na, b/na}'
+if [ -n "$profiled" ]; then
+	echo "CPU per request leaves out round 1 of \"$profiled\" (profiled: the pprof capture's own CPU)."
+fi
 awk -v a="${sum_rps[3]}" -v b="${sum_rps[1]}" 'BEGIN{printf "The wasm filter route serves %.2fx the no-plugin route'"'"'s throughput (goal: at least 0.85x).\n", a/b}'
 if [ -n "${TRAEFIK:-}" ]; then
 	awk -v a="${sum_rps[1]}" -v b="${sum_rps[4]}" 'BEGIN{printf "The gateway'"'"'s no-plugin route serves %.2fx Traefik'"'"'s (goal: at least 1x).\n", a/b}'
+fi
+if [ -z "${NO_NGINX:-}" ]; then
+	last=$((n - 1))
+	awk -v a="${sum_rps[1]}" -v b="${sum_rps[$last]}" -v c="${sum_rps[0]}" 'BEGIN{printf "The gateway'"'"'s no-plugin route serves %.2fx nginx'"'"'s; plain Caddy %.2fx (baselines, no goal).\n", a/b, c/b}'
 fi

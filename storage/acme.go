@@ -10,8 +10,8 @@ import (
 )
 
 func init() {
-	RegisterModels(&ACMECloudflareToken{}, &ACMEEAB{})
-	RegisterSnapshotLoader(func(db *gorm.DB, snap *Snapshot) error {
+	registerModels(&ACMECloudflareToken{}, &ACMEEAB{})
+	registerSnapshotLoader(func(db *gorm.DB, snap *Snapshot) error {
 		var tok ACMECloudflareToken
 		res := db.Limit(1).Find(&tok, 1)
 		if res.Error != nil {

@@ -7,7 +7,7 @@ import "time"
 // Snapshot, an export or an import.
 
 func init() {
-	RegisterModels(&AdminUser{}, &AdminSession{}, &AdminToken{}, &SSOConfig{}, &SSOState{})
+	registerModels(&AdminUser{}, &AdminSession{}, &AdminToken{}, &SSOConfig{}, &SSOState{})
 }
 
 // AdminUser is a user of the admin API and dashboard.

@@ -14,8 +14,8 @@ import (
 // never exported or imported.
 
 func init() {
-	RegisterModels(&ClusterState{}, &ClusterNode{}, &LoginFailure{})
-	RegisterSnapshotLoader(func(db *gorm.DB, snap *Snapshot) error {
+	registerModels(&ClusterState{}, &ClusterNode{}, &LoginFailure{})
+	registerSnapshotLoader(func(db *gorm.DB, snap *Snapshot) error {
 		v, err := ConfigVersion(db)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ package storage
 import (
 	"encoding/json"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -80,8 +81,15 @@ func (t *Target) SetDefaults() {
 
 // Validate implements schema.Validator.
 func (t *Target) Validate() error {
-	if strings.ContainsAny(t.Host, " /?#@") {
-		return schema.Errorf("host", "must be a hostname or IP address")
+	if strings.ContainsAny(t.Host, " /?#@[]") {
+		return schema.Errorf("host", "must be a hostname or IP address (an IPv6 address without brackets)")
+	}
+	// A colon only belongs to an IPv6 address: anything else would make
+	// the dial address host:port ambiguous.
+	if strings.Contains(t.Host, ":") {
+		if _, err := netip.ParseAddr(t.Host); err != nil {
+			return schema.Errorf("host", "must be a hostname or IP address (a port goes in port)")
+		}
 	}
 	// Proxied clients must never reach the gateway admin API or Caddy's
 	// admin endpoint through a target.

@@ -24,18 +24,21 @@ type Store struct {
 	routes   routeCache
 	services *rowCache[Service]
 	targets  *rowCache[Target]
-	tables   []OwnedTable // tables other packages own (AddTable)
+	tables   []OwnedTable     // tables other packages own (AddTable)
+	loaders  []SnapshotLoader // other packages' snapshot loaders (AddSnapshotLoader)
 }
 
-// models lists every table the store migrates. Other packages (admin
-// authentication, certificates …) add theirs with RegisterModels from init.
+// models lists every table of this package the store migrates; the
+// package's files add theirs beside their models (registerModels, from
+// init). Tables of other packages are added to a store explicitly
+// (AddTable).
 var models = []any{
 	&Settings{}, &Service{}, &Target{}, &Route{}, &StreamRoute{},
 	&Plugin{}, &Consumer{}, &Credential{},
 }
 
-// RegisterModels adds tables to migrate. Call from init only.
-func RegisterModels(m ...any) { models = append(models, m...) }
+// registerModels adds tables to migrate. Call from init only.
+func registerModels(m ...any) { models = append(models, m...) }
 
 // Open opens and migrates the store. kind is "sqlite" (dsn: a file path) or
 // "postgres" (dsn: a libpq connection string or URL).
@@ -161,9 +164,9 @@ type Snapshot struct {
 	Plugins      []Plugin
 	Consumers    []Consumer
 	Credentials  []Credential
-	// Extra holds rows of other resources (owned tables, wasm modules …),
-	// loaded by the store's owned tables (Table.Rows) and the loaders
-	// registered with RegisterSnapshotLoader.
+	// Extra holds rows of other resources (owned tables, ACME and cluster
+	// state …), loaded by the store's owned tables (Table.Rows) and its
+	// snapshot loaders.
 	Extra map[string]any
 	sizes map[string]int // rows of each owned table (TableSizes)
 
@@ -207,10 +210,17 @@ func (s *Store) VerifyRoutes() { s.routes.verify() }
 // SnapshotLoader loads one kind of extra rows into a snapshot.
 type SnapshotLoader func(db *gorm.DB, snap *Snapshot) error
 
+// snapshotLoaders are this package's own loaders, which every store runs.
 var snapshotLoaders []SnapshotLoader
 
-// RegisterSnapshotLoader adds a loader. Call from init only.
-func RegisterSnapshotLoader(l SnapshotLoader) { snapshotLoaders = append(snapshotLoaders, l) }
+// registerSnapshotLoader adds a loader of this package. Call from init only.
+func registerSnapshotLoader(l SnapshotLoader) { snapshotLoaders = append(snapshotLoaders, l) }
+
+// AddSnapshotLoader makes every later snapshot of this store run l, after
+// the owned tables are loaded (a feature's loader: the wasm modules' bytes
+// for the plugin runtime). The owner calls it once, after Open, before the
+// store is shared (the app's feature list does).
+func (s *Store) AddSnapshotLoader(l SnapshotLoader) { s.loaders = append(s.loaders, l) }
 
 // LoadSnapshot reads everything the compiler needs, in id order. Routes,
 // the table that grows largest, come through the store's route cache: only
@@ -249,9 +259,11 @@ func (s *Store) LoadSnapshot(db *gorm.DB) (*Snapshot, error) {
 			return nil, err
 		}
 	}
-	for _, l := range snapshotLoaders {
-		if err := l(db, snap); err != nil {
-			return nil, err
+	for _, loaders := range [][]SnapshotLoader{snapshotLoaders, s.loaders} {
+		for _, l := range loaders {
+			if err := l(db, snap); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return snap, nil

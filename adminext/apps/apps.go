@@ -86,7 +86,7 @@ func createApplication(c *api.Call) (any, error) {
 				return schema.Errorf("https", "no issued certificate matches %s", spec.Domain)
 			}
 		}
-		ids, err := write(tx, spec)
+		ids, err := write(c.CP, tx, spec)
 		if err != nil {
 			return err
 		}
@@ -124,8 +124,8 @@ type created struct {
 	plugins                []int64
 }
 
-// write creates the application's rows inside the mutation's transaction.
-func write(tx *gorm.DB, spec *ApplicationSpec) (*created, error) {
+// write creates the application's rows inside cp's mutation's transaction.
+func write(cp *controlplane.ControlPlane, tx *gorm.DB, spec *ApplicationSpec) (*created, error) {
 	up := spec.upstream
 	svc, err := insert(tx, func(s *storage.Service) {
 		s.Name = spec.Name
@@ -174,7 +174,7 @@ func write(tx *gorm.DB, spec *ApplicationSpec) (*created, error) {
 			// The plugin API's own checks: type, references, the config
 			// through plugins.NormalizeConfig, default ordering and one
 			// plugin of a type per scope target.
-			if err := pluginapi.CheckPlugin(tx, p); err != nil {
+			if err := pluginapi.CheckPlugin(cp, tx, p); err != nil {
 				return fmt.Errorf("%s plugin: %w", w.typ, err)
 			}
 			return nil

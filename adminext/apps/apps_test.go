@@ -3,7 +3,6 @@ package apps_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -29,15 +28,6 @@ type created struct {
 func appGateway(t *testing.T, name string) (*testgw.Gateway, *httptest.Server) {
 	t.Helper()
 	return testgw.Start(t, nil), testgw.Echo(t, name)
-}
-
-func port(t *testing.T, addr string) string {
-	t.Helper()
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func create(t *testing.T, g *testgw.Gateway, body map[string]any) created {
@@ -73,7 +63,8 @@ func TestCreateApplicationProxies(t *testing.T) {
 	if a.Name != "shop" || a.ServiceID < 1 || a.TargetID < 1 || a.RouteID < 1 || a.PluginIDs == nil || len(a.PluginIDs) != 0 {
 		t.Fatalf("answer: %+v", a)
 	}
-	if wantURL := "http://shop.example.test:" + port(t, g.ProxyAddr); a.URL != wantURL {
+	_, proxyPort := testgw.HostPort(t, g.ProxyAddr)
+	if wantURL := fmt.Sprintf("http://shop.example.test:%d", proxyPort); a.URL != wantURL {
 		t.Fatalf("url %q, want %q", a.URL, wantURL)
 	}
 
@@ -83,8 +74,8 @@ func TestCreateApplicationProxies(t *testing.T) {
 	}
 	var tgts []map[string]any
 	g.JSON("GET", fmt.Sprintf("/api/v1/services/%d/targets", a.ServiceID), nil, &tgts)
-	upHost, upPort, _ := net.SplitHostPort(strings.TrimPrefix(up.URL, "http://"))
-	if len(tgts) != 1 || testgw.ID(tgts[0]) != a.TargetID || tgts[0]["host"] != upHost || fmt.Sprint(tgts[0]["port"]) != upPort {
+	upHost, upPort := testgw.HostPort(t, testgw.Addr(up))
+	if len(tgts) != 1 || testgw.ID(tgts[0]) != a.TargetID || tgts[0]["host"] != upHost || tgts[0]["port"] != float64(upPort) {
 		t.Fatalf("targets: %v", tgts)
 	}
 	rt := g.Must("GET", fmt.Sprintf("/api/v1/routes/%d", a.RouteID), nil)
@@ -244,7 +235,8 @@ func TestHTTPSRequirements(t *testing.T) {
 	if asked != "sec.example.test" {
 		t.Fatalf("certificate lookup asked for %q", asked)
 	}
-	if wantURL := "https://sec.example.test:" + port(t, httpsAddr); a.URL != wantURL {
+	_, httpsPort := testgw.HostPort(t, httpsAddr)
+	if wantURL := fmt.Sprintf("https://sec.example.test:%d", httpsPort); a.URL != wantURL {
 		t.Fatalf("url %q, want %q", a.URL, wantURL)
 	}
 	if len(a.PluginIDs) != 2 {

@@ -48,7 +48,7 @@ const importDescription = "Destructive full replacement of the routing configura
 	"Every item is validated as the resource's own endpoint validates it; an invalid item is 400 naming it (e.g. routes[2].paths[0]) and nothing changes. " +
 	"A credential is restored like POST /api/v1/consumers/{id}/credentials: a key-auth or jwt credential without key gets a random one. " +
 	"Items that cannot be restored are skipped and listed with a reason: a credential whose secret was redacted (named in its redacted list), a plugin whose config holds a redacted secret, a manual certificate without its key, " +
-	"a WASM module without its bytes (wasm_base64; modules are validated as the upload endpoint validates them), a plugin of a type this gateway does not know, a wasm plugin whose module is not restored. " +
+	"a WASM module without its bytes (wasm_base64, or wat as an upload may give it; modules are validated as the upload endpoint validates them), a plugin of a type this gateway does not know, a wasm plugin whose module is not restored. " +
 	"wasm plugins reference modules by name, so nothing is remapped for them. settings apply like PUT /api/v1/settings (listeners rebind at once); when the document has no settings they stay as they are. " +
 	"An acme section replaces the stored Cloudflare token and EAB credentials; without one they stay as they are. " +
 	"Users, sessions, SSO settings and the admin token are not touched."
@@ -148,9 +148,13 @@ func importConfig(c *api.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	r := newRestorer(c.CP)
+	if err := r.prepare(c.Ctx(), doc); err != nil {
+		return nil, err
+	}
 	var rep *Report
 	err = c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
-		r := newRestorer(tx, c.CP)
+		r.Tx = tx
 		if err := r.run(doc); err != nil {
 			return err
 		}

@@ -1,7 +1,7 @@
 package backup
 
 import (
-	"encoding/base64"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -27,20 +27,21 @@ import (
 // ignores (certs.Certificate.FromDocument) before the rules run.
 type certificateFields certs.Certificate
 
-// certificateSchema describes a certificate in a document: its declaration,
-// with the private key that exports with include_secrets carry.
-func certificateSchema(mode schema.Mode) map[string]any {
-	s := itemSchema(certs.Certificate{}, mode, nil)
-	key := maps.Clone(schema.JSONSchema(certs.Certificate{}, schema.Input)["properties"].(map[string]any)["key"].(map[string]any))
-	delete(key, "writeOnly")
-	s["properties"].(map[string]any)["key"] = key
+// withSecret is the schema of decl's items in a document (itemSchema) with
+// its write-only field secret, which exports with include_secrets carry (a
+// certificate's private key, a WASM module's bytes).
+func withSecret(decl any, mode schema.Mode, secret string) map[string]any {
+	s := itemSchema(decl, mode, nil)
+	p := maps.Clone(schema.JSONSchema(decl, schema.Input)["properties"].(map[string]any)[secret].(map[string]any))
+	delete(p, "writeOnly")
+	s["properties"].(map[string]any)[secret] = p
 	return s
 }
 
 var certificatesKind = Kind{
 	Name:   "certificates",
 	Counts: []string{"certificates"},
-	Schema: func(mode schema.Mode) map[string]any { return arrayOf(certificateSchema(mode)) },
+	Schema: func(mode schema.Mode) map[string]any { return arrayOf(withSecret(certs.Certificate{}, mode, "key")) },
 	Export: func(tx *gorm.DB, secrets bool) (any, error) {
 		now := time.Now()
 		return listAs(tx, func(row *certs.Row) certs.Certificate { return certs.Exported(row, now, secrets) })
@@ -68,50 +69,55 @@ var certificatesKind = Kind{
 
 // WASM modules.
 
-// WasmModule is a WASM module in an export document: the answer's fields
-// and, in an export with secrets, the module itself.
-type WasmModule struct {
-	ID         int64     `json:"id" schema:"readonly"`
-	Name       string    `json:"name" schema:"required,minLength=1,maxLength=64"`
-	SizeBytes  int64     `json:"size_bytes" schema:"readonly"`
-	SHA256     string    `json:"sha256" schema:"readonly"`
-	WasmBase64 *string   `json:"wasm_base64,omitempty" schema:"text,maxLength=20971520" doc:"The binary module, base64 (only with include_secrets; without it the module, and the wasm plugins that use it, are skipped on import)."`
-	CreatedAt  time.Time `json:"created_at" schema:"readonly"`
-}
+// moduleFields are wasmapi.Module's fields without its upload rules: a
+// document's module without its bytes (an export without secrets) is
+// skipped, not refused, before the rules run.
+type moduleFields wasmapi.Module
 
 var wasmModulesKind = Kind{
 	Name:   "wasm_modules",
 	Counts: []string{"wasm_modules"},
-	Schema: func(mode schema.Mode) map[string]any { return arrayOf(itemSchema(WasmModule{}, mode, nil)) },
+	Schema: func(mode schema.Mode) map[string]any {
+		return arrayOf(withSecret(wasmapi.Module{}, mode, "wasm_base64"))
+	},
 	Export: func(tx *gorm.DB, secrets bool) (any, error) {
 		q := tx
 		if !secrets {
 			q = tx.Omit("wasm")
 		}
-		return listAs(q, func(m *wasmapi.Row) WasmModule {
-			w := WasmModule{ID: m.ID, Name: m.Name, SizeBytes: m.SizeBytes, SHA256: m.SHA256, CreatedAt: m.CreatedAt}
-			if secrets {
-				b := base64.StdEncoding.EncodeToString(m.Wasm)
-				w.WasmBase64 = &b
-			}
-			return w
-		})
+		return listAs(q, func(m *wasmapi.Row) wasmapi.Module { return wasmapi.Exported(m, secrets) })
 	},
 	Clear: deleteAll(&wasmapi.Row{}),
-	Restore: func(r *Restorer, raw json.RawMessage) error {
-		return eachRow(r, "wasm_modules", raw, "", func(it item, m *WasmModule) error {
-			if m.WasmBase64 == nil || *m.WasmBase64 == "" {
-				r.Skip("wasm_module", it.path, fmt.Sprintf("module %q: its bytes are not in the document (export with include_secrets=true)", m.Name))
+	// The upload endpoint's rules (name, size, assembling, the runtime's
+	// check) run before the import takes the control plane's lock: a
+	// module may take seconds to compile.
+	Prepare: func(ctx context.Context, r *Restorer, raw json.RawMessage) error {
+		return eachRow(r, "wasm_modules", raw, "", func(it item, fields *moduleFields) error {
+			in := wasmapi.Module(*fields)
+			if !in.HasModule() {
 				return nil
 			}
-			// The upload endpoint's rules: name, size, the runtime's check.
-			in := &wasmapi.ModuleInput{Name: m.Name, WasmBase64: m.WasmBase64}
-			if err := prefix(it.path, schema.Check(in)); err != nil {
+			if err := prefix(it.path, in.Validate()); err != nil {
 				return err
 			}
-			row, err := in.Row(r.ctx())
+			row, err := in.Row(ctx)
 			if err != nil {
 				return prefix(it.path, err)
+			}
+			r.prepared[it.path] = row
+			return nil
+		})
+	},
+	Restore: func(r *Restorer, raw json.RawMessage) error {
+		return eachRow(r, "wasm_modules", raw, "", func(it item, fields *moduleFields) error {
+			in := wasmapi.Module(*fields)
+			if !in.HasModule() {
+				r.Skip("wasm_module", it.path, fmt.Sprintf("module %q: its bytes are not in the document (export with include_secrets=true)", in.Name))
+				return nil
+			}
+			row, ok := r.prepared[it.path].(*wasmapi.Row)
+			if !ok {
+				return fmt.Errorf("wasm module %s was not prepared before the restore", it.path)
 			}
 			if err := r.create(it.path, "wasm_modules", row); err != nil {
 				return err
@@ -138,6 +144,11 @@ type Kind struct {
 	// Clear deletes the stored rows before a restore (nil: nothing to
 	// delete). Kinds are cleared in the reverse of their order.
 	Clear func(tx *gorm.DB) error
+	// Prepare (optional) does, before the import takes the control
+	// plane's lock and opens its transaction, the work that must not hold
+	// them (compiling modules), keeping its results in the Restorer for
+	// Restore; ctx is the request's.
+	Prepare func(ctx context.Context, r *Restorer, raw json.RawMessage) error
 	// Restore validates and stores the document's value (nil when the
 	// document lacks the field).
 	Restore func(r *Restorer, raw json.RawMessage) error
@@ -436,7 +447,7 @@ var pluginsKind = Kind{
 					return err
 				}
 			}
-			if err := prefix(it.path, pluginapi.CheckPlugin(r.Tx, &p)); err != nil {
+			if err := prefix(it.path, pluginapi.CheckPlugin(r.CP, r.Tx, &p)); err != nil {
 				return err
 			}
 			return r.create(it.path, "plugins", &p)

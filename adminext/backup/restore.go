@@ -30,13 +30,16 @@ type Restorer struct {
 	// (a wasm plugin whose module is not among them is skipped).
 	WasmModules map[string]bool
 
+	prepared map[string]any             // item path → what Kind.Prepare made of it
 	ids      map[string]map[int64]int64 // kind → document id → new id
 	restored map[string]int
 	skipped  []Skipped
 }
 
-func newRestorer(tx *gorm.DB, cp *controlplane.ControlPlane) *Restorer {
-	r := &Restorer{Tx: tx, CP: cp, WasmModules: map[string]bool{}, ids: map[string]map[int64]int64{}, restored: map[string]int{}}
+// newRestorer returns a restorer without its transaction (Tx, set once
+// prepare has run).
+func newRestorer(cp *controlplane.ControlPlane) *Restorer {
+	r := &Restorer{CP: cp, WasmModules: map[string]bool{}, prepared: map[string]any{}, ids: map[string]map[int64]int64{}, restored: map[string]int{}}
 	for _, k := range kinds {
 		for _, n := range k.Counts {
 			r.restored[n] = 0
@@ -45,7 +48,19 @@ func newRestorer(tx *gorm.DB, cp *controlplane.ControlPlane) *Restorer {
 	return r
 }
 
-// run replaces the stored configuration by the document's.
+// prepare runs the kinds' Prepare, before the lock and the transaction.
+func (r *Restorer) prepare(ctx context.Context, doc map[string]json.RawMessage) error {
+	for _, k := range kinds {
+		if k.Prepare != nil {
+			if err := k.Prepare(ctx, r, doc[k.Name]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// run replaces the stored configuration by the document's (in r.Tx).
 func (r *Restorer) run(doc map[string]json.RawMessage) error {
 	for i := len(kinds) - 1; i >= 0; i-- {
 		if kinds[i].Clear != nil {
@@ -68,15 +83,6 @@ func (r *Restorer) report() *Report {
 		skipped = []Skipped{}
 	}
 	return &Report{Restored: r.restored, Skipped: skipped}
-}
-
-// ctx is the import's request context (background when the transaction
-// has none).
-func (r *Restorer) ctx() context.Context {
-	if c := r.Tx.Statement.Context; c != nil {
-		return c
-	}
-	return context.Background()
 }
 
 // Skip records an item that is not restored.

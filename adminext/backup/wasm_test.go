@@ -3,10 +3,12 @@ package backup_test
 import (
 	"encoding/base64"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 )
 
 // TestWasmModulesBackup: exports carry module metadata always and the
@@ -83,7 +85,10 @@ func TestWasmModulesBackup(t *testing.T) {
 		t.Fatalf("config wasm_modules: %v", sum["wasm_modules"])
 	}
 
-	// Invalid modules are 400 naming the item; nothing changes.
+	// Invalid modules are 400 naming the item; nothing changes, in the
+	// store or in the running configuration (its version).
+	var before map[string]any
+	g.JSON("GET", "/api/v1/config", nil, &before)
 	bad := func(mut func(m map[string]any)) map[string]any {
 		_, d := export(t, g, true)
 		mut(d["wasm_modules"].([]any)[1].(map[string]any))
@@ -95,7 +100,36 @@ func TestWasmModulesBackup(t *testing.T) {
 	}), "wasm_modules[1].wasm_base64")
 	wantError(t, g, 400, "POST", "/api/v1/import", bad(func(m map[string]any) { m["name"] = "Bad Name" }), "wasm_modules[1].name")
 	wantError(t, g, 400, "POST", "/api/v1/import", bad(func(m map[string]any) { m["name"] = "filter" }), "wasm_modules[1]")
+	wantError(t, g, 400, "POST", "/api/v1/import", bad(func(m map[string]any) { delete(m, "wasm_base64"); m["wat"] = "(module" }), "wasm_modules[1].wat")
+	// over the compile limits: refused before the runtime compiles it
+	slow := `(module (memory (export "memory") 1) (func (block (br_table ` + strings.Repeat("0 ", proxywasm.MaxFunctionBranches) + `(i32.const 0)))))`
+	wantError(t, g, 400, "POST", "/api/v1/import", bad(func(m map[string]any) { delete(m, "wasm_base64"); m["wat"] = slow }),
+		"wasm_modules[1].wat", "the limit is "+strconv.Itoa(proxywasm.MaxFunctionBranches)+" per function")
+	// modules are checked before anything is restored (before the import
+	// takes the control plane's lock): their errors come first
+	both := bad(func(m map[string]any) { delete(m, "wasm_base64"); m["wat"] = "(module" })
+	both["settings"] = 5
+	wantError(t, g, 400, "POST", "/api/v1/import", both, "wasm_modules[1].wat")
 	if _, d := export(t, g, false); len(d["wasm_modules"].([]any)) != 2 || len(d["plugins"].([]any)) != 1 {
 		t.Fatal("a failed import changed the stored configuration")
+	}
+	var after map[string]any
+	g.JSON("GET", "/api/v1/config", nil, &after)
+	if after["version"] != before["version"] || after["wasm_modules"] != float64(2) || after["plugins"] != before["plugins"] {
+		t.Fatalf("a failed import changed the running configuration: %v -> %v", before, after)
+	}
+
+	// A document's module is an upload's input: wat instead of wasm_base64
+	// is assembled (and its read-only fields are ignored).
+	rep = importDoc(t, g, bad(func(m map[string]any) {
+		delete(m, "wasm_base64")
+		m["wat"] = testgw.MinimalWAT
+		m["sha256"] = "not the module's"
+	}))
+	if rep.Restored["wasm_modules"] != 2 || len(rep.Skipped) != 0 {
+		t.Fatalf("import of a WAT module: %+v", rep)
+	}
+	if _, d := export(t, g, false); d["wasm_modules"].([]any)[1].(map[string]any)["sha256"] == "not the module's" {
+		t.Fatal("an import kept a document's sha256")
 	}
 }

@@ -1,18 +1,11 @@
 package certs_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,6 +14,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/certtest"
 )
 
 type pair struct {
@@ -28,58 +22,28 @@ type pair struct {
 	der       []byte
 }
 
-// issue makes a certificate for names signed by ca (self-signed when nil).
-func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, notAfter time.Time, names ...string) (pair, *x509.Certificate, *ecdsa.PrivateKey) {
+// issue makes a certificate for names valid until notAfter (from two days
+// ago), signed by ca (self-signed when nil), its key in PKCS #8.
+func issue(t *testing.T, ca *certtest.Cert, notAfter time.Time, names ...string) pair {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	n, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tpl := &x509.Certificate{
-		SerialNumber: n, Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-2 * time.Hour).Add(-48 * time.Hour), NotAfter: notAfter,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	parent, signer := tpl, key
-	if ca != nil {
-		parent, signer = ca, caKey
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tpl, parent, &key.PublicKey, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalPKCS8PrivateKey(key)
-	c, _ := x509.ParseCertificate(der)
-	return pair{
-		cert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		key:  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})),
-		der:  der,
-	}, c, key
+	c := certtest.Issue(t, certtest.Options{NotBefore: time.Now().Add(-2 * time.Hour).Add(-48 * time.Hour), NotAfter: notAfter, CA: ca, PKCS8: true}, names...)
+	return pair{cert: c.CertPEM, key: c.KeyPEM, der: c.Leaf.Raw}
 }
 
-func testCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey, *x509.CertPool) {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tpl := &x509.Certificate{
-		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "Gateway Test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(c)
-	return c, key, pool
+// testCA is a certificate authority for issue.
+func testCA(t *testing.T) *certtest.Cert {
+	return certtest.Issue(t, certtest.Options{IsCA: true}, "Gateway Test CA")
 }
 
 // TestManualCertificates: upload, validation, status, SNI selection on the
 // HTTPS listener, renew and delete; keys never in answers.
 func TestManualCertificates(t *testing.T) {
-	ca, caKey, pool := testCA(t)
-	a, _, _ := issue(t, ca, caKey, time.Now().Add(12*time.Hour), "a.test", "*.wild.test")
-	b, _, _ := issue(t, ca, caKey, time.Now().Add(12*time.Hour), "b.test")
-	old, _, _ := issue(t, nil, nil, time.Now().Add(-time.Hour), "old.test")
-	other, _, _ := issue(t, ca, caKey, time.Now().Add(time.Hour), "other.test")
+	ca := testCA(t)
+	pool := ca.Pool()
+	a := issue(t, ca, time.Now().Add(12*time.Hour), "a.test", "*.wild.test")
+	b := issue(t, ca, time.Now().Add(12*time.Hour), "b.test")
+	old := issue(t, nil, time.Now().Add(-time.Hour), "old.test")
+	other := issue(t, ca, time.Now().Add(time.Hour), "other.test")
 
 	g := testgw.Start(t, nil)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "up "+r.Host) }))

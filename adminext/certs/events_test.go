@@ -1,35 +1,17 @@
 package certs
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"testing"
 	"time"
 
+	"github.com/caddy-gateway/gateway/internal/certtest"
 	"github.com/caddy-gateway/gateway/modules/certevents"
 )
 
+// testLeaf is a certificate for name valid for 90 days from notBefore.
 func testLeaf(t *testing.T, name string, notBefore time.Time) *x509.Certificate {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(notBefore.Unix()), DNSNames: []string{name},
-		Subject: pkix.Name{CommonName: name}, Issuer: pkix.Name{CommonName: "Test CA"},
-		NotBefore: notBefore, NotAfter: notBefore.Add(90 * 24 * time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return leaf
+	return certtest.Issue(t, certtest.Options{NotBefore: notBefore, NotAfter: notBefore.Add(90 * 24 * time.Hour)}, name).Leaf
 }
 
 // update: what each event does to a certificate row.

@@ -16,8 +16,8 @@ import (
 // of an export with secrets restores both certificates as they were, and
 // one without secrets skips the manual certificate.
 func TestExportImportRoundTrip(t *testing.T) {
-	ca, caKey, _ := testCA(t)
-	a, _, _ := issue(t, ca, caKey, time.Now().Add(12*time.Hour), "export.test")
+	ca := testCA(t)
+	a := issue(t, ca, time.Now().Add(12*time.Hour), "export.test")
 
 	g := testgw.Start(t, nil)
 	// A closed local port as the ACME directory: nothing leaves 127.0.0.1.
@@ -111,7 +111,7 @@ func TestImportManualCertificateNames(t *testing.T) {
 	for i := len(names); i < 101; i++ {
 		names = append(names, fmt.Sprintf("n%d.export.test", i))
 	}
-	p, _, _ := issue(t, nil, nil, time.Now().Add(12*time.Hour), names...)
+	p := issue(t, nil, time.Now().Add(12*time.Hour), names...)
 
 	g := testgw.Start(t, nil)
 	g.Must("POST", "/api/v1/certificates", map[string]any{"cert": p.cert, "key": p.key})
@@ -136,8 +136,8 @@ func TestImportManualCertificateNames(t *testing.T) {
 	for len(names) <= 1000 {
 		names = append(names, fmt.Sprintf("n%d.export.test", len(names)))
 	}
-	big, _, _ := issue(t, nil, nil, time.Now().Add(12*time.Hour), names...)
+	big := issue(t, nil, time.Now().Add(12*time.Hour), names...)
 	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"cert": big.cert, "key": big.key}, "cert", "at most 1000")
-	ctl, _, _ := issue(t, nil, nil, time.Now().Add(12*time.Hour), "ctl.export.test", "bad\x01.export.test")
+	ctl := issue(t, nil, time.Now().Add(12*time.Hour), "ctl.export.test", "bad\x01.export.test")
 	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"cert": ctl.cert, "key": ctl.key}, "cert", "control characters")
 }

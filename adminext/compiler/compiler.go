@@ -83,6 +83,10 @@ type Options struct {
 	// the gateway app: the certificates' tls app (adminext/certs.Compile).
 	// The app hands them over explicitly (adminext/features.go).
 	Steps []Step
+	// PluginInternals add, per plugin type, the handler fields compiled
+	// from other resources of the snapshot (a wasm plugin's module_sha256,
+	// from adminext/wasmapi). The app hands them over explicitly too.
+	PluginInternals map[string]TypeInternals
 	// NodeHTTPListen and NodeHTTPSListen, when set, replace the settings'
 	// listeners: this node's own (cluster nodes on one host).
 	NodeHTTPListen  string

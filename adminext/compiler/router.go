@@ -53,7 +53,7 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex, opt Options, out *Com
 		if !used[p.ID] {
 			continue
 		}
-		raw, err := compilePlugin(snap, p)
+		raw, err := compilePlugin(snap, p, opt.PluginInternals[p.Type])
 		if err != nil {
 			return nil, err
 		}
@@ -116,11 +116,12 @@ func compileRoute(r *storage.Route) router.Route {
 }
 
 // compilePlugin is one plugin instance's handler: its API config with the
-// compiler's internals added.
-func compilePlugin(snap *storage.Snapshot, p *storage.Plugin) (json.RawMessage, error) {
+// compiler's internals added, and those of its type (typed: nil when the
+// type has none).
+func compilePlugin(snap *storage.Snapshot, p *storage.Plugin, typed TypeInternals) (json.RawMessage, error) {
 	internals := pluginInternals(p)
-	if f := typeInternals[p.Type]; f != nil {
-		extra, err := f(snap, p)
+	if typed != nil {
+		extra, err := typed(snap, p)
 		if err != nil {
 			return nil, err
 		}
@@ -148,12 +149,6 @@ func pluginInternals(p *storage.Plugin) map[string]any {
 // module_sha256: the module's bytes reach the handler by reference, never
 // through Caddy's JSON). An error fails the mutation (a FieldError is 400).
 type TypeInternals func(snap *storage.Snapshot, p *storage.Plugin) (map[string]any, error)
-
-var typeInternals = map[string]TypeInternals{}
-
-// RegisterTypeInternals installs the internals of a plugin type. Call from
-// init only.
-func RegisterTypeInternals(typeName string, f TypeInternals) { typeInternals[typeName] = f }
 
 // compileChains resolves the plugin chains: for every route, the most
 // specific enabled instance of each plugin type (route > service > global),

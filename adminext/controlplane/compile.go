@@ -48,6 +48,7 @@ func (cp *ControlPlane) compile(snap *storage.Snapshot) (*compiler.Compiled, int
 		Bootstrap:       boot,
 		Base:            cp.base,
 		Steps:           cp.steps,
+		PluginInternals: cp.pluginInternals(),
 	})
 	if err != nil {
 		configref.Drop(version)

@@ -89,6 +89,9 @@ type ControlPlane struct {
 	observer Observer
 	onReady  func()
 	steps    []compiler.Step // the features' compile steps (AddCompileStep)
+	// pluginRefs are the features' references of plugin types, by type
+	// (AddPluginRefs).
+	pluginRefs map[string]PluginRefs
 
 	readyOnce sync.Once
 	ready     chan struct{}

@@ -15,7 +15,6 @@ package pluginapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
@@ -33,9 +33,16 @@ func Endpoints() []*api.Endpoint { return append(pluginEndpoints(), consumerEndp
 
 var pluginResource = api.Resource[storage.Plugin]{
 	Kind:     "plugin",
-	Check:    checkPlugin,
 	Order:    "ordering, id",
 	ReadView: pluginView,
+}
+
+// pluginsOf is the plugin resource as c writes it: checked by CheckPlugin
+// with the references c's control plane knows (AddPluginRefs).
+func pluginsOf(c *api.Call) api.Resource[storage.Plugin] {
+	res := pluginResource
+	res.Check = func(tx *gorm.DB, p *storage.Plugin) error { return CheckPlugin(c.CP, tx, p) }
+	return res
 }
 
 // pluginView is a plugin as a reader sees it: viewers get the config's
@@ -51,22 +58,13 @@ func pluginView(c *api.Call, p *storage.Plugin) any {
 	return &out
 }
 
-// ConfigCheck validates a normalized plugin config against other stored
-// resources inside the mutation's transaction (e.g. that a wasm plugin's
-// module exists); errors name the field as config.<field>.
-type ConfigCheck func(tx *gorm.DB, config json.RawMessage) error
-
-var configChecks = map[string]ConfigCheck{}
-
-// RegisterConfigCheck installs the stored-reference check of a plugin type.
-// Call from init only.
-func RegisterConfigCheck(typeName string, f ConfigCheck) { configChecks[typeName] = f }
-
-// checkPlugin validates a plugin inside the mutation's transaction: the
+// CheckPlugin validates a plugin inside the mutation's transaction tx: the
 // scope rules already ran (storage.Plugin.Validate); here the type, the
 // referenced service or route, the config (normalized: every field, defaults
-// filled), the default ordering and the one-per-type-per-target rule.
-func checkPlugin(tx *gorm.DB, p *storage.Plugin) error {
+// filled) and the rows it names (cp's plugin references: a wasm plugin's
+// module), the default ordering and the one-per-type-per-target rule. The
+// plugin endpoints, the configuration import and applications run it.
+func CheckPlugin(cp *controlplane.ControlPlane, tx *gorm.DB, p *storage.Plugin) error {
 	t, ok := plugins.Lookup(p.Type)
 	if !ok {
 		return schema.Errorf("type", "unknown plugin type %q", p.Type)
@@ -89,10 +87,8 @@ func checkPlugin(tx *gorm.DB, p *storage.Plugin) error {
 		return err
 	}
 	p.Config = cfg
-	if f := configChecks[p.Type]; f != nil {
-		if err := f(tx, cfg); err != nil {
-			return err
-		}
+	if err := cp.CheckPluginRefs(tx, p); err != nil {
+		return err
 	}
 	if p.Ordering == nil {
 		o := int32(t.Ordering)
@@ -135,8 +131,13 @@ func pluginEndpoints() []*api.Endpoint {
 	in := pluginInputSchema()
 	for _, ep := range eps {
 		ep.Description = pluginDescription
-		if ep.Method == "POST" || ep.Method == "PUT" {
+		switch ep.Method {
+		case "POST":
 			ep.BodySchema = in
+			ep.Handle = func(c *api.Call) (any, error) { return pluginsOf(c).Create(c, nil) }
+		case "PUT":
+			ep.BodySchema = in
+			ep.Handle = func(c *api.Call) (any, error) { return pluginsOf(c).Replace(c, nil) }
 		}
 		switch {
 		case ep.Method == "GET" && ep.Path == "/api/v1/plugins":
@@ -206,8 +207,3 @@ func pluginOutputSchema() (one, list map[string]any) {
 	}
 	return one, map[string]any{"type": "array", "items": one}
 }
-
-// CheckPlugin is the plugin endpoints' validation inside tx (type, scope
-// target, normalized config, default ordering, one per type per target);
-// used by the configuration import.
-func CheckPlugin(tx *gorm.DB, p *storage.Plugin) error { return checkPlugin(tx, p) }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/poll"
 )
 
 // countByName sends n proxied requests and counts which upstream answered.
@@ -46,7 +47,7 @@ func TestLoadBalancingAlgorithms(t *testing.T) {
 	a, b, c := testgw.Echo(t, "a"), testgw.Echo(t, "b"), testgw.Echo(t, "c")
 	sid := g.Service("s", testgw.Addr(a), testgw.Addr(b))
 	// c has weight 0: out of rotation for every algorithm.
-	g.Must("POST", fmt.Sprintf("/api/v1/services/%d/targets", sid), map[string]any{"host": "127.0.0.1", "port": port(c), "weight": 0})
+	g.Must("POST", fmt.Sprintf("/api/v1/services/%d/targets", sid), map[string]any{"host": "127.0.0.1", "port": testgw.Port(c), "weight": 0})
 	g.Route("all", sid, nil)
 
 	t.Run("round_robin ignores weights", func(t *testing.T) {
@@ -59,16 +60,16 @@ func TestLoadBalancingAlgorithms(t *testing.T) {
 		var targets []map[string]any
 		g.JSON("GET", fmt.Sprintf("/api/v1/services/%d/targets", sid), nil, &targets)
 		path := fmt.Sprintf("/api/v1/targets/%d", testgw.ID(targets[1]))
-		g.Must("PUT", path, map[string]any{"host": "127.0.0.1", "port": port(b), "enabled": false})
+		g.Must("PUT", path, map[string]any{"host": "127.0.0.1", "port": testgw.Port(b), "enabled": false})
 		if got := countByName(t, g, 10, nil); got["a"] != 10 {
 			t.Fatalf("with b disabled: %v", got)
 		}
-		g.Must("PUT", path, map[string]any{"host": "127.0.0.1", "port": port(b)})
+		g.Must("PUT", path, map[string]any{"host": "127.0.0.1", "port": testgw.Port(b)})
 	})
 	t.Run("weighted is smooth weighted round-robin", func(t *testing.T) {
 		var targets []map[string]any
 		g.JSON("GET", fmt.Sprintf("/api/v1/services/%d/targets", sid), nil, &targets)
-		g.Must("PUT", fmt.Sprintf("/api/v1/targets/%d", testgw.ID(targets[1])), map[string]any{"host": "127.0.0.1", "port": port(b), "weight": 300})
+		g.Must("PUT", fmt.Sprintf("/api/v1/targets/%d", testgw.ID(targets[1])), map[string]any{"host": "127.0.0.1", "port": testgw.Port(b), "weight": 300})
 		setAlgorithm(t, g, sid, "weighted", 1)
 		got := countByName(t, g, 40, nil)
 		if got["a"] != 10 || got["b"] != 30 || got["c"] != 0 {
@@ -106,13 +107,6 @@ func TestLoadBalancingAlgorithms(t *testing.T) {
 			t.Fatalf("20 clients all on one target or on a weight-0 one: %v", seen)
 		}
 	})
-}
-
-func port(s *httptest.Server) int {
-	_, p, _ := net.SplitHostPort(testgw.Addr(s))
-	var n int
-	fmt.Sscan(p, &n)
-	return n
 }
 
 func TestSplits(t *testing.T) {
@@ -174,17 +168,6 @@ func flaky(t *testing.T, name string, sick *atomic.Bool) *httptest.Server {
 	return s
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func healthState(g *testgw.Gateway, targetPort int) string {
 	var hs []map[string]any
 	g.JSON("GET", "/api/v1/health", nil, &hs)
@@ -204,10 +187,12 @@ func TestHealthCheckFailoverSurvivesReloads(t *testing.T) {
 	sid := g.Service("s", testgw.Addr(a), testgw.Addr(b))
 	g.Must("PUT", fmt.Sprintf("/api/v1/services/%d", sid), map[string]any{"name": "s", "health_path": "/health"})
 	g.Route("all", sid, nil)
-	waitFor(t, "both healthy", func() bool { return healthState(g, port(a)) == "healthy" && healthState(g, port(b)) == "healthy" })
+	poll.Until(t, "both healthy", func() bool {
+		return healthState(g, testgw.Port(a)) == "healthy" && healthState(g, testgw.Port(b)) == "healthy"
+	})
 
 	sickA.Store(true)
-	waitFor(t, "a unhealthy", func() bool { return healthState(g, port(a)) == "unhealthy" })
+	poll.Until(t, "a unhealthy", func() bool { return healthState(g, testgw.Port(a)) == "unhealthy" })
 	var hs []map[string]any
 	g.JSON("GET", "/api/v1/health", nil, &hs)
 	for _, h := range hs {
@@ -223,13 +208,13 @@ func TestHealthCheckFailoverSurvivesReloads(t *testing.T) {
 	}
 	// All unhealthy: traffic still flows rather than failing.
 	sickB.Store(true)
-	waitFor(t, "b unhealthy", func() bool { return healthState(g, port(b)) == "unhealthy" })
+	poll.Until(t, "b unhealthy", func() bool { return healthState(g, testgw.Port(b)) == "unhealthy" })
 	got = countByName(t, g, 10, nil)
 	if got["a"]+got["b"] != 10 {
 		t.Fatalf("with every target unhealthy: %v", got)
 	}
 	sickA.Store(false)
-	waitFor(t, "a healthy again", func() bool { return healthState(g, port(a)) == "healthy" })
+	poll.Until(t, "a healthy again", func() bool { return healthState(g, testgw.Port(a)) == "healthy" })
 	got = countByName(t, g, 10, nil)
 	if got["a"] != 10 {
 		t.Fatalf("recovered target: %v", got)
@@ -241,9 +226,9 @@ func TestTCPHealthCheck(t *testing.T) {
 	a, b := testgw.Echo(t, "a"), testgw.Echo(t, "b")
 	sid := g.Service("s", testgw.Addr(a), testgw.Addr(b))
 	g.Route("all", sid, nil)
-	waitFor(t, "healthy", func() bool { return healthState(g, port(b)) == "healthy" })
+	poll.Until(t, "healthy", func() bool { return healthState(g, testgw.Port(b)) == "healthy" })
 	b.Close()
-	waitFor(t, "b unhealthy", func() bool { return healthState(g, port(b)) == "unhealthy" })
+	poll.Until(t, "b unhealthy", func() bool { return healthState(g, testgw.Port(b)) == "unhealthy" })
 	got := countByName(t, g, 10, nil)
 	if got["a"] != 10 {
 		t.Fatalf("closed target got traffic: %v", got)

@@ -23,45 +23,16 @@ import (
 func BenchmarkMutationToLive(b *testing.B) {
 	for _, n := range []int{1, 10000, 50000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
-			g := testgw.Start(b, &testgw.Options{NoOpenAPICheck: true})
-			db := controlplane.Current().Store().DB
-			var svcs []storage.Service
-			for i := 0; i < 100; i++ {
-				svcs = append(svcs, storage.Service{Name: fmt.Sprintf("s%d", i), Protocol: "http", ConnectTimeoutMS: 5000,
-					ReadTimeoutMS: 60000, WriteTimeoutMS: 60000, Retries: 1, LBAlgorithm: "round_robin"})
-			}
-			if err := db.Create(&svcs).Error; err != nil {
-				b.Fatal(err)
-			}
-			var tg []storage.Target
-			for i, s := range svcs {
-				tg = append(tg, storage.Target{ServiceID: s.ID, Host: "127.0.0.1", Port: 10000 + i, Weight: 100, Enabled: true})
-			}
-			if err := db.Create(&tg).Error; err != nil {
-				b.Fatal(err)
-			}
-			sids := make([]int64, len(svcs))
-			for i, s := range svcs {
-				sids[i] = s.ID
-			}
-			routes := bulkRoutes(b, sids, n)
-			id := routes[0].ID
-			body := map[string]any{"name": "bulk0", "service_id": svcs[0].ID, "hosts": []string{"h0.example.com"}, "paths": []string{"/"}}
-			g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", id), body) // load the bulk insert once
+			s := startBulk(b, 100, 1, n)
 			times := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				body["priority"] = i
-				start := time.Now()
-				g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", id), body)
-				times = append(times, time.Since(start))
+				s.route["priority"] = i
+				times = append(times, s.put("routes", s.routeID, s.route))
 			}
 			b.StopTimer()
-			slices.Sort(times)
-			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "p50-ms")
-			if st, _, _ := g.Get("h0.example.com", "/"); st == 404 {
-				b.Fatal("route not live")
-			}
+			reportP50(b, "p50-ms", times)
+			s.wantLive(b)
 		})
 	}
 }
@@ -73,9 +44,39 @@ func BenchmarkMutationToLive(b *testing.B) {
 // (bench/README.md, "Session 5: 5,000 services").
 func BenchmarkServiceChangeToLive(b *testing.B) {
 	const n = 5000
+	s := startBulk(b, n, 2, n)
+	target := map[string]any{"host": "127.0.0.1", "port": 10000}
+	routeTimes := make([]time.Duration, 0, b.N)
+	targetTimes := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.route["priority"] = i
+		routeTimes = append(routeTimes, s.put("routes", s.routeID, s.route))
+		target["weight"] = 100 + i
+		targetTimes = append(targetTimes, s.put("targets", s.targetID, target))
+	}
+	b.StopTimer()
+	reportP50(b, "route-p50-ms", routeTimes)
+	reportP50(b, "target-p50-ms", targetTimes)
+	s.wantLive(b)
+}
+
+// bulkStore is a gateway whose store was filled directly (not through the
+// API) for the mutation benchmarks, and the first route's update body.
+type bulkStore struct {
+	g                 *testgw.Gateway
+	route             map[string]any
+	routeID, targetID int64
+}
+
+// startBulk starts a gateway with services services of perService targets
+// each (on 127.0.0.1 ports 10000 and up, never dialled) and routes routes
+// spread over them (bulkRoutes), inserted in batches, and loads them once
+// with an update of the first route.
+func startBulk(b *testing.B, services, perService, routes int) *bulkStore {
 	g := testgw.Start(b, &testgw.Options{NoOpenAPICheck: true})
 	db := controlplane.Current().Store().DB
-	svcs := make([]storage.Service, n)
+	svcs := make([]storage.Service, services)
 	for i := range svcs {
 		svcs[i] = storage.Service{Name: fmt.Sprintf("s%d", i), Protocol: "http", ConnectTimeoutMS: 5000,
 			ReadTimeoutMS: 60000, WriteTimeoutMS: 60000, Retries: 1, LBAlgorithm: "round_robin"}
@@ -83,45 +84,41 @@ func BenchmarkServiceChangeToLive(b *testing.B) {
 	if err := db.CreateInBatches(&svcs, 500).Error; err != nil {
 		b.Fatal(err)
 	}
-	tg := make([]storage.Target, 0, 2*n)
+	tg := make([]storage.Target, 0, perService*services)
+	sids := make([]int64, services)
 	for i, s := range svcs {
-		for j := 0; j < 2; j++ {
-			tg = append(tg, storage.Target{ServiceID: s.ID, Host: "127.0.0.1", Port: 10000 + 2*(i%100) + j, Weight: 100, Enabled: true})
+		sids[i] = s.ID
+		for j := 0; j < perService; j++ {
+			tg = append(tg, storage.Target{ServiceID: s.ID, Host: "127.0.0.1", Port: 10000 + perService*(i%100) + j, Weight: 100, Enabled: true})
 		}
 	}
 	if err := db.CreateInBatches(&tg, 500).Error; err != nil {
 		b.Fatal(err)
 	}
-	sids := make([]int64, n)
-	for i, s := range svcs {
-		sids[i] = s.ID
-	}
-	routes := bulkRoutes(b, sids, n)
-	rid, tid := routes[0].ID, tg[0].ID
-	body := map[string]any{"name": "bulk0", "service_id": svcs[0].ID, "hosts": []string{"h0.example.com"}, "paths": []string{"/"}}
-	g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", rid), body) // load the bulk insert once
-	target := map[string]any{"host": "127.0.0.1", "port": 10000}
-	routeTimes := make([]time.Duration, 0, b.N)
-	targetTimes := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		body["priority"] = i
-		start := time.Now()
-		g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", rid), body)
-		routeTimes = append(routeTimes, time.Since(start))
-		target["weight"] = 100 + i
-		start = time.Now()
-		g.Must("PUT", fmt.Sprintf("/api/v1/targets/%d", tid), target)
-		targetTimes = append(targetTimes, time.Since(start))
-	}
-	b.StopTimer()
-	for name, times := range map[string][]time.Duration{"route": routeTimes, "target": targetTimes} {
-		slices.Sort(times)
-		b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, name+"-p50-ms")
-	}
-	if st, _, _ := g.Get("h0.example.com", "/"); st == 404 {
+	s := &bulkStore{g: g, routeID: bulkRoutes(b, sids, routes)[0].ID, targetID: tg[0].ID,
+		route: map[string]any{"name": "bulk0", "service_id": sids[0], "hosts": []string{"h0.example.com"}, "paths": []string{"/"}}}
+	s.put("routes", s.routeID, s.route) // load the bulk insert once
+	return s
+}
+
+// put updates one resource and answers how long the round trip took.
+func (s *bulkStore) put(resource string, id int64, body map[string]any) time.Duration {
+	start := time.Now()
+	s.g.Must("PUT", fmt.Sprintf("/api/v1/%s/%d", resource, id), body)
+	return time.Since(start)
+}
+
+// wantLive fails unless the first route (h0.example.com) is served.
+func (s *bulkStore) wantLive(b *testing.B) {
+	if st, _, _ := s.g.Get("h0.example.com", "/"); st == 404 {
 		b.Fatal("route not live")
 	}
+}
+
+// reportP50 reports the median of times in milliseconds.
+func reportP50(b *testing.B, unit string, times []time.Duration) {
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, unit)
 }
 
 // BenchmarkHeapAcrossChanges measures what each configuration change leaves
@@ -155,7 +152,10 @@ func BenchmarkHeapAcrossChanges(b *testing.B) {
 // of bench/proxy.sh (request-id, key-auth, rate-limit, response-transform).
 // allocs/op is the figure to track (bench/README.md): the chain's extra
 // allocations are the difference between the two; ns/op includes the
-// upstream round trip over loopback.
+// upstream round trip over loopback. "headers" is a route whose
+// request-transform and response-transform set the same headers the
+// chain sends each way, with fixed values: what the headers cost without
+// the plugins that make them.
 func BenchmarkProxyPath(b *testing.B) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("hello from the upstream, a small body of about sixty bytes."))
@@ -174,11 +174,19 @@ func BenchmarkProxyPath(b *testing.B) {
 		p["scope"], p["route_id"] = "route", chain
 		g.Must("POST", "/api/v1/plugins", p)
 	}
+	headers := g.Route("headers", svc, map[string]any{"paths": []string{"/headers"}})
+	const id = "0f8e9c1a-3b2d-4c5e-8f7a-123456789abc"
+	for typ, set := range map[string]map[string]string{
+		"request-transform":  {"X-Request-ID": id, "X-Consumer-ID": "1", "X-Consumer-Username": "bench", "X-Consumer-Groups": ""},
+		"response-transform": {"X-Request-ID": id, "RateLimit-Limit": "1000000000", "RateLimit-Remaining": "999999999", "RateLimit-Reset": "60", "X-Served-By": "gateway"},
+	} {
+		g.Must("POST", "/api/v1/plugins", map[string]any{"type": typ, "scope": "route", "route_id": headers, "config": map[string]any{"set_headers": set}})
+	}
 	c := g.Must("POST", "/api/v1/consumers", map[string]any{"username": "bench"})
 	g.Must("POST", fmt.Sprintf("/api/v1/consumers/%d/credentials", testgw.ID(c)), map[string]any{"type": "key-auth", "key": "bench-key"})
 	h := controlplane.Current().ProxyHandler()
 
-	for _, path := range []string{"/plain", "/chain"} {
+	for _, path := range []string{"/plain", "/chain", "/headers"} {
 		b.Run(strings.TrimPrefix(path, "/"), func(b *testing.B) {
 			w := &proxybench.Writer{}
 			serve := func() {

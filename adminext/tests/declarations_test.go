@@ -10,6 +10,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/backup"
 	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
+	"github.com/caddy-gateway/gateway/adminext/wasmapi"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/storage"
 )
@@ -21,7 +22,7 @@ func inputDeclarations() map[string]any {
 		"Service": storage.Service{}, "Target": storage.Target{}, "Route": storage.Route{}, "StreamRoute": storage.StreamRoute{},
 		"Plugin": storage.Plugin{}, "Consumer": storage.Consumer{}, "Settings": storage.Settings{},
 		"Credential": pluginapi.Credential{}, "Certificate": certs.Certificate{}, "User": auth.User{},
-		"ApplicationSpec":           apps.ApplicationSpec{},
+		"WasmModule": wasmapi.Module{}, "ApplicationSpec": apps.ApplicationSpec{},
 		"backup.DocumentCredential": backup.DocumentCredential{},
 	}
 	for _, t := range plugins.Types() {

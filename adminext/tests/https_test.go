@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/internal/certtest"
+	"github.com/caddy-gateway/gateway/internal/poll"
 )
 
 // startWithCert starts a gateway whose tls app loads a self-signed
@@ -61,7 +62,7 @@ func TestHTTPSListener(t *testing.T) {
 	g.WantGet("", "/plain", 200) // the HTTP listener next to HTTPS
 	// Disabling HTTPS closes the listener.
 	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": httpsAddr})
-	waitFor(t, "HTTPS listener closed", func() bool {
+	poll.Until(t, "HTTPS listener closed", func() bool {
 		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "secure.test"}}, Timeout: time.Second}
 		resp, err := c.Get("https://" + httpsAddr + "/")
 		if err == nil {

@@ -105,6 +105,9 @@ func TestHostileInputRefused(t *testing.T) {
 		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "a b", "port": 80}, "host"},
 		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "a\r\nb", "port": 80}, "host"},
 		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": big(254), "port": 80}, "host"},
+		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "[::1]", "port": 80}, "host"},
+		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "x]", "port": 80}, "host"},
+		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "h:81", "port": 80}, "host"},
 		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "h", "port": 65536}, "port"},
 		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "h", "port": 80, "weight": 65536}, "weight"},
 		// routes
@@ -224,6 +227,8 @@ func TestHostileInputRefused(t *testing.T) {
 		"write_timeout_ms": 3600000, "retries": 100, "tls_sni": big(253), "health_path": "/" + big(4095)})
 	g.Must("POST", "/api/v1/plugins", plugin("hsts", map[string]any{"max_age_s": 315360000}))
 	g.Must("POST", "/api/v1/plugins", plugin("request-termination", map[string]any{"status": 503, "body": "<html>\r\n\t<p>down</p>\n</html>"}))
+	// An IPv6 target is given without brackets (the dial address adds them).
+	g.Must("POST", "/api/v1/services/"+itoa(sid)+"/targets", map[string]any{"host": "::1", "port": 80})
 }
 
 // The numbers of issue #7: a timeout of 2^63-1 was stored and then broke

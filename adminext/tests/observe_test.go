@@ -20,6 +20,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/adminext/observe"
+	"github.com/caddy-gateway/gateway/internal/poll"
 )
 
 func TestRecentRequests(t *testing.T) {
@@ -303,7 +304,7 @@ func TestHTTPLogThroughTheGateway(t *testing.T) {
 		t.Fatalf("with key: %d %s", a.Status, a.Body)
 	}
 
-	waitFor(t, "two records at the collector", func() bool { mu.Lock(); defer mu.Unlock(); return len(records) >= 2 })
+	poll.Until(t, "two records at the collector", func() bool { mu.Lock(); defer mu.Unlock(); return len(records) >= 2 })
 	mu.Lock()
 	byPath := map[string]map[string]any{}
 	for _, r := range records {

@@ -154,3 +154,36 @@ func TestPluginJWTThroughGateway(t *testing.T) {
 	wantGatewayError(t, send(t, g, "GET", "/strict", nil, "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss", "exp": now.Add(time.Hour).Unix(), "nbf": now.Unix()})), 401, "")
 	wantGatewayError(t, send(t, g, "GET", "/strict", nil, "Authorization", "Bearer "+hs(jwt.MapClaims{"iss": "hs-iss"})), 401, "")
 }
+
+// TestIdentityLookalikeHeadersStripped: a client's identity headers spelled
+// with '_' (which CGI-style upstreams read as the gateway's own:
+// HTTP_X_CONSUMER_USERNAME) never reach the upstream, with or without an
+// auth plugin; neither do an untrusted client's X_Forwarded_* headers.
+// Through the whole gateway this also pins that Caddy's server drops them
+// first (names with '_'): the router's own removal, for whatever a server
+// lets through, is tested in modules/consumers and modules/router.
+func TestIdentityLookalikeHeadersStripped(t *testing.T) {
+	g, sid := echoGateway(t)
+	r := g.PathRoutes(sid, "/ka", "/open")
+	addPlugin(t, g, "key-auth", "route", r[0], nil)
+	g.Consumer("bob", map[string]any{"type": "key-auth", "key": "bob-key"})
+
+	forged := []string{"X_Consumer_Username", "mallory", "x_consumer_id", "999",
+		"X_CONSUMER_CUSTOM_ID", "M1", "x-consumer_groups", "admins",
+		"X_Forwarded_For", "10.9.9.9", "x_forwarded_host", "evil.example", "X_Forwarded_Proto", "https"}
+	for _, path := range []string{"/ka", "/open"} {
+		p := send(t, g, "GET", path, nil, append([]string{"apikey", "bob-key"}, forged...)...)
+		if p.Status != 200 {
+			t.Fatalf("%s: %d %s", path, p.Status, p.Body)
+		}
+		e := testgw.DecodeEcho(t, p.Body)
+		for k, v := range e.Headers {
+			if strings.Contains(k, "_") {
+				t.Errorf("%s: %s: %v reached the upstream", path, k, v)
+			}
+		}
+		if path == "/ka" && (e.Headers["X-Consumer-Username"] == nil || e.Headers["X-Consumer-Username"][0] != "bob") {
+			t.Errorf("%s: identity headers: %v", path, e.Headers)
+		}
+	}
+}

@@ -72,6 +72,7 @@ func TestProxyFollowsRouteChanges(t *testing.T) {
 // With trusted_proxies, the client IP and the X-Forwarded-For chain come
 // from a trusted peer's header, for the gateway and for Caddy's own
 // {client_ip} and reverse_proxy alike; from an untrusted peer they do not.
+// X_Forwarded_For never reaches the upstream.
 func TestTrustedProxiesDecideTheClient(t *testing.T) {
 	g, sid := echoGateway(t)
 	rid := g.Route("r", sid, nil)
@@ -80,6 +81,7 @@ func TestTrustedProxiesDecideTheClient(t *testing.T) {
 	send := func() testgw.Echoed {
 		req, _ := http.NewRequest("GET", g.ProxyURL+"/", nil)
 		req.Header.Set("X-Forwarded-For", "203.0.113.7")
+		req.Header["X_Forwarded_For"] = []string{"198.51.100.9"} // read as X-Forwarded-For by CGI-style upstreams
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -96,5 +98,9 @@ func TestTrustedProxiesDecideTheClient(t *testing.T) {
 	e = send()
 	if e.Headers["X-Client"][0] != "203.0.113.7" || e.Headers["X-Forwarded-For"][0] != "203.0.113.7, 127.0.0.1" {
 		t.Fatalf("trusted peer: X-Client %v, X-Forwarded-For %v", e.Headers["X-Client"], e.Headers["X-Forwarded-For"])
+	}
+	// A '_' spelling is a client's, through a trusted proxy or not.
+	if v := e.Headers["X_forwarded_for"]; v != nil {
+		t.Fatalf("trusted peer: X_Forwarded_For %v reached the upstream", v)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/poll"
 )
 
 // A mutation whose config cannot go live (here: a listener address that is
@@ -49,7 +50,7 @@ func TestSettingsListenerChangeAppliesLive(t *testing.T) {
 		t.Fatalf("new listener: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	waitFor(t, "old listener closed", func() bool {
+	poll.Until(t, "old listener closed", func() bool {
 		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Second}
 		resp, err := c.Get(old + "/x")
 		if err == nil {
@@ -114,16 +115,23 @@ func TestUserSitesKeepWorking(t *testing.T) {
 
 // A restart serves the stored configuration.
 func TestRestartServesStoredConfig(t *testing.T) {
-	g, sid := echoGateway(t)
-	g.Route("all", sid, nil)
-	dsn := g.DSN
-	if err := stopGateway(); err != nil {
-		t.Fatal(err)
-	}
-	g2 := testgw.Start(t, &testgw.Options{DSN: dsn})
+	g2 := testgw.Start(t, &testgw.Options{DSN: storedEchoRoute(t)})
 	if st, body, _ := g2.Get("", "/x"); st != 200 {
 		t.Fatalf("after restart: %d %s", st, body)
 	}
+}
+
+// storedEchoRoute runs a gateway just long enough to store a route of
+// every request to an echo upstream (answering 200), stops it and returns
+// its store's DSN for a restart.
+func storedEchoRoute(t *testing.T) string {
+	t.Helper()
+	g, sid := echoGateway(t)
+	g.Route("all", sid, nil)
+	if err := stopGateway(); err != nil {
+		t.Fatal(err)
+	}
+	return g.DSN
 }
 
 // failListenChange makes a settings change that cannot go live (its

@@ -2,9 +2,7 @@ package tests
 
 import (
 	"fmt"
-	"net"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 	"weak"
@@ -56,9 +54,7 @@ func TestServiceProxiesSurviveUnrelatedChanges(t *testing.T) {
 
 	// Service b's target moves to upstream c: b gets a new proxy, a keeps its own.
 	targets := g.List(fmt.Sprintf("/api/v1/services/%d/targets", sb))
-	_, port, _ := net.SplitHostPort(testgw.Addr(upC))
-	p, _ := strconv.Atoi(port)
-	g.Must("PUT", fmt.Sprintf("/api/v1/targets/%d", testgw.ID(targets[0])), map[string]any{"host": "127.0.0.1", "port": p})
+	g.Must("PUT", fmt.Sprintf("/api/v1/targets/%d", testgw.ID(targets[0])), map[string]any{"host": "127.0.0.1", "port": testgw.Port(upC)})
 	if proxyOf(t, sb) == pb {
 		t.Fatal("a target change kept the old proxy")
 	}
@@ -106,14 +102,8 @@ func TestServiceProxiesSurviveUnrelatedChanges(t *testing.T) {
 // sees that race (go test -race); without it this checks that the
 // reloads at startup end serving the stored configuration.
 func TestProxyPoolProvisionedInsideALoad(t *testing.T) {
-	g, sid := echoGateway(t)
-	g.Route("all", sid, nil)
-	dsn := g.DSN
-	if err := stopGateway(); err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan error, 1)
-	g2 := testgw.Start(t, &testgw.Options{DSN: dsn, Starting: func(bootstrap []byte) {
+	g2 := testgw.Start(t, &testgw.Options{DSN: storedEchoRoute(t), Starting: func(bootstrap []byte) {
 		go func() {
 			var err error
 			for range 3 {

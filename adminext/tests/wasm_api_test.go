@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
+	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm/pwtest"
 )
 
 // asFilter is the AssemblyScript-built module (testdata/wasm/as-filter).
@@ -140,8 +143,8 @@ func TestWasmModuleAPI(t *testing.T) {
 	uploadModule(t, g, map[string]any{"name": "both", "wat": testgw.MinimalWAT})
 }
 
-// TestWasmModuleSizeLimit: WAT text over 4 MiB is refused naming wat
-// before it is assembled (assembling takes memory in proportion to the
+// TestWasmModuleSizeLimit: WAT text over 4 MiB is refused naming wat (by
+// the schema's maxLength) before it is assembled (assembling takes memory in proportion to the
 // text); binaries go up to 16 MiB (wasmapi's unit test).
 func TestWasmModuleSizeLimit(t *testing.T) {
 	g := testgw.Start(t, nil)
@@ -149,7 +152,7 @@ func TestWasmModuleSizeLimit(t *testing.T) {
 	big := strings.Replace(testgw.MinimalWAT, `(memory (export "memory") 2)`, `(memory (export "memory") 65) (data (i32.const 0) "`+data+`")`, 1)
 	body, _ := json.Marshal(map[string]any{"name": "big", "wat": big})
 	st, raw := g.Do("POST", "/api/v1/wasm-modules", body)
-	if st != 400 || !strings.Contains(string(raw), "wat") || !strings.Contains(string(raw), "4 MiB") {
+	if st != 400 || !strings.Contains(string(raw), "wat: ") || !strings.Contains(string(raw), strconv.Itoa(4<<20)) {
 		t.Fatalf("WAT text over 4 MiB: %d %.300s", st, raw)
 	}
 }
@@ -272,4 +275,28 @@ func TestWasmModuleHostileUploads(t *testing.T) {
 	if len(mods) != 0 {
 		t.Fatalf("hostile modules were stored: %v", mods)
 	}
+}
+
+// TestWasmModuleCompileLimits: a module whose compilation would exceed the
+// runtime's limits (a function over proxywasm.MaxFunctionBranches: a
+// br_table of that many labels) is 400 naming the field it came in, before
+// it is compiled, through an upload (wat and wasm_base64) and an import;
+// a function at the limit is accepted.
+func TestWasmModuleCompileLimits(t *testing.T) {
+	g := testgw.Start(t, nil)
+	withBranches := func(n int) string {
+		fn := `(func (block (br_table ` + strings.Repeat("0 ", n-1) + `(i32.const 0))))`
+		return strings.Replace(testgw.MinimalWAT, `(func (export "proxy_on_vm_start")`, fn+`(func (export "proxy_on_vm_start")`, 1)
+	}
+	over := withBranches(proxywasm.MaxFunctionBranches + 1)
+	limit := "the limit is " + strconv.Itoa(proxywasm.MaxFunctionBranches) + " per function"
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "over", "wat": over}, "wat: ", limit)
+	bin := pwtest.Compile(t, over)
+	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "over", "wasm_base64": base64.StdEncoding.EncodeToString(bin)}, "wasm_base64: ", limit)
+	g.WantError(400, "POST", "/api/v1/import", map[string]any{"format": "gateway-export", "version": 1,
+		"wasm_modules": []any{map[string]any{"name": "over", "wat": over}}}, "wasm_modules[0].wat: ", limit)
+	if mods := g.List("/api/v1/wasm-modules"); len(mods) != 0 {
+		t.Fatalf("modules over the limit were stored: %v", mods)
+	}
+	uploadModule(t, g, map[string]any{"name": "at-limit", "wat": withBranches(proxywasm.MaxFunctionBranches)})
 }

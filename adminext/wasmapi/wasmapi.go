@@ -10,6 +10,13 @@
 // referenced modules are handed to the runtime's content-addressed source
 // registry and the plugin's handler config carries just their SHA-256
 // (module_sha256), so Caddy's JSON config never holds module bytes.
+//
+// Nothing here registers itself: the app hands the package's parts over
+// explicitly (adminext/features.go): Table and LoadSources to the store,
+// PluginRefs (the wasm plugins' module check and module_sha256) to the
+// control plane, Endpoints to the admin API. Its tests are beside it (the
+// size limits) and in adminext/tests (wasm_api_test.go, wasm_e2e_test.go)
+// and adminext/backup (wasm_test.go), which run a real gateway.
 package wasmapi
 
 import (
@@ -29,8 +36,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext/api"
-	"github.com/caddy-gateway/gateway/adminext/compiler"
-	"github.com/caddy-gateway/gateway/adminext/pluginapi"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 	"github.com/caddy-gateway/gateway/modules/wasm/wat"
 	"github.com/caddy-gateway/gateway/schema"
@@ -46,14 +52,21 @@ const MaxModuleBytes = 16 << 20
 // text format is for small modules; binaries go up to MaxModuleBytes.
 const MaxWATBytes = 4 << 20
 
+// checkSlots are the module checks (WAT assembly and compilation) the
+// process runs at once: one, so that uploads and imports take at most one
+// core of the machine (compiling is serialized by the runtime's module
+// cache anyway), the others waiting their turn.
+var checkSlots = make(chan struct{}, 1)
+
 // PluginType is the plugin type that references modules.
 const PluginType = "wasm"
 
-func init() {
-	pluginapi.RegisterConfigCheck(PluginType, checkPluginModule)
-	compiler.RegisterTypeInternals(PluginType, moduleInternals)
-	storage.RegisterSnapshotLoader(loadSources)
-}
+// PluginRefs is what the module resource gives wasm plugins, whose
+// config.module names a module: the check of every plugin write (the
+// module must exist) and the handler's module_sha256. The app hands it to
+// the control plane explicitly (adminext/features.go), with LoadSources for
+// the store.
+var PluginRefs = controlplane.PluginRefs{Check: checkPluginModule, Internals: moduleInternals}
 
 const description = "A module is a proxy-wasm plugin module (ABI 0.2.0/0.2.1) that wasm plugins reference by name (config.module). " +
 	"Input: name (required, 1..64 characters of a-z 0-9 - _, unique) and either wasm_base64 (the binary module, standard base64; whitespace is ignored) " +
@@ -62,38 +75,56 @@ const description = "A module is a proxy-wasm plugin module (ABI 0.2.0/0.2.1) th
 	"The module is compiled and its exports are checked against the plugin ABI before it is stored; errors are 400 naming the field " +
 	"(an assembler error carries its line:column). Answers never contain the module's bytes: sha256 is the hex SHA-256 of the binary module."
 
-// ModuleInput is the body of POST /api/v1/wasm-modules.
-type ModuleInput struct {
-	Name       string  `json:"name" schema:"required,minLength=1,maxLength=64" doc:"Unique; 1..64 characters of a-z, 0-9, - and _."`
-	WasmBase64 *string `json:"wasm_base64" schema:"writeonly,text,maxLength=20971520" doc:"The binary module, base64 (standard alphabet); takes precedence over wat."`
-	WAT        *string `json:"wat" schema:"writeonly,text,maxLength=20971520" doc:"The module in WebAssembly text format (at most 4 MiB of text); used when wasm_base64 is absent or empty."`
+// Module is the one declaration of a WASM module in the admin API: the
+// body of POST /api/v1/wasm-modules (name, and wasm_base64 or wat; the
+// read-only fields are ignored), its answers (View: never the module's
+// bytes) and an item of export documents (Exported: wasm_base64 only with
+// secrets), which an import takes back with the rules of an upload.
+type Module struct {
+	ID         int64     `json:"id" schema:"readonly"`
+	Name       string    `json:"name" schema:"required,minLength=1,maxLength=64" doc:"Unique; 1..64 characters of a-z, 0-9, - and _."`
+	SizeBytes  int64     `json:"size_bytes" schema:"readonly" doc:"Size of the binary module."`
+	SHA256     string    `json:"sha256" schema:"readonly" doc:"Hex SHA-256 of the binary module."`
+	WasmBase64 *string   `json:"wasm_base64,omitempty" schema:"writeonly,text,maxLength=20971520" doc:"The binary module, base64 (standard alphabet); takes precedence over wat. At most 16 MiB decoded; compiling must stay within the gateway's compile limits: at most 20000 branches (block, loop, if, else, br, br_if and each br_table label) in one function, and at most 2000000000 for the sum over functions of branches × (branches + instructions) (the compiler's time grows with the square of a function's branches; SDK-built modules are orders of magnitude below both). Never returned (export documents carry it only with include_secrets; without it an import skips the module and the wasm plugins that use it)."`
+	WAT        *string   `json:"wat,omitempty" schema:"writeonly,text,maxLength=4194304" doc:"The module in WebAssembly text format (at most 4 MiB of text), with the compile limits of wasm_base64; used when wasm_base64 is absent or empty. Never returned (export documents carry the binary as wasm_base64; an import takes wat too, as an upload does)."`
+	CreatedAt  time.Time `json:"created_at" schema:"readonly"`
 }
 
 var nameRe = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 
-// Validate implements schema.Validator.
-func (in *ModuleInput) Validate() error {
+// Validate implements schema.Validator: the rules of an upload.
+func (in *Module) Validate() error {
 	if !nameRe.MatchString(in.Name) {
 		return schema.Errorf("name", "must be 1..64 characters of a-z, 0-9, - and _")
 	}
-	if (in.WasmBase64 == nil || *in.WasmBase64 == "") && (in.WAT == nil || *in.WAT == "") {
+	if !in.HasModule() {
 		return schema.Errorf("wasm_base64", "one of wasm_base64 and wat is required")
 	}
 	return nil
 }
 
-// Module is a module as answers show it: never its bytes.
-type Module struct {
-	ID        int64     `json:"id"`
-	Name      string    `json:"name"`
-	SizeBytes int64     `json:"size_bytes" doc:"Size of the binary module."`
-	SHA256    string    `json:"sha256" doc:"Hex SHA-256 of the binary module."`
-	CreatedAt time.Time `json:"created_at"`
+// HasModule tells whether the input carries the module (a non-empty
+// wasm_base64 or wat): an export document's item has it only with
+// secrets.
+func (in *Module) HasModule() bool {
+	return (in.WasmBase64 != nil && *in.WasmBase64 != "") || (in.WAT != nil && *in.WAT != "")
 }
 
-// View is the answer of a stored module.
+// View is the answer of a stored module: its metadata, never its bytes.
 func View(m *Row) Module {
 	return Module{ID: m.ID, Name: m.Name, SizeBytes: m.SizeBytes, SHA256: m.SHA256, CreatedAt: m.CreatedAt}
+}
+
+// Exported is a row as an export document shows it: its view, with the
+// binary module (wasm_base64) when secrets is set (the row must then hold
+// its bytes).
+func Exported(m *Row, secrets bool) Module {
+	v := View(m)
+	if secrets {
+		b := base64.StdEncoding.EncodeToString(m.Wasm)
+		v.WasmBase64 = &b
+	}
+	return v
 }
 
 // Endpoints are the wasm module endpoints.
@@ -104,7 +135,7 @@ func Endpoints() []*api.Endpoint {
 			Response: Module{}, ResponseList: true, Handle: list},
 		{Method: "POST", Path: "/api/v1/wasm-modules", Role: api.RoleEditor, Tag: "wasm-modules",
 			Summary: "Upload a WASM module (binary as base64, or WAT)", Description: description,
-			Body: ModuleInput{}, Response: Module{}, Statuses: []int{400}, Handle: create},
+			Body: Module{}, Response: Module{}, Statuses: []int{400}, Handle: create},
 		{Method: "DELETE", Path: "/api/v1/wasm-modules/{id}", Role: api.RoleEditor, Tag: "wasm-modules",
 			Summary:     "Delete a WASM module",
 			Description: "400 while a wasm plugin (enabled or not) references the module by name; the message lists those plugins' ids.",
@@ -125,7 +156,7 @@ func list(c *api.Call) (any, error) {
 }
 
 func create(c *api.Call) (any, error) {
-	in := new(ModuleInput)
+	in := new(Module)
 	if err := c.Decode(in); err != nil {
 		return nil, err
 	}
@@ -146,7 +177,17 @@ func create(c *api.Call) (any, error) {
 // Row validates an input (decoded and Validate'd) into a module row: the
 // binary from wasm_base64 or assembled from wat, within the size limit,
 // accepted by the plugin runtime. Errors are 400 naming the field.
-func (in *ModuleInput) Row(ctx context.Context) (*Row, error) {
+//
+// Assembling and checking take a slot of the process's checks first (a
+// request that leaves while waiting gives up), so uploads cannot occupy
+// every core; callers must not hold the control plane's lock.
+func (in *Module) Row(ctx context.Context) (*Row, error) {
+	select {
+	case checkSlots <- struct{}{}:
+		defer func() { <-checkSlots }()
+	case <-ctx.Done():
+		return nil, &api.APIError{Status: 499, Msg: "the client left while its module waited to be checked"}
+	}
 	bin, field, err := Binary(in)
 	if err != nil {
 		return nil, err
@@ -159,7 +200,7 @@ func (in *ModuleInput) Row(ctx context.Context) (*Row, error) {
 }
 
 // Binary is the input's binary module and the field it came from.
-func Binary(in *ModuleInput) (bin []byte, field string, err error) {
+func Binary(in *Module) (bin []byte, field string, err error) {
 	if in.WasmBase64 != nil && *in.WasmBase64 != "" {
 		field = "wasm_base64"
 		s := strings.Map(func(r rune) rune {
@@ -287,7 +328,7 @@ func checkPluginModule(tx *gorm.DB, config json.RawMessage) error {
 
 // moduleInternals gives a wasm plugin's handler the SHA-256 of its module,
 // the key of the bytes in the runtime's source registry (filled by
-// loadSources for the same snapshot).
+// LoadSources for the same snapshot).
 func moduleInternals(snap *storage.Snapshot, p *storage.Plugin) (map[string]any, error) {
 	name := moduleName(p.Config)
 	for _, m := range Table.Rows(snap) {
@@ -298,21 +339,21 @@ func moduleInternals(snap *storage.Snapshot, p *storage.Plugin) (map[string]any,
 	return nil, schema.Errorf("config.module", "plugin %d: no WASM module named %q", p.ID, name)
 }
 
-// held are the registry keys loadSources has put, so that it can drop
+// held are the registry keys LoadSources has put, so that it can drop
 // those the configuration no longer uses.
 var held = struct {
 	sync.Mutex
 	m map[string]bool
 }{m: map[string]bool{}}
 
-// loadSources puts the bytes of every module an enabled wasm plugin of the
+// LoadSources puts the bytes of every module an enabled wasm plugin of the
 // snapshot references into the runtime's source registry, and drops the
 // ones it put earlier that no plugin references any more. The registry is
 // content-addressed: a module whose bytes it already holds is not read from
 // the store again; one dropped too early (a mutation rolled back after its
 // snapshot was read) is simply read again by the next compile, and
 // handlers already provisioned keep their compiled module.
-func loadSources(db *gorm.DB, snap *storage.Snapshot) error {
+func LoadSources(db *gorm.DB, snap *storage.Snapshot) error {
 	held.Lock()
 	defer held.Unlock()
 	byName := map[string]Row{}

@@ -103,21 +103,88 @@ var (
 	canonicalGroups   = http.CanonicalHeaderKey(HeaderGroups)
 )
 
-// StripHeaders removes client-sent copies of the identity headers. The
-// router calls it for every request, authenticated or not.
+// identityHeaders are the identity headers' canonical names.
+var identityHeaders = [...]string{canonicalID, canonicalUsername, canonicalCustomID, canonicalGroups}
+
+// StripHeaders removes client-sent copies of the identity headers: the
+// headers themselves, and any header whose name reads as one of them when
+// '_' is taken for '-' (X_Consumer_Username, x_consumer_id). Upstreams
+// that see headers as CGI-style variables (HTTP_X_CONSUMER_USERNAME: PHP,
+// Django, any CGI) cannot tell those from the gateway's own, so a client
+// could otherwise forge an identity. The router calls it for every
+// request, authenticated or not.
 func StripHeaders(h http.Header) {
+	deleteIdentity(h)
+	DeleteLookalikes(h, identityHeaders[:])
+}
+
+// deleteIdentity deletes the identity headers themselves.
+func deleteIdentity(h http.Header) {
 	delete(h, canonicalID)
 	delete(h, canonicalUsername)
 	delete(h, canonicalCustomID)
 	delete(h, canonicalGroups)
 }
 
-// SetHeaders writes c's identity headers onto an upstream request. The
-// values share one backing array (capacity-limited per header, so an append
-// to one never writes into another): one allocation instead of four.
-func SetHeaders(h http.Header, c *Consumer) {
-	StripHeaders(h)
-	vals := make([]string, 4)
+// DeleteLookalikes deletes every header of h whose name contains '_' and
+// equals one of names (dash-spelled) when '_' is read as '-', ignoring
+// case. It allocates nothing, and does no more than scan the names of h
+// when none contains '_' (the usual request).
+func DeleteLookalikes(h http.Header, names []string) {
+	for k := range h {
+		if strings.IndexByte(k, '_') < 0 {
+			continue
+		}
+		for _, n := range names {
+			if lookalike(k, n) {
+				delete(h, k)
+				break
+			}
+		}
+	}
+}
+
+// lookalike reports whether k equals name with '_' read as '-', ignoring
+// ASCII case.
+func lookalike(k, name string) bool {
+	if len(k) != len(name) {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		a, b := lower(k[i]), lower(name[i])
+		if a == '_' {
+			a = '-'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + ('a' - 'A')
+	}
+	return c
+}
+
+// HeaderValues is the number of values SetHeaders stores.
+const HeaderValues = 4
+
+// SetHeaders writes c's identity headers onto an upstream request,
+// replacing client-sent copies. The values are stored in vals (at least
+// HeaderValues long; allocated when nil), capacity-limited per header so
+// an append to one never writes into another: one allocation at most
+// instead of four.
+//
+// The router has already removed the client's lookalike spellings
+// (StripHeaders), so only the headers themselves are replaced here.
+func SetHeaders(h http.Header, c *Consumer, vals []string) {
+	deleteIdentity(h)
+	if len(vals) < HeaderValues {
+		vals = make([]string, HeaderValues)
+	}
 	vals[0] = strconv.FormatInt(c.ID, 10)
 	vals[1] = c.Username
 	vals[2] = strings.Join(c.Groups, ",")

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/records"
@@ -87,10 +88,46 @@ func requestPath(r *http.Request) string {
 // RecordingWriter notes the status and body size of the response it passes
 // through, for the request record. It keeps Caddy's wrapper underneath so
 // Flush, Hijack (WebSockets) and ReadFrom still work.
+//
+// It also runs the response header hooks of the plugins that were handed
+// this writer itself (OnHeader): a plugin that would otherwise wrap the
+// writer only to change the header when it is written registers here
+// instead, so a chain of such plugins costs no wrapper and no allocation
+// per request.
 type RecordingWriter struct {
 	caddyhttp.ResponseWriterWrapper
 	Status int   // the final status (a 1xx until a final one is written)
 	Bytes  int64 // body bytes written
+
+	ext *writerHooks // allocated by the first plugin that uses it
+}
+
+// writerHooks are a RecordingWriter's header hooks and the storage of
+// their plugins' header values: one allocation for a whole chain.
+type writerHooks struct {
+	hooks [3]hook
+	n     int
+	ran   bool       // the hooks ran (final or 101 status written)
+	vals  [10]string // Values (request-id 2, consumers 4, rate-limit 3, response-transform 1)
+	nvals int
+}
+
+// HeaderHook changes a response header just before its final (or 101)
+// status line is written, with the arguments it was registered with.
+type HeaderHook interface {
+	ApplyHeader(hdr http.Header, args HookArgs)
+}
+
+// HookArgs are a hook's per-request values, kept by the writer.
+type HookArgs struct {
+	S    string          // a string (request-id: the id)
+	Repl *caddy.Replacer // the request's replacer
+	Vals []string        // storage for values the hook sets (Values)
+}
+
+type hook struct {
+	h    HeaderHook
+	args HookArgs
 }
 
 // NewRecordingWriter wraps w.
@@ -98,8 +135,94 @@ func NewRecordingWriter(w http.ResponseWriter) *RecordingWriter {
 	return &RecordingWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 }
 
+// OnHeader registers h to run when the response header is written, and
+// reports whether it did (false when the header is already out or there
+// is no room: the caller wraps the writer instead). Hooks run last
+// registered first, as nested wrappers would: the hook of a plugin later
+// in a chain sees the header first.
+//
+// Only a plugin handed this writer itself may register: a writer between
+// them (another plugin's wrapper) would otherwise see the header before
+// the hook instead of after it.
+func (w *RecordingWriter) OnHeader(h HeaderHook, args HookArgs) bool {
+	if w == nil || w.Status >= 200 {
+		return false
+	}
+	x := w.hooksState()
+	if x.ran || x.n == len(x.hooks) {
+		return false
+	}
+	x.hooks[x.n] = hook{h, args}
+	x.n++
+	return true
+}
+
+func (w *RecordingWriter) hooksState() *writerHooks {
+	if w.ext == nil {
+		w.ext = new(writerHooks)
+	}
+	return w.ext
+}
+
+// pending reports hooks that have yet to run.
+func (w *RecordingWriter) pending() bool { return w.ext != nil && w.ext.n > 0 && !w.ext.ran }
+
+// Hooks is the number of hooks registered so far (see DropHooks).
+func (w *RecordingWriter) Hooks() int {
+	if w == nil || w.ext == nil {
+		return 0
+	}
+	return w.ext.n
+}
+
+// DropHooks forgets the hooks registered after the first n: the router
+// calls it when a plugin chain returns, so that what the gateway writes
+// afterwards (its own error answers) is not changed by the chain's
+// hooks, exactly as when the plugins wrapped the writer.
+func (w *RecordingWriter) DropHooks(n int) {
+	if w == nil || w.ext == nil {
+		return
+	}
+	x := w.ext
+	for i := n; i < x.n; i++ {
+		x.hooks[i] = hook{}
+	}
+	x.n = min(x.n, n)
+}
+
+// Values returns n header values' storage for a hook's plugin: each a
+// one-element slice whose capacity ends there (an append to one never
+// writes into another), taken from the writer while it has room, else
+// allocated.
+func (w *RecordingWriter) Values(n int) []string {
+	if w == nil || n > len(writerHooks{}.vals) {
+		return make([]string, n)
+	}
+	x := w.hooksState()
+	if x.nvals+n > len(x.vals) {
+		return make([]string, n)
+	}
+	v := x.vals[x.nvals : x.nvals+n : x.nvals+n]
+	x.nvals += n
+	return v
+}
+
+// runHooks runs the registered hooks once, before a final or 101 status.
+func (w *RecordingWriter) runHooks(code int) {
+	if !w.pending() || (code < 200 && code != http.StatusSwitchingProtocols) {
+		return
+	}
+	x := w.ext
+	x.ran = true
+	hdr := w.Header()
+	for i := x.n - 1; i >= 0; i-- {
+		x.hooks[i].h.ApplyHeader(hdr, x.hooks[i].args)
+	}
+}
+
 // WriteHeader notes the first status, replaced by a final one after 1xx.
 func (w *RecordingWriter) WriteHeader(code int) {
+	w.runHooks(code)
 	if w.Status == 0 || (w.Status < 200 && code >= 200) {
 		w.Status = code
 	}
@@ -108,6 +231,9 @@ func (w *RecordingWriter) WriteHeader(code int) {
 
 // Write counts the body.
 func (w *RecordingWriter) Write(b []byte) (int, error) {
+	if w.Status < 200 && w.pending() {
+		w.WriteHeader(http.StatusOK)
+	}
 	if w.Status == 0 {
 		w.Status = http.StatusOK
 	}
@@ -118,12 +244,25 @@ func (w *RecordingWriter) Write(b []byte) (int, error) {
 
 // ReadFrom counts the body copied by the wrapper's ReadFrom (sendfile).
 func (w *RecordingWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.Status < 200 && w.pending() {
+		w.WriteHeader(http.StatusOK)
+	}
 	if w.Status == 0 {
 		w.Status = http.StatusOK
 	}
 	n, err := w.ResponseWriterWrapper.ReadFrom(r)
 	w.Bytes += n
 	return n, err
+}
+
+// FlushError implements the interface http.ResponseController looks for:
+// a flush before any status writes a 200 header, the hooks' changes
+// included.
+func (w *RecordingWriter) FlushError() error {
+	if w.Status < 200 && w.pending() {
+		w.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
 // Interface guards

@@ -64,3 +64,81 @@ func TestNewRecord(t *testing.T) {
 		t.Fatalf("record ids %d then %d", a, b)
 	}
 }
+
+// appendHook appends its argument to a header (the order hooks ran in).
+type appendHook struct{}
+
+func (appendHook) ApplyHeader(hdr http.Header, args HookArgs) {
+	hdr["Order"] = append(hdr["Order"], args.S)
+}
+
+// Header hooks run once, last registered first (as nested wrappers
+// would), before the final or 101 status: not for 1xx, and also when the
+// body, a copy or a flush comes without a status. A hook cannot join once
+// the header is out; DropHooks forgets the hooks registered after a point.
+func TestRecordingWriterHooks(t *testing.T) {
+	for name, write := range map[string]func(*RecordingWriter){
+		"WriteHeader": func(w *RecordingWriter) { w.WriteHeader(http.StatusEarlyHints); w.WriteHeader(http.StatusCreated) },
+		"Write":       func(w *RecordingWriter) { _, _ = w.Write([]byte("x")) },
+		"ReadFrom":    func(w *RecordingWriter) { _, _ = w.ReadFrom(strings.NewReader("x")) },
+		"Flush":       func(w *RecordingWriter) { _ = http.NewResponseController(w).Flush() },
+		"Switching":   func(w *RecordingWriter) { w.WriteHeader(http.StatusSwitchingProtocols) },
+	} {
+		rec := httptest.NewRecorder()
+		w := NewRecordingWriter(rec)
+		for _, s := range []string{"outer", "inner", "dropped"} {
+			if !w.OnHeader(appendHook{}, HookArgs{S: s}) {
+				t.Fatalf("%s: hook %s refused", name, s)
+			}
+		}
+		w.DropHooks(2)
+		write(w)
+		_, _ = w.Write([]byte("y")) // no second run
+		if got := rec.Header()["Order"]; strings.Join(got, ",") != "inner,outer" {
+			t.Fatalf("%s: hooks ran %q, want inner then outer", name, got)
+		}
+		if w.OnHeader(appendHook{}, HookArgs{S: "late"}) {
+			t.Fatalf("%s: a hook joined after the header was written", name)
+		}
+	}
+	// A full writer refuses one more hook: the plugin wraps instead.
+	w := NewRecordingWriter(httptest.NewRecorder())
+	for i := range len(writerHooks{}.hooks) {
+		if !w.OnHeader(appendHook{}, HookArgs{}) {
+			t.Fatalf("hook %d refused before the writer is full", i+1)
+		}
+	}
+	if w.OnHeader(appendHook{}, HookArgs{}) || w.Hooks() != len(writerHooks{}.hooks) {
+		t.Fatalf("a hook beyond the writer's room was taken (%d hooks)", w.Hooks())
+	}
+	w.DropHooks(1)
+	if !w.OnHeader(appendHook{}, HookArgs{}) {
+		t.Fatal("a slot freed by DropHooks is not reused")
+	}
+
+	w = NewRecordingWriter(httptest.NewRecorder())
+	vals := w.Values(2)
+	if len(vals) != 2 || cap(vals[0:1:1]) != 1 || cap(vals) != 2 {
+		t.Fatalf("Values(2): len %d cap %d", len(vals), cap(vals))
+	}
+	vals[0], vals[1] = "a", "b"
+	// An append to a handed-out value (a header's values, h.Add) never
+	// writes into the next plugin's.
+	next := w.Values(2)
+	next[0], next[1] = "c", "d"
+	hdr := http.Header{"One": vals[1:2:2], "All": vals}
+	hdr.Add("One", "appended")
+	hdr.Add("All", "appended")
+	_ = append(vals, "appended")
+	if next[0] != "c" || next[1] != "d" || vals[0] != "a" || vals[1] != "b" {
+		t.Fatalf("an append wrote into other values: %q %q", vals, next)
+	}
+	if more := w.Values(100); len(more) != 100 || vals[1] != "b" {
+		t.Fatal("a request beyond the writer's room is allocated, not taken from it")
+	}
+	var none *RecordingWriter
+	if none.OnHeader(appendHook{}, HookArgs{}) || none.Hooks() != 0 || len(none.Values(3)) != 3 {
+		t.Fatal("a nil writer takes no hooks and allocates values")
+	}
+	none.DropHooks(0)
+}

@@ -22,7 +22,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,6 +159,11 @@ func (h *Handler) Validate() error {
 	for _, u := range h.Upstreams {
 		if u.Dial == "" {
 			return errors.New("an upstream has no dial address")
+		}
+		// The address is the outbound URL's host: a network prefix
+		// (unix/…, tcp/…) would be looked up as a host name.
+		if _, _, err := net.SplitHostPort(u.Dial); err != nil || strings.Contains(u.Dial, "/") {
+			return fmt.Errorf("upstream %s: gateway_proxy dials host:port addresses only (no unix sockets or network prefixes)", u.Dial)
 		}
 		if u.MaxRequests != 0 {
 			return fmt.Errorf("upstream %s: max_requests is not supported by gateway_proxy", u.Dial)

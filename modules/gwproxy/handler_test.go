@@ -3,9 +3,11 @@ package gwproxy_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -62,7 +64,7 @@ func asHandlerError(err error, he *caddyhttp.HandlerError) bool {
 	return ok
 }
 
-func addr(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+func addr(s *httptest.Server) string { return s.Listener.Addr().String() }
 
 // deadAddr is a 127.0.0.1 address nothing listens on any more.
 func deadAddr(t *testing.T) string {
@@ -346,12 +348,26 @@ func TestUpgradeTunnelOutlivesCleanup(t *testing.T) {
 // The handler takes the configuration compileProxy writes for
 // reverse_proxy, and refuses what it cannot honour.
 func TestValidate(t *testing.T) {
-	h := new(gwproxy.Handler)
-	if err := json.Unmarshal([]byte(`{"upstreams": [{"dial": "127.0.0.1:1", "max_requests": 5}]}`), h); err != nil {
+	for _, cfg := range []string{
+		`{"upstreams": [{"dial": "127.0.0.1:1", "max_requests": 5}]}`,
+		`{"upstreams": [{"dial": "unix//tmp/up.sock"}]}`, // the outbound URL's host cannot name a socket
+		`{"upstreams": [{"dial": "tcp/127.0.0.1:1"}]}`,
+		`{"upstreams": [{"dial": "127.0.0.1"}]}`,
+	} {
+		h := new(gwproxy.Handler)
+		if err := json.Unmarshal([]byte(cfg), h); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Validate(); err == nil {
+			t.Fatalf("accepted %s", cfg)
+		}
+	}
+	ok := new(gwproxy.Handler)
+	if err := json.Unmarshal([]byte(`{"upstreams": [{"dial": "127.0.0.1:1"}, {"dial": "[::1]:1"}, {"dial": "api.internal:8080"}]}`), ok); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Validate(); err == nil {
-		t.Fatal("max_requests accepted")
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -408,66 +424,95 @@ func TestAbsoluteFormSchemeIgnored(t *testing.T) {
 // when the client left), no passive failure against the target, no
 // retry on another target.
 func TestBrokenClientBody(t *testing.T) {
-	var calls atomic.Int64
-	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		_, _ = io.ReadAll(r.Body)
-	})
-	up1, up2 := httptest.NewServer(serve), httptest.NewServer(serve)
-	defer up1.Close()
-	defer up2.Close()
-	h, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}, {"dial": %q}],
-		"load_balancing": {"retries": 1},
-		"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 1}}}`, addr(up1), addr(up2)), false)
-	defer stop()
+	for _, tc := range []struct {
+		name string
+		send func(conn net.Conn)
+	}{
+		{"malformed chunk", func(conn net.Conn) {
+			_, _ = io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nZZ\r\n")
+		}},
+		{"short body, client closes", func(conn net.Conn) {
+			// Content-Length 100, 3 bytes sent, the client closes its side
+			_, _ = io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+			_ = conn.(*net.TCPConn).CloseWrite()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int64
+			serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				_, _ = io.ReadAll(r.Body)
+			})
+			up1, up2 := httptest.NewServer(serve), httptest.NewServer(serve)
+			defer up1.Close()
+			defer up2.Close()
+			h, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}, {"dial": %q}],
+				"load_balancing": {"retries": 1, "selection_policy": {"policy": "gateway", "algorithm": "round_robin"}},
+				"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 1}}}`, addr(up1), addr(up2)), false)
+			defer stop()
 
-	// a malformed chunk: the body read fails, the client is still there
-	res := rawRequest(t, gw, "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nZZ\r\n")
-	if res.StatusCode != 400 {
-		t.Fatalf("malformed chunked body: %d, want 400", res.StatusCode)
-	}
-	if n := calls.Load(); n > 1 {
-		t.Fatalf("a broken client body was retried: %d attempts", n)
-	}
-
-	// Content-Length 100, 3 bytes sent, the client closes its side
-	conn, err := net.Dial("tcp", addr(gw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
-	_ = conn.(*net.TCPConn).CloseWrite()
-	_, _ = io.ReadAll(conn) // whatever the answer, until the gateway is done
-
-	for _, a := range []string{addr(up1), addr(up2)} {
-		if fails, down := h.PassiveHealth(a); fails != 0 || down {
-			t.Fatalf("target %s: %d failures counted for the client's body", a, fails)
-		}
+			conn, err := net.Dial("tcp", addr(gw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			tc.send(conn)
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != 400 && res.StatusCode != 499 {
+				t.Fatalf("status %d, want 400 or 499", res.StatusCode)
+			}
+			if n := calls.Load(); n > 1 {
+				t.Fatalf("a broken client body was retried: %d attempts", n)
+			}
+			for _, a := range []string{addr(up1), addr(up2)} {
+				if fails, down := h.PassiveHealth(a); fails != 0 || down {
+					t.Fatalf("target %s: %d failures counted for the client's body", a, fails)
+				}
+			}
+		})
 	}
 }
 
 // When a retry finds every target out of rotation, the answer is the
-// last attempt's failure (502), not a 500.
+// last attempt's failure (502 for a refused connection, 504 for a
+// timeout), not a 500.
 func TestRetryWithNoTargetLeft(t *testing.T) {
-	dead := deadAddr(t)
-	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}],
-		"load_balancing": {"retries": 1},
-		"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 1}}}`, dead), false)
-	defer stop()
-	res, err := http.Get(gw.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != 502 {
-		t.Fatalf("got %d, want 502", res.StatusCode)
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer slow.Close()
+	defer close(release) // before Close, which waits for the stalled handler
+	for _, tc := range []struct {
+		name, target, transport string
+		want                    int
+	}{
+		{"refused", deadAddr(t), `{"protocol": "gateway_http"}`, 502},
+		{"timeout", addr(slow), `{"protocol": "gateway_http", "response_header_timeout": "100ms"}`, 504},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}], "transport": %s,
+				"load_balancing": {"retries": 1},
+				"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 1}}}`, tc.target, tc.transport), false)
+			defer stop()
+			res, err := http.Get(gw.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tc.want {
+				t.Fatalf("got %d, want %d", res.StatusCode, tc.want)
+			}
+		})
 	}
 }
 
 // A GET whose body was (partly) sent to a target that then failed is not
-// retried: the body cannot be sent again.
+// retried: the body cannot be sent again. The selection policy never
+// picks a tried target again, so a retry would reach the live one.
 func TestGetWithSentBodyNotRetried(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -490,7 +535,8 @@ func TestGetWithSentBodyNotRetried(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
 	defer up.Close()
 	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}, {"dial": %q}],
-		"load_balancing": {"retries": 1}}`, ln.Addr().String(), addr(up)), false)
+		"load_balancing": {"retries": 1, "selection_policy": {"policy": "gateway", "algorithm": "round_robin"}}}`,
+		ln.Addr().String(), addr(up)), false)
 	defer stop()
 	req, _ := http.NewRequest("GET", gw.URL, strings.NewReader("a body"))
 	res, err := http.DefaultClient.Do(req)
@@ -570,5 +616,67 @@ func TestCleanupAfterFailedProvision(t *testing.T) {
 	defer stop2()
 	if fails, _ := next.PassiveHealth(dead); fails != 1 {
 		t.Fatalf("the next proxy sees %d failures, want the live proxy's 1", fails)
+	}
+}
+
+// A GET whose body nothing has read yet (the first target refused the
+// connection) is retried, and the next target gets the whole body.
+func TestGetWithUnreadBodyRetried(t *testing.T) {
+	var got atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.Store(string(b))
+	}))
+	defer up.Close()
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}, {"dial": %q}],
+		"load_balancing": {"retries": 1, "selection_policy": {"policy": "gateway", "algorithm": "round_robin"}}}`,
+		deadAddr(t), addr(up)), false)
+	defer stop()
+	for i := 0; i < 2; i++ { // round robin: one of the two starts at the dead target
+		got.Store("")
+		req, _ := http.NewRequest("GET", gw.URL, strings.NewReader("a body"))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if b, _ := got.Load().(string); res.StatusCode != 200 || b != "a body" {
+			t.Fatalf("request %d: status %d, the target got body %q", i, res.StatusCode, b)
+		}
+	}
+}
+
+// An absolute-form http:// request to a TLS target goes out over TLS
+// (never in clear, which a TLS target would also refuse) and the URL's
+// user info does not reach the target; the target stays in rotation.
+func TestAbsoluteFormHTTPToTLSTarget(t *testing.T) {
+	type seen struct {
+		tls  bool
+		auth string
+	}
+	var got atomic.Value
+	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(seen{r.TLS != nil, r.Header.Get("Authorization")})
+	}))
+	up.Config.ErrorLog = log.New(io.Discard, "", 0) // a cleartext request is logged as a handshake error
+	defer up.Close()
+	ca := base64.StdEncoding.EncodeToString(up.Certificate().Raw)
+	h, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}],
+		"transport": {"protocol": "gateway_http", "tls": {"ca": {"provider": "inline", "trusted_ca_certs": [%q]}}},
+		"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 1}}}`, addr(up), ca), false)
+	defer stop()
+	for _, target := range []string{"http://x/a", "http://user:pw@x/a", "https://user:pw@x/a"} {
+		got.Store(seen{})
+		res := rawRequest(t, gw, "GET "+target+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		s, _ := got.Load().(seen)
+		if res.StatusCode != 200 || !s.tls {
+			t.Fatalf("GET %s: status %d, the target saw TLS %v", target, res.StatusCode, s.tls)
+		}
+		if s.auth != "" {
+			t.Fatalf("GET %s: the target got Authorization %q", target, s.auth)
+		}
+	}
+	if fails, _ := h.PassiveHealth(addr(up)); fails != 0 {
+		t.Fatalf("the client's scheme counted %d failures against the target", fails)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/caddy-gateway/gateway/internal/poll"
 )
 
 // countingListener accepts TCP connections on 127.0.0.1 and counts them.
@@ -30,17 +32,6 @@ func countingListener(t *testing.T) (host string, port int, accepted *atomic.Int
 	h, p, _ := net.SplitHostPort(ln.Addr().String())
 	port, _ = strconv.Atoi(p)
 	return h, port, accepted
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func allHealthy(r *Registry, n int) func() bool {
@@ -71,7 +62,7 @@ func TestTargetsOnOneBackendShareTheirCheck(t *testing.T) {
 		specs = append(specs, Spec{ServiceID: i, TargetID: 100 + i, Host: host, Port: port})
 	}
 	r.Sync(specs)
-	waitFor(t, "every target healthy", allHealthy(r, services))
+	poll.Until(t, "every target healthy", allHealthy(r, services))
 	if n := accepted.Load(); n != 1 {
 		t.Fatalf("%d services on one backend made %d checks, want 1", services, n)
 	}
@@ -82,7 +73,7 @@ func TestTargetsOnOneBackendShareTheirCheck(t *testing.T) {
 
 	// A target checked differently (an HTTP path) gets a check of its own.
 	r.Sync(append(specs, Spec{ServiceID: services + 1, TargetID: 1, Host: host, Port: port, Path: "/health"}))
-	waitFor(t, "a second check", func() bool { return accepted.Load() >= 2 })
+	poll.Until(t, "a second check", func() bool { return accepted.Load() >= 2 })
 	checks := accepted.Load()
 
 	// Dropping all but one target keeps the shared probe: no new check.

@@ -51,28 +51,42 @@ func NewHolders(drop func(prefix string) int) *Holders {
 	return &Holders{pool: caddy.NewUsagePool(), drop: drop}
 }
 
-// Hold counts an instance (from its Provision) holding prefix.
-func (h *Holders) Hold(prefix string) {
-	_, _ = h.pool.LoadOrStore(prefix, held{prefix, h.drop})
+// Hold counts an instance (from its Provision) holding prefix. The
+// instance keeps the result (an embedded Held), whose Cleanup releases it.
+func (h *Holders) Hold(prefix string) Held {
+	_, _ = h.pool.LoadOrStore(prefix, heldPrefix{prefix, h.drop})
+	return Held{holders: h, prefix: prefix}
 }
 
-// Release undoes a Hold (from the instance's Cleanup); an empty prefix (an
-// instance whose Provision did not get that far) is nothing.
-func (h *Holders) Release(prefix string) {
-	if prefix != "" {
-		_, _ = h.pool.Delete(prefix)
+// Held is embedded by the plugin types whose instances hold a prefix of a
+// process-wide store (Holders): their Provision sets it, its Cleanup is
+// theirs (caddy.CleanerUpper).
+type Held struct {
+	holders *Holders
+	prefix  string
+}
+
+// Cleanup implements caddy.CleanerUpper: the instance releases its prefix;
+// the state under it stays while a newer config's instance holds it. An
+// instance whose Provision did not get as far as holding, or that was
+// cleaned up already, releases nothing.
+func (h *Held) Cleanup() error {
+	if h.holders != nil {
+		_, _ = h.holders.pool.Delete(h.prefix)
+		h.holders = nil
 	}
+	return nil
 }
 
-// held is one prefix's entry in the usage pool.
-type held struct {
+// heldPrefix is one prefix's entry in the usage pool.
+type heldPrefix struct {
 	prefix string
 	drop   func(string) int
 }
 
 // Destruct implements caddy.Destructor: the last instance holding the
 // prefix is gone.
-func (e held) Destruct() error {
+func (e heldPrefix) Destruct() error {
 	e.drop(e.prefix)
 	return nil
 }

@@ -21,16 +21,21 @@ func TestInstanceKey(t *testing.T) {
 func TestHolders(t *testing.T) {
 	var dropped []string
 	h := NewHolders(func(prefix string) int { dropped = append(dropped, prefix); return 1 })
-	h.Hold("a:")
-	h.Hold("a:") // the reloaded instance
-	h.Hold("b:")
-	h.Release("a:")
-	h.Release("") // an instance that never held anything
+	a := h.Hold("a:")
+	reloaded := h.Hold("a:")
+	b := h.Hold("b:")
+	// a cleaned up twice; never: an instance that never held anything
+	var never Held
+	for _, c := range []*Held{&a, &a, &never} {
+		if err := c.Cleanup(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if len(dropped) != 0 {
 		t.Fatalf("dropped %q while held", dropped)
 	}
-	h.Release("a:")
-	h.Release("b:")
+	_ = reloaded.Cleanup()
+	_ = b.Cleanup()
 	if len(dropped) != 2 || dropped[0] != "a:" || dropped[1] != "b:" {
 		t.Fatalf("dropped %q, want [a: b:]", dropped)
 	}

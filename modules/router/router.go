@@ -145,38 +145,18 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 	if err := rt.provisionTable(); err != nil {
 		return err
 	}
-	rt.services = make(map[int64]caddyhttp.MiddlewareHandler, len(rt.ServicesRaw))
-	if len(rt.ServicesRaw) > 0 {
-		mods, err := ctx.LoadModule(rt, "ServicesRaw")
-		if err != nil {
-			return fmt.Errorf("loading service proxies: %w", err)
-		}
-		for id, m := range mods.(map[string]any) {
-			n, err := strconv.ParseInt(id, 10, 64)
-			if err != nil {
-				return fmt.Errorf("service key %q is not an id", id)
-			}
-			rt.services[n] = m.(caddyhttp.MiddlewareHandler)
-		}
+	var err error
+	if rt.services, err = rt.loadByID(ctx, "ServicesRaw", len(rt.ServicesRaw), "service proxies"); err != nil {
+		return err
 	}
 	if rt.ServicesRef != "" {
 		if err := rt.provisionServices(ctx); err != nil {
 			return err
 		}
 	}
-	plugins := map[int64]caddyhttp.MiddlewareHandler{}
-	if len(rt.PluginsRaw) > 0 {
-		mods, err := ctx.LoadModule(rt, "PluginsRaw")
-		if err != nil {
-			return fmt.Errorf("loading plugins: %w", err)
-		}
-		for id, m := range mods.(map[string]any) {
-			n, err := strconv.ParseInt(id, 10, 64)
-			if err != nil {
-				return fmt.Errorf("plugin key %q is not an id", id)
-			}
-			plugins[n] = m.(caddyhttp.MiddlewareHandler)
-		}
+	plugins, err := rt.loadByID(ctx, "PluginsRaw", len(rt.PluginsRaw), "plugins")
+	if err != nil {
+		return err
 	}
 	rt.consumers = consumers.NewTable(rt.Consumers)
 	if rt.ConsumersRef != "" {
@@ -194,6 +174,28 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 		rt.trusted = append(rt.trusted, prefix)
 	}
 	return rt.composeChains(plugins)
+}
+
+// loadByID loads the handler modules of rt's field (ServicesRaw or
+// PluginsRaw: n module configs keyed by id) into a map by id; what names
+// them in errors.
+func (rt *Router) loadByID(ctx caddy.Context, field string, n int, what string) (map[int64]caddyhttp.MiddlewareHandler, error) {
+	out := make(map[int64]caddyhttp.MiddlewareHandler, n)
+	if n == 0 {
+		return out, nil
+	}
+	mods, err := ctx.LoadModule(rt, field)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", what, err)
+	}
+	for key, m := range mods.(map[string]any) {
+		id, err := strconv.ParseInt(key, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: key %q is not an id", what, key)
+		}
+		out[id] = m.(caddyhttp.MiddlewareHandler)
+	}
+	return out, nil
 }
 
 // provisionServices provisions the referenced service proxies: in the
@@ -387,6 +389,9 @@ func (rt *Router) Validate() error {
 	return nil
 }
 
+// forwardedHeaders are the X-Forwarded-* headers the service proxy sets.
+var forwardedHeaders = [...]string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
+
 // UpstreamHostHeader is the Host header value the config compiler gives each
 // service proxy.
 const UpstreamHostHeader = "{" + gwctx.UpstreamHostKey + "}"
@@ -409,6 +414,12 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	info.Consumers = rt.consumers
 	info.HTTPSPort = rt.HTTPSPort
 	consumers.StripHeaders(r.Header)
+	// The proxy sets X-Forwarded-* (an untrusted client's replaced, a
+	// trusted proxy's extended), but their '_' spellings would pass
+	// through, and CGI-style upstreams read them as the same
+	// (HTTP_X_FORWARDED_FOR). No proxy adds those: whoever sent one,
+	// through a trusted proxy or not, is a client.
+	consumers.DeleteLookalikes(r.Header, forwardedHeaders[:])
 
 	// Match, authorize and forward the path without dot segments, so that
 	// /public/../private is never a /public request.
@@ -459,7 +470,14 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return repl.Get("http.reverse_proxy.upstream.hostport")
 		})
 	}
-	return ch.handler.ServeHTTP(w, r)
+	// The chain's response header hooks (gwctx.RecordingWriter.OnHeader)
+	// apply to what is written inside it, not to the error answer the
+	// gateway writes once it has returned: as if they wrapped w.
+	rw, _ := w.(*gwctx.RecordingWriter)
+	n := rw.Hooks()
+	err = ch.handler.ServeHTTP(w, r)
+	rw.DropHooks(n)
+	return err
 }
 
 // pickService is the route's service, or a weighted random pick of its splits.

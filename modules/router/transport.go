@@ -104,22 +104,30 @@ func (d *deadline) next() (time.Time, bool) {
 	return by, by.Sub(d.set) > d.timeout/64
 }
 
+// move sets the deadline now, with set (the conn's SetReadDeadline or
+// SetWriteDeadline), if it must move.
+func (d *deadline) move(set func(time.Time) error) error {
+	by, ok := d.next()
+	if !ok {
+		return nil
+	}
+	if err := set(by); err != nil {
+		return err
+	}
+	d.set = by
+	return nil
+}
+
 func (c *deadlineConn) Read(b []byte) (int, error) {
-	if by, ok := c.read.next(); ok {
-		if err := c.Conn.SetReadDeadline(by); err != nil {
-			return 0, err
-		}
-		c.read.set = by
+	if err := c.read.move(c.Conn.SetReadDeadline); err != nil {
+		return 0, err
 	}
 	return c.Conn.Read(b)
 }
 
 func (c *deadlineConn) Write(b []byte) (int, error) {
-	if by, ok := c.write.next(); ok {
-		if err := c.Conn.SetWriteDeadline(by); err != nil {
-			return 0, err
-		}
-		c.write.set = by
+	if err := c.write.move(c.Conn.SetWriteDeadline); err != nil {
+		return 0, err
 	}
 	return c.Conn.Write(b)
 }

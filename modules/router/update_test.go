@@ -159,3 +159,46 @@ func TestWithLargeChangeRebuilds(t *testing.T) {
 		t.Fatalf("a failed update changed the table: %+v", m.Route)
 	}
 }
+
+// A gateway that keeps adding and removing routes (every route replaced,
+// round after round, by small changes and by large ones) keeps a table
+// the size of its live routes: freed entry slots are reused and the host
+// index's shards do not grow with the number of hosts ever seen. (Both
+// stay at the peak size after a peak: bounded, not shrunk.)
+func TestWithChurnStaysBounded(t *testing.T) {
+	hostSlots := func(x *hostIndex) int {
+		n := 0
+		for i := range x.shards {
+			n += len(x.shards[i].slots)
+		}
+		return n
+	}
+	for _, batch := range []int{5, 50} { // 5: With's incremental path; 50: its rebuild
+		var tbl *Table
+		var id int64
+		var live []int64
+		for round := range 300 {
+			ups := make([]Route, batch)
+			for i := range ups {
+				id++
+				ups[i] = Route{ID: id, ServiceID: 1, Hosts: []string{fmt.Sprintf("h%d.example.com", id), fmt.Sprintf("*.w%d.example.com", id)}, Paths: []string{"/a"}}
+			}
+			var err error
+			if tbl, err = tbl.With(ups, live); err != nil {
+				t.Fatal(err)
+			}
+			live = live[:0]
+			for _, r := range ups {
+				live = append(live, r.ID)
+			}
+			if len(tbl.entries) != batch || len(tbl.slots) > batch || len(tbl.free) != len(tbl.slots)-batch {
+				t.Fatalf("batch %d round %d: %d entries, %d slots, %d free", batch, round, len(tbl.entries), len(tbl.slots), len(tbl.free))
+			}
+			// a shard holds at most half its slots: 2 keys a route, 8 slots
+			// a shard at least
+			if n := hostSlots(&tbl.hosts); tbl.hosts.n != 2*batch || n > hostShards*8+8*2*batch {
+				t.Fatalf("batch %d round %d: host index of %d keys has %d slots", batch, round, tbl.hosts.n, n)
+			}
+		}
+	}
+}

@@ -3,9 +3,10 @@ package testgw
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"strconv"
 	"testing"
 )
 
@@ -45,4 +46,20 @@ func DecodeEcho(t testing.TB, body string) Echoed {
 }
 
 // Addr is a test server's host:port, as a target takes it.
-func Addr(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+func Addr(s *httptest.Server) string { return s.Listener.Addr().String() }
+
+// Port is a test server's port.
+func Port(s *httptest.Server) int { return s.Listener.Addr().(*net.TCPAddr).Port }
+
+// HostPort splits a host:port address into a target's host and port.
+func HostPort(t testing.TB, addr string) (host string, port int) {
+	t.Helper()
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if port, err = strconv.Atoi(p); err != nil {
+		t.Fatal(err)
+	}
+	return host, port
+}

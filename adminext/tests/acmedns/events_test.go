@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,12 +22,8 @@ func validatingPebble(t *testing.T, httpPort int) (directory, rootsFile string) 
 }
 
 func port(t *testing.T, addr string) int {
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := strconv.Atoi(p)
-	return n
+	_, p := testgw.HostPort(t, addr)
+	return p
 }
 
 // certificate is GET /api/v1/certificates' entry for id.
@@ -142,7 +137,7 @@ func TestCertificateStatusFromEvents(t *testing.T) {
 // HTTP-01 port is closed): the certificate is failed and last_error holds
 // the CA's reason.
 func TestCertificateFailureSaysWhy(t *testing.T) {
-	closed := testgw.FreeAddr(t)
+	closed := testgw.RefusingAddr(t)
 	directory, roots := validatingPebble(t, port(t, closed))
 	g := testgw.Start(t, &testgw.Options{Gateway: map[string]any{"acme_trusted_roots_pem_files": []string{roots}}})
 	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": g.ProxyAddr, "https_listen": testgw.FreeAddr(t),

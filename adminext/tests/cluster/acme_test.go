@@ -33,7 +33,7 @@ type challengeRouter struct {
 
 func newChallengeRouter(t *testing.T, name string, addr func(*node) string) *challengeRouter {
 	r := &challengeRouter{t: t, name: name, addr: addr, reached: map[string][2]string{}}
-	_, p := hostPort(testgw.TCPServer(t, r.forward))
+	_, p := testgw.HostPort(t, testgw.TCPServer(t, r.forward))
 	r.listenPort = p
 	return r
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
 // clusterView is GET /api/v1/cluster.
@@ -116,7 +118,7 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		host, port := hostPort(upstream(top, "after-check"))
+		host, port := testgw.HostPort(top, upstream(top, "after-check"))
 		tx, err := db.Begin()
 		if err != nil {
 			t.Fatal(err)
@@ -248,12 +250,12 @@ func TestCluster(t *testing.T) {
 		// Node 3 stopped (SIGSTOP: it hears nothing) while node 1 changes
 		// the configuration; once resumed, its listener's backlog or the
 		// periodic check bring it up to date.
-		if err := n3.cmd.Process.Signal(sigStop); err != nil {
+		if err := n3.proc.Signal(sigStop); err != nil {
 			t.Fatal(err)
 		}
 		sid := service(n1, "missed", upstream(top, "missed"))
 		n1.must("POST", "/api/v1/routes", map[string]any{"name": "missed", "service_id": sid, "paths": []string{"/missed"}})
-		if err := n3.cmd.Process.Signal(sigCont); err != nil {
+		if err := n3.proc.Signal(sigCont); err != nil {
 			t.Fatal(err)
 		}
 		n3.waitServes("/missed/1", "missed /missed/1", CheckPeriodForTest+2*time.Second)
@@ -262,7 +264,7 @@ func TestCluster(t *testing.T) {
 	t.Run("a change on a node that has not yet loaded another node's change keeps both", func(t *testing.T) {
 		// Node 1 is stopped while node 2 changes the "web" route; node 1's
 		// own change is already waiting when it resumes.
-		if err := n1.cmd.Process.Signal(sigStop); err != nil {
+		if err := n1.proc.Signal(sigStop); err != nil {
 			t.Fatal(err)
 		}
 		var web map[string]any
@@ -282,7 +284,7 @@ func TestCluster(t *testing.T) {
 			n1.must("POST", "/api/v1/services", map[string]any{"name": "concurrent"})
 		}()
 		time.Sleep(100 * time.Millisecond)
-		if err := n1.cmd.Process.Signal(sigCont); err != nil {
+		if err := n1.proc.Signal(sigCont); err != nil {
 			t.Fatal(err)
 		}
 		<-done
@@ -303,7 +305,7 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("login on node 1: %d %q", st, cookie)
 		}
 		for _, n := range nodes {
-			n.cookie = cookie
+			n.proc.Cookie = cookie
 			if me := n.must("GET", "/api/v1/auth/me", nil); me["method"] != "session" || me["role"] != "admin" {
 				t.Fatalf("node 1's session on %s: %v", n.name, me)
 			}
@@ -327,7 +329,7 @@ func TestCluster(t *testing.T) {
 // login posts a password sign-in to n: the status and the session cookie.
 func login(n *node, password string) (int, string) {
 	body, _ := json.Marshal(map[string]any{"email": "ops@example.com", "password": password})
-	resp, err := n.adminHTTP.Post("http://"+n.admin+"/api/v1/auth/login", "application/json", bytes.NewReader(body))
+	resp, err := client.Post("http://"+n.admin+"/api/v1/auth/login", "application/json", bytes.NewReader(body))
 	if err != nil {
 		n.t.Fatal(err)
 	}

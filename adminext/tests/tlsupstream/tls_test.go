@@ -8,13 +8,10 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -44,8 +41,7 @@ func TestMain(m *testing.M) {
 
 func TestHTTPSUpstreamVerifiedWithSNI(t *testing.T) {
 	g := testgw.Start(t, &testgw.Options{HealthInterval: 50 * time.Millisecond})
-	host, p, _ := net.SplitHostPort(strings.TrimPrefix(upstream.URL, "https://"))
-	port, _ := strconv.Atoi(p)
+	host, port := testgw.HostPort(t, testgw.Addr(upstream))
 	svc := testgw.ID(g.Must("POST", "/api/v1/services", map[string]any{
 		"name": "secure", "protocol": "https", "tls_sni": "example.com", "health_path": "/health"}))
 	g.Must("POST", fmt.Sprintf("/api/v1/services/%d/targets", svc), map[string]any{"host": host, "port": port})
@@ -89,8 +85,7 @@ func TestTimeouts(t *testing.T) {
 		io.WriteString(w, "late")
 	}))
 	defer slow.Close()
-	host, p, _ := net.SplitHostPort(strings.TrimPrefix(slow.URL, "http://"))
-	port, _ := strconv.Atoi(p)
+	host, port := testgw.HostPort(t, testgw.Addr(slow))
 	svc := testgw.ID(g.Must("POST", "/api/v1/services", map[string]any{"name": "slow", "read_timeout_ms": 200, "retries": 0}))
 	g.Must("POST", fmt.Sprintf("/api/v1/services/%d/targets", svc), map[string]any{"host": host, "port": port})
 	g.Route("slow", svc, nil)

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
@@ -17,6 +16,13 @@ import (
 // ACL is the acl plugin: it admits the authenticated consumer by its groups
 // (allow: member of at least one listed group; deny: member of none). It
 // runs after an auth plugin; without an authenticated consumer it answers 403.
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile:
+//
+//	gateway_acl {
+//	    allow <group...>    # or: deny <group...>
+//	    hide_groups_header [true|false]
+//	}
 type ACL struct {
 	Allow            []string `json:"allow" schema:"name,minLength=1" doc:"Groups admitted (exactly one of allow and deny is non-empty)."`
 	Deny             []string `json:"deny" schema:"name,minLength=1" doc:"Groups refused (exactly one of allow and deny is non-empty)."`
@@ -71,17 +77,6 @@ func (a *ACL) SetDefaults() {
 	a.Allow = []string{}
 	a.Deny = []string{}
 	a.HideGroupsHeader = false
-}
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
-// shared syntax (plugins.UnmarshalCaddyfile):
-//
-//	gateway_acl {
-//	    allow <group...>    # or: deny <group...>
-//	    hide_groups_header [true|false]
-//	}
-func (a *ACL) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, a, plugins.Syntax{})
 }
 
 // Interface guards

@@ -97,7 +97,7 @@ func (b *BasicAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if b.HideCredentials {
 		r.Header.Del("Authorization")
 	}
-	authenticated(info, r.Header, c)
+	authenticated(w, info, r.Header, c)
 	return next.ServeHTTP(w, r)
 }
 

@@ -73,12 +73,12 @@ func (in *inline) provision(p any) error {
 	return nil
 }
 
-// begin starts identifying the consumer of r: its gateway info, without
-// the identity headers a client may have sent, and the table to look the
-// credential up in (the inline one, else the gateway's).
+// begin starts identifying the consumer of r: its gateway info and the
+// table to look the credential up in (the inline one, else the
+// gateway's). The identity headers a client may have sent go in
+// authenticated (consumers.SetHeaders), the only way to the upstream.
 func (in *inline) begin(r *http.Request) (*gwctx.Info, *http.Request, *consumers.Table) {
 	info, r := gwctx.Ensure(r)
-	consumers.StripHeaders(r.Header)
 	if in.table != nil {
 		return info, r, in.table
 	}
@@ -86,10 +86,12 @@ func (in *inline) begin(r *http.Request) (*gwctx.Info, *http.Request, *consumers
 }
 
 // authenticated records c as the request's consumer and sets the identity
-// headers the upstream receives (client-sent copies are replaced).
-func authenticated(info *gwctx.Info, h http.Header, c *consumers.Consumer) {
+// headers the upstream receives (client-sent copies are replaced); their
+// values live in the gateway's writer when w is it.
+func authenticated(w http.ResponseWriter, info *gwctx.Info, h http.Header, c *consumers.Consumer) {
 	info.Consumer = c
-	consumers.SetHeaders(h, c)
+	rw, _ := w.(*gwctx.RecordingWriter)
+	consumers.SetHeaders(h, c, rw.Values(consumers.HeaderValues))
 }
 
 // consumerBlock is the "consumer" subdirective of the auth plugins'

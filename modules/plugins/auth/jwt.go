@@ -81,7 +81,7 @@ func (j *JWT) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 		gwctx.WriteError(w, http.StatusUnauthorized, msg)
 		return nil
 	}
-	authenticated(info, r.Header, c)
+	authenticated(w, info, r.Header, c)
 	return next.ServeHTTP(w, r)
 }
 

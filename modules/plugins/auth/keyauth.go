@@ -97,7 +97,7 @@ func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			r.URL.RawQuery = q.Encode()
 		}
 	}
-	authenticated(info, r.Header, c)
+	authenticated(w, info, r.Header, c)
 	return next.ServeHTTP(w, r)
 }
 

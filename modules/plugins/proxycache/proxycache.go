@@ -46,6 +46,7 @@ type ProxyCache struct {
 	HonorCacheControl bool     `json:"honor_cache_control" doc:"Obey Cache-Control: a request's no-cache/no-store bypasses the cache; a response's no-store, private, no-cache are not stored, its s-maxage/max-age set the TTL."`
 
 	plugins.Instance
+	plugins.Held
 
 	store  *cachestore.Store
 	prefix string
@@ -74,14 +75,7 @@ func (p *ProxyCache) Provision(caddy.Context) error {
 	}
 	slices.Sort(p.vary)
 	p.prefix = p.instanceKey()
-	instances.Hold(p.prefix)
-	return nil
-}
-
-// Cleanup implements caddy.CleanerUpper: the entries stay while a newer
-// config's instance holds them.
-func (p *ProxyCache) Cleanup() error {
-	instances.Release(p.prefix)
+	p.Held = instances.Hold(p.prefix) // Cleanup releases the entries
 	return nil
 }
 

@@ -34,6 +34,7 @@ type RateLimit struct {
 	HeaderName string `json:"header_name" schema:"header_name" doc:"Request header whose value is the key (key header)."`
 
 	plugins.Instance
+	plugins.Held
 
 	store  *slidingwindow.Store
 	prefix string
@@ -63,14 +64,7 @@ func (rl *RateLimit) Provision(caddy.Context) error {
 	rl.limit = strconv.FormatInt(rl.Limit, 10)
 	// counters are kept per instance (see InstanceID)
 	rl.prefix = plugins.InstanceKey(rl.InstanceID, rl) + "\x00"
-	instances.Hold(rl.prefix)
-	return nil
-}
-
-// Cleanup implements caddy.CleanerUpper: the counters stay while a newer
-// config's instance holds them.
-func (rl *RateLimit) Cleanup() error {
-	instances.Release(rl.prefix)
+	rl.Held = instances.Hold(rl.prefix) // Cleanup releases the counters
 	return nil
 }
 
@@ -92,12 +86,13 @@ func (rl *RateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	res := store.TakeBytes(rl.key(buf[:0], r), rl.Limit, rl.window)
 	// The header values: the numbers formatted into one string, and one
 	// backing array of values, each capacity-limited so an append to one
-	// never writes into another.
+	// never writes into another (the gateway's writer has room for it).
 	nums := strconv.AppendInt(buf[:0], res.Remaining, 10)
 	split := len(nums)
 	nums = strconv.AppendInt(nums, seconds(res.Reset), 10)
 	text := string(nums)
-	vals := make([]string, 4)
+	rw, _ := w.(*gwctx.RecordingWriter)
+	vals := rw.Values(3)
 	vals[0] = rl.limit
 	if vals[0] == "" { // not provisioned
 		vals[0] = strconv.FormatInt(res.Limit, 10)
@@ -108,8 +103,7 @@ func (rl *RateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	h[headerRemaining] = vals[1:2:2]
 	h[headerReset] = vals[2:3:3]
 	if !res.Allowed {
-		vals[3] = strconv.FormatInt(seconds(res.RetryAfter), 10)
-		h[headerRetryAfter] = vals[3:4:4]
+		h[headerRetryAfter] = []string{strconv.FormatInt(seconds(res.RetryAfter), 10)}
 		gwctx.WriteError(w, http.StatusTooManyRequests, "rate limit exceeded")
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
@@ -31,7 +32,8 @@ type RequestID struct {
 	TrustIncoming  bool   `json:"trust_incoming" doc:"Keep an id the client sent (1 to 200 visible ASCII characters) instead of generating one. Default true."`
 	EchoDownstream bool   `json:"echo_downstream" doc:"Send the id back to the client in the response header. Default true."`
 
-	header string // canonical HeaderName
+	header    string    // canonical HeaderName
+	lookalike [1]string // header, for consumers.DeleteLookalikes
 }
 
 // SetDefaults implements schema.Defaulter.
@@ -51,6 +53,7 @@ func (h *RequestID) Provision(caddy.Context) error {
 		return err
 	}
 	h.header = http.CanonicalHeaderKey(h.HeaderName)
+	h.lookalike[0] = h.header
 	return nil
 }
 
@@ -70,14 +73,30 @@ func (h *RequestID) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if id == "" {
 		id = newUUID()
 	}
+	if !h.TrustIncoming {
+		// The client's id spelled with '_' (X_Request_ID) would reach
+		// CGI-style upstreams as the same header (HTTP_X_REQUEST_ID) next
+		// to the gateway's.
+		consumers.DeleteLookalikes(r.Header, h.lookalike[:])
+	}
+	info, r := gwctx.Ensure(r)
+	info.RequestID = id
+	caddyhttp.SetVar(r.Context(), "request_id", id)
+	// Under the gateway's proxy server the echo is a hook of its writer
+	// and the header values live there: nothing allocated.
+	rw, _ := w.(*gwctx.RecordingWriter)
+	if h.EchoDownstream && rw.OnHeader(h, gwctx.HookArgs{S: id}) {
+		vals := rw.Values(2)
+		vals[0], vals[1] = id, id
+		r.Header[h.header] = vals[0:1:1]
+		w.Header()[h.header] = vals[1:2:2]
+		return next.ServeHTTP(w, r)
+	}
 	// One allocation holds the request's header values and, when the id
 	// goes back to the client, the response header hook.
 	st := &requestIDState{name: h.header, id: id}
 	st.up[0] = id
 	r.Header[h.header] = st.up[:]
-	info, r := gwctx.Ensure(r)
-	info.RequestID = id
-	caddyhttp.SetVar(r.Context(), "request_id", id)
 	if h.EchoDownstream {
 		// now, for responses made after this handler returns (proxy errors),
 		// and again when the response is written, replacing an upstream copy
@@ -89,6 +108,12 @@ func (h *RequestID) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	return next.ServeHTTP(w, r)
 }
 
+// ApplyHeader is the echo as a hook of the gateway's writer
+// (gwctx.RecordingWriter.OnHeader); args.S is the id.
+func (h *RequestID) ApplyHeader(hdr http.Header, args gwctx.HookArgs) {
+	echoID(hdr, h.header, args.S)
+}
+
 // requestIDState is a request's id in its header values and the hook
 // that echoes it in the response.
 type requestIDState struct {
@@ -97,14 +122,17 @@ type requestIDState struct {
 	up, down [1]string
 }
 
-// applyHeader sets the id on the response header (replacing an upstream's
+// applyHeader sets the id on the response header (echoID).
+func (st *requestIDState) applyHeader(hdr http.Header) { echoID(hdr, st.name, st.id) }
+
+// echoID sets the id on the response header (replacing an upstream's
 // copy); the value set before the request went upstream is kept when
 // nothing changed it.
-func (st *requestIDState) applyHeader(hdr http.Header) {
-	if v := hdr[st.name]; len(v) == 1 && v[0] == st.id {
+func echoID(hdr http.Header, name, id string) {
+	if v := hdr[name]; len(v) == 1 && v[0] == id {
 		return
 	}
-	hdr[st.name] = []string{st.id}
+	hdr[name] = []string{id}
 }
 
 // newUUID returns a random (version 4) UUID in its canonical text form,
@@ -146,5 +174,6 @@ func validIncomingID(id string) bool {
 
 // Interface guards
 var (
-	_ plugins.Plugin = (*RequestID)(nil)
+	_ plugins.Plugin   = (*RequestID)(nil)
+	_ gwctx.HeaderHook = (*RequestID)(nil)
 )

@@ -2,7 +2,11 @@ package traffic
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/google/uuid"
 
@@ -90,5 +94,30 @@ func TestNewUUID(t *testing.T) {
 			t.Fatalf("%q generated twice", id)
 		}
 		seen[id] = true
+	}
+}
+
+// Without trust_incoming, the client's id spelled with '_' (read as the
+// same header by CGI-style upstreams) does not go upstream either; with
+// it, the header is the client's anyway and is left alone.
+func TestRequestIDNoTrustDropsLookalikes(t *testing.T) {
+	for _, trust := range []bool{false, true} {
+		h := &RequestID{HeaderName: "X-Corr", TrustIncoming: trust}
+		if err := h.Provision(caddy.Context{}); err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("x_corr", "client")
+		var up http.Header
+		next := caddyhttp.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) error {
+			up = r.Header.Clone()
+			return nil
+		})
+		if err := h.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {
+			t.Fatal(err)
+		}
+		if got := up["X_corr"]; (got != nil) != trust {
+			t.Errorf("trust_incoming %v: the upstream got x_corr %q", trust, got)
+		}
 	}
 }

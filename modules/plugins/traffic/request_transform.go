@@ -33,8 +33,6 @@ type RequestTransform struct {
 	HeaderTransform
 	RemoveQuery []string          `json:"remove_query" schema:"maxItems=100" doc:"Query parameter names to remove."`
 	SetQuery    map[string]string `json:"set_query" schema:"placeholders,maxItems=100" doc:"Query parameter name → value, replacing existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
-
-	headers *headerOps
 }
 
 // SetDefaults implements schema.Defaulter.
@@ -49,15 +47,9 @@ func (*RequestTransform) CaddyModule() caddy.ModuleInfo {
 	return plugins.ModuleInfo[RequestTransform]("request-transform")
 }
 
-// Provision checks the config with the admin API's rules (Caddy itself
-// only calls Validate) and prepares the header operations.
-func (h *RequestTransform) Provision(caddy.Context) error {
-	if err := schema.Check(h); err != nil {
-		return err
-	}
-	h.headers = h.HeaderTransform.ops()
-	return nil
-}
+// Provision checks the config with the admin API's rules and prepares the
+// header operations.
+func (h *RequestTransform) Provision(caddy.Context) error { return h.HeaderTransform.provision(h) }
 
 // Validate implements schema.Validator and caddy.Validator.
 func (h *RequestTransform) Validate() error {

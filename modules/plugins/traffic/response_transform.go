@@ -6,8 +6,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
-	"github.com/caddy-gateway/gateway/schema"
 )
 
 // ResponseTransform is the response-transform plugin: it changes the
@@ -27,8 +27,6 @@ import (
 //	}
 type ResponseTransform struct {
 	HeaderTransform
-
-	headers *headerOps
 }
 
 // SetDefaults implements schema.Defaulter.
@@ -39,15 +37,9 @@ func (*ResponseTransform) CaddyModule() caddy.ModuleInfo {
 	return plugins.ModuleInfo[ResponseTransform]("response-transform")
 }
 
-// Provision checks the config with the admin API's rules (Caddy itself
-// only calls Validate) and prepares the header operations.
-func (h *ResponseTransform) Provision(caddy.Context) error {
-	if err := schema.Check(h); err != nil {
-		return err
-	}
-	h.headers = h.HeaderTransform.ops()
-	return nil
-}
+// Provision checks the config with the admin API's rules and prepares the
+// header operations.
+func (h *ResponseTransform) Provision(caddy.Context) error { return h.HeaderTransform.provision(h) }
 
 // Validate implements schema.Validator and caddy.Validator.
 func (h *ResponseTransform) Validate() error {
@@ -59,9 +51,23 @@ func (h *ResponseTransform) ServeHTTP(w http.ResponseWriter, r *http.Request, ne
 	if h.headers.empty() {
 		return next.ServeHTTP(w, r)
 	}
+	// Under the gateway's proxy server: a hook of its writer (no wrapper,
+	// nothing allocated).
+	if rw, ok := w.(*gwctx.RecordingWriter); ok {
+		args := gwctx.HookArgs{Repl: replacer(r), Vals: rw.Values(len(h.headers.staticSet))}
+		if rw.OnHeader(h, args) {
+			return next.ServeHTTP(w, r)
+		}
+	}
 	hook := &transformHook{ops: h.headers, repl: replacer(r)}
 	hook.ResponseWriter, hook.apply = w, hook
 	return next.ServeHTTP(hook, r)
+}
+
+// ApplyHeader is the transform as a hook of the gateway's writer
+// (gwctx.RecordingWriter.OnHeader).
+func (h *ResponseTransform) ApplyHeader(hdr http.Header, args gwctx.HookArgs) {
+	h.headers.apply(hdr, args.Repl, args.Vals)
 }
 
 // transformHook is a response's header hook and the state it needs, in
@@ -78,5 +84,6 @@ func (t *transformHook) applyHeader(hdr http.Header) { t.ops.apply(hdr, t.repl, 
 
 // Interface guards
 var (
-	_ plugins.Plugin = (*ResponseTransform)(nil)
+	_ plugins.Plugin   = (*ResponseTransform)(nil)
+	_ gwctx.HeaderHook = (*ResponseTransform)(nil)
 )

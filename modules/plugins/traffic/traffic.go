@@ -63,6 +63,8 @@ type HeaderTransform struct {
 	RenameHeaders map[string]string `json:"rename_headers" schema:"keys=header_name,header_name,maxItems=100" doc:"Old name → new name; the values move (replacing the new name's), absent headers are left alone."`
 	SetHeaders    map[string]string `json:"set_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, replacing existing values (in a request, a Host entry changes the upstream Host). Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
 	AddHeaders    map[string]string `json:"add_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, added to existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
+
+	headers *headerOps // the operations, prepared by provision
 }
 
 func (t *HeaderTransform) setDefaults() {
@@ -72,9 +74,15 @@ func (t *HeaderTransform) setDefaults() {
 	t.AddHeaders = map[string]string{}
 }
 
-// ops are the operations, prepared.
-func (t *HeaderTransform) ops() *headerOps {
-	return newHeaderOps(t.RemoveHeaders, t.RenameHeaders, t.SetHeaders, t.AddHeaders)
+// provision is the Provision of request-transform and response-transform
+// (p, the plugin embedding t): it checks p with the admin API's rules
+// (Caddy itself only calls Validate) and prepares the header operations.
+func (t *HeaderTransform) provision(p any) error {
+	if err := schema.Check(p); err != nil {
+		return err
+	}
+	t.headers = newHeaderOps(t.RemoveHeaders, t.RenameHeaders, t.SetHeaders, t.AddHeaders)
+	return nil
 }
 
 // headerOps are the header operations of request-transform and

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
@@ -42,6 +41,15 @@ const (
 )
 
 // Wasm is the wasm plugin.
+//
+// Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile (config is
+// parsed as JSON when it is valid JSON, else taken as a string):
+//
+//	gateway_wasm {
+//	    module      my-filter
+//	    module_file /etc/caddy/my-filter.wasm
+//	    config      `{"deny": ["/admin"]}`
+//	}
 type Wasm struct {
 	Module string          `json:"module" schema:"required,minLength=1,maxLength=64" doc:"Name of an uploaded WASM module (1 to 64 of a-z 0-9 - _): a proxy-wasm 0.2.0 or 0.2.1 HTTP filter. Its request and response header callbacks (and body callbacks, bodies up to 1 MiB) run for every request; a local response it sends answers the client without calling the upstream. A module that traps, runs longer than 500 ms in a callback or exhausts its memory (64 MiB) fails only that request, with 500."`
 	Config json.RawMessage `json:"config" schema:"nullable" doc:"The plugin configuration handed to the module (proxy_on_configure, PLUGIN_CONFIGURATION buffer): a JSON string is handed as its text, any other JSON value as its compact JSON encoding, null as empty. A module that rejects it (proxy_on_configure returns false) fails the change."`
@@ -498,19 +506,6 @@ func (w *responseHook) finishBody() {
 func (h *Wasm) SetDefaults() {
 	h.Module = ""
 	h.Config = nil
-}
-
-// UnmarshalCaddyfile implements caddyfile.Unmarshaler. Syntax:
-//
-//	gateway_wasm {
-//	    module      my-filter
-//	    module_file /etc/caddy/my-filter.wasm
-//	    config      `{"deny": ["/admin"]}`
-//	}
-//
-// config is parsed as JSON when it is valid JSON, else taken as a string.
-func (h *Wasm) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return plugins.UnmarshalCaddyfile(d, h, plugins.Syntax{})
 }
 
 // Interface guards

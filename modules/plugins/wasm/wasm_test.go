@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -159,9 +160,14 @@ func TestProperties(t *testing.T) {
 	}
 }
 
+// sharedRuns names each run's VM: shared data is process-wide per VM id
+// and outlives the gateway that wrote it (so a reload keeps it), so a
+// second run (-count=2) under the same name would start from the first's.
+var sharedRuns atomic.Int64
+
 func TestSharedDataBetweenRequests(t *testing.T) {
 	// each request appends "x" to the shared value "count" (with CAS) and
-	// sends the new value upstream as x-count
+	// sends the new value upstream as x-count, starting from no value
 	g := start(t, filter(`
   (data (i32.const 1024) "count")
   (data (i32.const 1040) "x-count")
@@ -176,7 +182,7 @@ func TestSharedDataBetweenRequests(t *testing.T) {
       (then unreachable))
     (drop (call $add_map_value (i32.const 0) (i32.const 1040) (i32.const 7) (i32.const 3000) (local.get $len)))
     (i32.const 0))
-`), map[string]any{"module": "shared-test"})
+`), map[string]any{"module": fmt.Sprintf("shared-test-%d", sharedRuns.Add(1))})
 	for i := 1; i <= 3; i++ {
 		res := g.Get("/")
 		if got := plugintest.UpstreamHeader(t, res, "X-Count"); got != strings.Repeat("x", i) {

@@ -11,7 +11,7 @@
 // graph. Instructions whose cost grows with memory or data (bulk memory
 // operations, memory.grow, calls into the host) are counted separately as
 // "heavy" operations. Anything the decoder does not know (an instruction of
-// a proposal the runtime does not enable by default, SIMD, a malformed
+// a proposal the runtime does not enable by default, a malformed
 // body) makes the module unproven: the caller keeps its watchdog.
 package bound
 
@@ -59,10 +59,20 @@ type function struct {
 	calls        []uint32 // direct call targets, once per call site
 	loops        bool     // has a loop instruction
 	indirect     bool     // calls through a table
+	// branches counts what starts a basic block in the runtime's
+	// compiler: block, loop, if, else, br, br_if and each of br_table's
+	// labels (CheckCompile's measure)
+	branches int64
 }
 
 func (f *function) add(in instr) {
 	f.instructions++
+	switch in.op {
+	case 0x02, 0x03, 0x04, 0x05, 0x0c, 0x0d:
+		f.branches++
+	case 0x0e:
+		f.branches += int64(in.targets)
+	}
 	switch {
 	case in.op == 0x03:
 		f.loops = true

@@ -218,6 +218,7 @@ type instr struct {
 	callee   uint32 // call's function index
 	heavy    bool   // its cost grows with data (memory.grow, bulk memory)
 	exits    bool   // may leave the function (return, a branch to its block, its final end)
+	targets  uint64 // br_table's labels, its default included
 }
 
 // walkBody reads one function body: its locals, then its instructions up
@@ -241,7 +242,9 @@ func walkBody(r *reader, visit func(instr)) error {
 		case 0x0c, 0x0d: // br, br_if label
 			in.exits = r.u32() == uint32(depth-1)
 		case 0x0e: // br_table labels default
-			for n, i := r.u32(), uint64(0); i <= uint64(n) && r.err == nil; i++ {
+			n := r.u32()
+			in.targets = uint64(n) + 1
+			for i := uint64(0); i <= uint64(n) && r.err == nil; i++ {
 				in.exits = r.u32() == uint32(depth-1) || in.exits
 			}
 		case 0x0f: // return
@@ -282,7 +285,7 @@ func (r *reader) blockType() {
 // immediates skips the immediates of an instruction other than the
 // control and branch instructions walkBody handles, and says whether its cost grows
 // with data (memory.grow, bulk memory and table operations). Opcodes are
-// those of WebAssembly 2.0 without SIMD; any other is refused.
+// those of WebAssembly 2.0 (SIMD included); any other is refused.
 func (r *reader) immediates(op byte) (heavy bool) {
 	switch {
 	case op == 0x00 || op == 0x01 || op == 0x05 || op == 0x1a || op == 0x1b:
@@ -291,11 +294,8 @@ func (r *reader) immediates(op byte) (heavy bool) {
 		r.bytes(r.u32())
 	case op >= 0x20 && op <= 0x26: // local.*, global.*, table.get/set
 		r.u32()
-	case op >= 0x28 && op <= 0x3e: // loads and stores: align, offset
-		if align := r.u32(); align >= 64 { // a memory index (multi-memory)
-			r.fail(fmt.Errorf("memory argument alignment %d: %w", align, errUnknown))
-		}
-		r.u32()
+	case op >= 0x28 && op <= 0x3e: // loads and stores
+		r.memarg()
 	case op == 0x3f || op == 0x40: // memory.size, memory.grow: memory 0
 		r.zero()
 		return op == 0x40
@@ -315,10 +315,39 @@ func (r *reader) immediates(op byte) (heavy bool) {
 		r.u32()
 	case op == 0xfc:
 		return r.prefixed()
+	case op == 0xfd:
+		r.simd()
 	default:
 		r.fail(fmt.Errorf("opcode 0x%02x: %w", op, errUnknown))
 	}
 	return false
+}
+
+// memarg reads a load or store's memory argument: alignment, offset.
+func (r *reader) memarg() {
+	if align := r.u32(); align >= 64 { // a memory index (multi-memory)
+		r.fail(fmt.Errorf("memory argument alignment %d: %w", align, errUnknown))
+	}
+	r.u32()
+}
+
+// simd skips a 0xfd instruction of WebAssembly 2.0's fixed-width SIMD
+// (constant cost each); relaxed SIMD (0x100 on), which the runtime does
+// not enable, is unknown.
+func (r *reader) simd() {
+	switch sub := r.u32(); {
+	case sub <= 0x0b, sub == 0x5c, sub == 0x5d: // loads, store, load_zero
+		r.memarg()
+	case sub == 0x0c, sub == 0x0d: // v128.const, i8x16.shuffle: 16 bytes
+		r.bytes(16)
+	case sub >= 0x15 && sub <= 0x22: // extract_lane, replace_lane
+		r.byte()
+	case sub >= 0x54 && sub <= 0x5b: // load_lane, store_lane
+		r.memarg()
+		r.byte()
+	case sub > 0xff:
+		r.fail(fmt.Errorf("opcode 0xfd %d: %w", sub, errUnknown))
+	}
 }
 
 // zero reads the reserved memory index byte of memory instructions.

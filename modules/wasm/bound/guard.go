@@ -41,7 +41,7 @@ type summary struct {
 // and wherever straight-line code, including the calls it makes, would
 // exceed the budget. It returns
 // how many checkpoints it inserted (zero: wasm itself). Modules the decoder
-// does not know (SIMD …) are an error: the caller keeps them unguarded.
+// does not know (a proposal beyond WebAssembly 2.0) are an error: the caller keeps them unguarded.
 func Guard(wasm []byte) ([]byte, int, error) {
 	m, err := decode(wasm)
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 // gateway's fixtures, and requires the decoder to find exactly the
 // instructions wabt's wasm-objdump finds, at the same offsets, in every
 // module the gateway's runtime accepts; a module it cannot decode must be
-// refused as unknown (SIMD), never misread. A quarter of the spec test binaries
+// refused as unknown (a proposal beyond 2.0), never misread. A quarter of the spec test binaries
 // (every other file) keep it quick. Without the module cache or
 // wabt the test skips (fails on CI).
 func TestDecoderMatchesObjdump(t *testing.T) {

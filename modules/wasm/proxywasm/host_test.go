@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/caddy-gateway/gateway/internal/poll"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm/pwtest"
 )
 
@@ -396,13 +397,7 @@ func TestTicks(t *testing.T) {
   (func (export "proxy_on_tick") (param $root i32)
     (drop (call $log (i32.const 2) (i32.const 1024) (i32.const 4))))
 `), PluginConfig{})
-	deadline := time.Now().Add(10 * time.Second)
-	for tp.logs.FilterMessage("tick").Len() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("fewer than 3 ticks in 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, "3 ticks", func() bool { return tp.logs.FilterMessage("tick").Len() >= 3 })
 	// requests are served by other instances than the ticking one
 	if err := tp.run(t, newExchange("GET", "/")); err != nil {
 		t.Fatal(err)

@@ -29,6 +29,16 @@ const (
 	// StartTimeout bounds starting a VM and configuring its root context
 	// (language runtimes initialize there).
 	StartTimeout = 2 * time.Second
+	// MaxFunctionBranches and MaxCompileCost bound the work of compiling
+	// a module (bound.CompileLimits): the compiler's time grows with the
+	// square of a function's branches. SDK-built modules are far below:
+	// a Go (gc, wasip1) hello world's largest function has 1,801 branches
+	// and its cost is 1.6e8; TinyGo, Rust, Zig and AssemblyScript modules
+	// have at most a few hundred branches per function and costs below
+	// 5e6. At the limits a module compiles in seconds to about a quarter
+	// of a minute of one core.
+	MaxFunctionBranches = 20_000
+	MaxCompileCost      = 2_000_000_000
 	// releaseGrace is how long a compiled module no longer referenced is
 	// kept, so that a reload removing and re-adding it does not recompile.
 	releaseGrace = time.Minute
@@ -211,7 +221,28 @@ func compile(ctx context.Context, sha string, wasm []byte) (m *Module, err error
 	// loop iteration checks whether the call's context is done. The check
 	// costs a goroutine per call into the module, so a module proven to
 	// return on its own is compiled without it.
+	limits := bound.CompileLimits{MaxFunctionBranches: MaxFunctionBranches, MaxCost: MaxCompileCost}
+	if err := bound.CheckCompile(wasm, limits); err != nil {
+		return nil, err
+	}
 	proof := proveBounded(wasm)
+	// The watchdog acts only at loop headers: recursion and long
+	// straight-line call trees get checkpoints (empty loops) so that it
+	// sees them too. Those loops are compiled like the module's own, so
+	// the module as it will run is held to the compile limits.
+	var guarded []byte
+	if !proof.Bounded && guardUnbounded {
+		g, n, gerr := bound.Guard(wasm)
+		switch {
+		case gerr != nil:
+			proof.Reason += "; the watchdog sees only its loops (" + gerr.Error() + ")"
+		case n > 0:
+			if err := bound.CheckCompile(g, limits); err != nil {
+				return nil, fmt.Errorf("with the watchdog's checkpoints added (the module may loop or recurse, so every call_indirect and every few calls get one): %w", err)
+			}
+			guarded = g
+		}
+	}
 	cfg := wazero.NewRuntimeConfig().
 		WithCloseOnContextDone(!proof.Bounded).
 		WithMemoryLimitPages(MaxMemoryPages)
@@ -225,21 +256,12 @@ func compile(ctx context.Context, sha string, wasm []byte) (m *Module, err error
 	if err != nil {
 		return nil, fmt.Errorf("invalid WebAssembly module: %w", err)
 	}
-	if !proof.Bounded && guardUnbounded {
-		// The watchdog acts only at loop headers: recursion and long
-		// straight-line call trees get checkpoints (empty loops) so that
-		// it sees them too.
-		guarded, n, gerr := bound.Guard(wasm)
-		switch {
-		case gerr != nil:
-			proof.Reason += "; the watchdog sees only its loops (" + gerr.Error() + ")"
-		case n > 0:
-			g, gerr := rt.CompileModule(ctx, guarded)
-			if gerr != nil {
-				// a defect of the guard: run the module as uploaded
-				proof.Reason += "; the watchdog sees only its loops (guarding failed: " + gerr.Error() + ")"
-				break
-			}
+	if guarded != nil {
+		g, gerr := rt.CompileModule(ctx, guarded)
+		if gerr != nil {
+			// a defect of the guard: run the module as uploaded
+			proof.Reason += "; the watchdog sees only its loops (guarding failed: " + gerr.Error() + ")"
+		} else {
 			_ = compiled.Close(ctx)
 			compiled = g
 		}

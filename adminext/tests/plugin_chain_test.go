@@ -1,0 +1,105 @@
+package tests
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+// TestPluginChainResponseHeaders: the response headers of bench/proxy.sh's
+// chain (request-id, key-auth, rate-limit, response-transform) on every
+// kind of answer. Each plugin changes the responses written after it in
+// the chain (by the upstream, or by a later plugin), replacing an
+// upstream's own copy, and not the answers written before it (a plugin
+// earlier in the chain) or by the gateway once the chain has returned (a
+// dead target's 502 keeps only the id set before the request went
+// upstream).
+func TestPluginChainResponseHeaders(t *testing.T) {
+	g := testgw.Start(t, nil)
+	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-ID", "upstream's")
+		w.Header().Set("X-Served-By", "upstream")
+		w.Header().Set("X-Upstream-Saw-ID", r.Header.Get("X-Request-ID"))
+		w.Header().Set("X-Upstream-Saw-Consumer", r.Header.Get("X-Consumer-Username"))
+		_, _ = w.Write([]byte("ok"))
+	})
+	sid := g.Service("s", testgw.Addr(up))
+	g.Consumer("bench", map[string]any{"type": "key-auth", "key": "bench-key"})
+	chain := func(rid int64, limit int) {
+		addPlugin(t, g, "request-id", "route", rid, nil)
+		addPlugin(t, g, "key-auth", "route", rid, nil)
+		addPlugin(t, g, "rate-limit", "route", rid, map[string]any{"limit": limit, "window_s": 60})
+		addPlugin(t, g, "response-transform", "route", rid, map[string]any{"set_headers": map[string]string{"X-Served-By": "gateway"}})
+	}
+	chain(g.Route("chain", sid, map[string]any{"paths": []string{"/chain"}}), 1)
+	term := g.Route("term", sid, map[string]any{"paths": []string{"/term"}})
+	chain(term, 100)
+	addPlugin(t, g, "request-termination", "route", term, map[string]any{"status": 503, "message": "maintenance"})
+	chain(g.Route("dead", g.DeadService("dead"), map[string]any{"paths": []string{"/dead"}}), 100)
+
+	// the id the client got is the one the upstream got, and only one
+	wantID := func(p proxied) string {
+		t.Helper()
+		ids := p.Header.Values("X-Request-ID")
+		if len(ids) != 1 || !uuidV4.MatchString(ids[0]) {
+			t.Fatalf("%d: X-Request-ID %q", p.Status, ids)
+		}
+		return ids[0]
+	}
+	wantServedBy := func(p proxied, want ...string) {
+		t.Helper()
+		if got := p.Header.Values("X-Served-By"); len(got) != len(want) || (len(want) == 1 && got[0] != want[0]) {
+			t.Fatalf("%d: X-Served-By %q, want %q", p.Status, got, want)
+		}
+	}
+
+	// key-auth's 401 comes before rate-limit and response-transform
+	p := send(t, g, "GET", "/chain", nil)
+	wantGatewayError(t, p, http.StatusUnauthorized, "")
+	wantID(p)
+	wantServedBy(p)
+	if p.Header.Get("RateLimit-Limit") != "" {
+		t.Fatalf("401 with rate-limit headers: %v", p.Header)
+	}
+
+	p = send(t, g, "GET", "/chain", nil, "apikey", "bench-key")
+	if p.Status != 200 {
+		t.Fatalf("status %d: %s", p.Status, p.Body)
+	}
+	if id := wantID(p); p.Header.Get("X-Upstream-Saw-ID") != id || p.Header.Get("X-Upstream-Saw-Consumer") != "bench" {
+		t.Fatalf("upstream saw id %q consumer %q; client got id %q", p.Header.Get("X-Upstream-Saw-ID"), p.Header.Get("X-Upstream-Saw-Consumer"), id)
+	}
+	wantServedBy(p, "gateway")
+	if p.Header.Get("RateLimit-Limit") != "1" || p.Header.Get("RateLimit-Remaining") != "0" || p.Header.Get("RateLimit-Reset") == "" {
+		t.Fatalf("rate-limit headers: %v", p.Header)
+	}
+
+	// rate-limit's 429 comes before response-transform
+	p = send(t, g, "GET", "/chain", nil, "apikey", "bench-key")
+	wantGatewayError(t, p, http.StatusTooManyRequests, "")
+	wantID(p)
+	wantServedBy(p)
+	if p.Header.Get("RateLimit-Limit") != "1" || p.Header.Get("Retry-After") == "" {
+		t.Fatalf("429 headers: %v", p.Header)
+	}
+
+	// request-termination (ordered after rate-limit, before
+	// response-transform) answers
+	p = send(t, g, "GET", "/term", nil, "apikey", "bench-key")
+	wantGatewayError(t, p, http.StatusServiceUnavailable, "maintenance")
+	wantID(p)
+	wantServedBy(p)
+	if p.Header.Get("RateLimit-Limit") != "100" {
+		t.Fatalf("request-termination's answer without rate-limit headers: %v", p.Header)
+	}
+
+	// the gateway's own answer once the chain returned: the id set before
+	// the request went upstream, no transform
+	p = send(t, g, "GET", "/dead", nil, "apikey", "bench-key")
+	if p.Status != http.StatusBadGateway {
+		t.Fatalf("dead target: %d %s", p.Status, p.Body)
+	}
+	wantID(p)
+	wantServedBy(p)
+}
