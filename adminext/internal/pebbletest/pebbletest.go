@@ -46,7 +46,9 @@ type CA struct {
 	orders atomic.Int64
 }
 
-// Orders is how many orders the CA received.
+// Orders is how many orders the CA created. Requests it refused do not
+// count: Pebble rejects a share of nonces at random (badNonce) and the
+// ACME client sends the same order again.
 func (c *CA) Orders() int64 { return c.orders.Load() }
 
 // Start runs a CA until the test ends. Pebble reads its switches from the
@@ -81,7 +83,12 @@ func Start(t *testing.T, opt Options) *CA {
 	c := new(CA)
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/order-plz" { // Pebble's newOrder
-			c.orders.Add(1)
+			rec := &statusRecorder{ResponseWriter: w}
+			front.ServeHTTP(rec, r)
+			if rec.status == http.StatusCreated {
+				c.orders.Add(1)
+			}
+			return
 		}
 		front.ServeHTTP(w, r)
 	}))
@@ -92,6 +99,17 @@ func Start(t *testing.T, opt Options) *CA {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// statusRecorder remembers the status code of an answer.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
 }
 
 // loopbackDNS answers every A query with 127.0.0.1, over TCP as Pebble's
