@@ -2,6 +2,9 @@
 // every module of the gateway with Caddy (as xcaddy's --with does):
 //
 //	import _ "github.com/caddy-gateway/gateway"
+//
+// It holds no code; adminext/tests/binary_test.go builds cmd/caddy, which
+// imports it, and runs the binary.
 package gateway
 
 import (

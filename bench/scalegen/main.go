@@ -5,6 +5,8 @@
 // credential and one route-scoped plugin.
 //
 //	go run ./bench/scalegen -routes 50000 -upstream 127.0.0.1:19101 > doc.json
+//
+// It is exercised by bench/scale.sh (make bench-scale), not by make test.
 package main
 
 import (

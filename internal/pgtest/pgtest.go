@@ -1,7 +1,9 @@
 // Package pgtest runs a throw-away PostgreSQL server for tests, in a
 // temporary folder on 127.0.0.1 (Debian's postgresql package; `make
 // test-deps` installs it). Without the server binaries the test is skipped,
-// except on CI where it fails.
+// except on CI where it fails. Its tests are those that use it
+// (adminext/tests/pgstore, adminext/tests/cluster, modules/pgstorage,
+// adminext/auth).
 package pgtest
 
 import (

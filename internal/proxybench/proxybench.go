@@ -3,6 +3,7 @@
 // request wrk sends, a reusable response writer, and CPU time per request,
 // the figure that compares variants on a machine shared with other work
 // (wall time per operation moves with the load, CPU time much less).
+// Benchmark support only: the benchmarks that use it are its tests.
 package proxybench
 
 import (

@@ -7,6 +7,9 @@
 // status the admin API shows is therefore what Caddy itself did, not a
 // guess made from its cache. cert_obtaining is not subscribed to: an order
 // in progress changes no certificate's status.
+//
+// Its tests are adminext/certs/events_test.go: real certificates issued
+// by a test CA, the events seen through a running gateway.
 package certevents
 
 import (

@@ -1,5 +1,7 @@
 // Package records defines the request record: one completed proxied request,
 // the shape shared by GET /api/v1/requests, the event stream and http-log.
+// It holds no logic; its tests are the sinks' (modules/plugins/httplog,
+// adminext/tests' request and event stream tests).
 package records
 
 import "time"

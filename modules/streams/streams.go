@@ -9,6 +9,9 @@
 // applies live while listen_addr changes wait for a restart. The Server
 // belongs to the gateway app's control plane, which outlives reloads, so
 // listeners and counters survive them.
+//
+// Its tests run a real gateway with TCP upstreams on 127.0.0.1:
+// adminext/tests/streams_test.go (API, traffic, retry past a dead target).
 package streams
 
 import (

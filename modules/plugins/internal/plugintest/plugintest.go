@@ -5,7 +5,8 @@
 //
 // caddy.Load is process-global: tests using the harness never run in
 // parallel, and each loads its own config (a later Start replaces it).
-// Packages using it call Main from their TestMain.
+// Packages using it call Main from their TestMain. It has no tests of its
+// own: the plugin packages' tests exercise it.
 package plugintest
 
 import (

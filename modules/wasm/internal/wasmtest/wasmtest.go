@@ -1,7 +1,8 @@
 // Package wasmtest finds what the wasm packages' differential tests compare
 // against: wabt's tools and the WebAssembly binaries wazero ships as test
 // data in the module cache (real compiler output and spec test binaries;
-// read in place, never copied into this repository).
+// read in place, never copied into this repository). Test support only:
+// the differential tests of modules/wasm/wat and modules/wasm/bound use it.
 package wasmtest
 
 import (
