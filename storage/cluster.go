@@ -44,14 +44,14 @@ func (ClusterState) TableName() string { return "gateway_cluster" }
 // ClusterNode is one gateway process that uses this store, as it last
 // reported itself (heartbeat).
 type ClusterNode struct {
-	ID            string `gorm:"primaryKey"`
-	Hostname      string `gorm:"not null;default:''"`
-	AdminAddress  string `gorm:"not null;default:''"`
-	HTTPAddress   string `gorm:"not null;default:''"`
-	HTTPSAddress  string `gorm:"not null;default:''"`
-	ConfigVersion int64  `gorm:"not null;default:0"`
-	StartedAt     time.Time
-	LastSeenAt    time.Time `gorm:"index"`
+	ID            string    `json:"id" gorm:"primaryKey" doc:"hostname/admin address of the node."`
+	Hostname      string    `json:"hostname" gorm:"not null;default:''"`
+	AdminAddress  string    `json:"admin_address" gorm:"not null;default:''"`
+	HTTPAddress   string    `json:"http_address" gorm:"not null;default:''" doc:"The node's HTTP proxy listener."`
+	HTTPSAddress  string    `json:"https_address" gorm:"not null;default:''" doc:"The node's HTTPS proxy listener; empty when HTTPS is disabled."`
+	ConfigVersion int64     `json:"config_version" gorm:"not null;default:0" doc:"The configuration version the node served at its last report."`
+	StartedAt     time.Time `json:"started_at"`
+	LastSeenAt    time.Time `json:"last_seen_at" gorm:"index"`
 }
 
 // TableName implements gorm's tabler.

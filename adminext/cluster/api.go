@@ -29,18 +29,12 @@ type Cluster struct {
 	Nodes         []Node `json:"nodes" doc:"In id order."`
 }
 
-// Node is one gateway node.
+// Node is one gateway node: its stored row (storage.ClusterNode, the
+// fields' declaration) and what the answer adds.
 type Node struct {
-	ID            string    `json:"id" doc:"hostname/admin address of the node."`
-	Hostname      string    `json:"hostname"`
-	AdminAddress  string    `json:"admin_address"`
-	HTTPAddress   string    `json:"http_address" doc:"The node's HTTP proxy listener."`
-	HTTPSAddress  string    `json:"https_address" doc:"The node's HTTPS proxy listener; empty when HTTPS is disabled."`
-	ConfigVersion int64     `json:"config_version" doc:"The configuration version the node served at its last report."`
-	StartedAt     time.Time `json:"started_at"`
-	LastSeenAt    time.Time `json:"last_seen_at"`
-	Stale         bool      `json:"stale" doc:"No report for 15 s."`
-	Self          bool      `json:"self" doc:"The node that answered."`
+	storage.ClusterNode
+	Stale bool `json:"stale" doc:"No report for 15 s."`
+	Self  bool `json:"self" doc:"The node that answered."`
 }
 
 func list(c *api.Call) (any, error) {
@@ -66,12 +60,7 @@ func list(c *api.Call) (any, error) {
 			r.HTTPAddress, r.HTTPSAddress = c.CP.ProxyAddresses()
 			r.LastSeenAt = now.UTC()
 		}
-		out.Nodes = append(out.Nodes, Node{
-			ID: r.ID, Hostname: r.Hostname, AdminAddress: r.AdminAddress,
-			HTTPAddress: r.HTTPAddress, HTTPSAddress: r.HTTPSAddress, ConfigVersion: r.ConfigVersion,
-			StartedAt: r.StartedAt, LastSeenAt: r.LastSeenAt,
-			Stale: now.Sub(r.LastSeenAt) > StaleAfter, Self: r.ID == out.NodeID,
-		})
+		out.Nodes = append(out.Nodes, Node{ClusterNode: r, Stale: now.Sub(r.LastSeenAt) > StaleAfter, Self: r.ID == out.NodeID})
 	}
 	return out, nil
 }
