@@ -241,9 +241,10 @@ echo "wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS interleaved rounds, 2 cores s
 echo "load average before the run:$(awk '{print " "$1", "$2", "$3}' /proc/loadavg) (meaningful below 1)" >&2
 # cpu_rounds: the rounds whose CPU per request is in sum_pcpu/sum_ucpu
 # (not the profiled one, nor one where wrk counted no request)
-declare -a sum_rps sum_p99 errs sum_pcpu sum_ucpu cpu_rounds
+# round_rps: each round's requests/s, for the per-round ratios at the end
+declare -a sum_rps sum_p99 errs sum_pcpu sum_ucpu cpu_rounds round_rps
 n=${#urls[@]}
-for i in $(seq 0 $((n - 1))); do sum_rps[$i]=0; sum_p99[$i]=0; errs[$i]=""; sum_pcpu[$i]=0; sum_ucpu[$i]=0; cpu_rounds[$i]=0; done
+for i in $(seq 0 $((n - 1))); do sum_rps[$i]=0; sum_p99[$i]=0; errs[$i]=""; sum_pcpu[$i]=0; sum_ucpu[$i]=0; cpu_rounds[$i]=0; round_rps[$i]=""; done
 profiled=""
 for round in $(seq 1 "$ROUNDS"); do
 	for i in $(seq 0 $((n - 1))); do
@@ -259,6 +260,7 @@ for round in $(seq 1 "$ROUNDS"); do
 		IFS='|' read -r _ rps p99 e pus uus <<<"$r"
 		p99ms=$(awk -v v="$p99" 'BEGIN{ if (v ~ /ms$/) {sub(/ms/,"",v); print v} else if (v ~ /us$/) {sub(/us/,"",v); print v/1000} else {sub(/s/,"",v); print v*1000} }')
 		sum_rps[$i]=$(awk -v a="${sum_rps[$i]}" -v b="$rps" 'BEGIN{print a+b}')
+		round_rps[$i]="${round_rps[$i]} $rps"
 		sum_p99[$i]=$(awk -v a="${sum_p99[$i]}" -v b="$p99ms" 'BEGIN{print a+b}')
 		if [ -z "$prof" ] && [ "$pus" != n/a ]; then
 			sum_pcpu[$i]=$(awk -v a="${sum_pcpu[$i]}" -v b="$pus" 'BEGIN{print a+b}')
@@ -276,7 +278,18 @@ for i in $(seq 0 $((n - 1))); do
 		'BEGIN{pcs = uss = "n/a"; if (cn > 0) {pcs = sprintf("%.1f µs", pc/cn); uss = sprintf("%.1f µs", uc/cn)}
 		printf "| %s | %.0f | %.2f ms | %.0f%% | %s | %s | %s |\n", name, r/n, p/n, 100*(r/n)/b, pcs, uss, e}'
 done
-awk -v a="${sum_rps[2]}" -v b="${sum_rps[1]}" 'BEGIN{printf "\nThe plugin chain serves %.2fx the no-plugin route'"'"'s throughput (goal: at least 0.93x).\n", a/b}'
+# per_round A B: the ratio of variant A to variant B in each round and
+# their median. The variants of a round run minutes apart at most, so a
+# round's ratio is less moved by the machine's slow drifts than the sums.
+per_round() {
+	awk -v a="${round_rps[$1]}" -v b="${round_rps[$2]}" 'BEGIN{
+		k = split(a, x, " "); split(b, y, " ")
+		for (j = 1; j <= k; j++) { r[j] = (y[j] > 0) ? x[j] / y[j] : 0; out = out sprintf(" %.2f", r[j]) }
+		for (j = 1; j <= k; j++) for (l = j + 1; l <= k; l++) if (r[l] < r[j]) { t = r[j]; r[j] = r[l]; r[l] = t }
+		med = (k % 2) ? r[(k + 1) / 2] : (r[k / 2] + r[k / 2 + 1]) / 2
+		printf "per round:%s (median %.2f)", out, med }'
+}
+awk -v a="${sum_rps[2]}" -v b="${sum_rps[1]}" -v pr="$(per_round 2 1)" 'BEGIN{printf "\nThe plugin chain serves %.2fx the no-plugin route'"'"'s throughput (goal: at least 0.93x); %s.\n", a/b, pr}'
 # The servers share one core, so their CPU per request bounds the
 # throughput: the same ratio from CPU time, steadier than requests/s.
 awk -v a="${sum_pcpu[1]}" -v b="${sum_ucpu[1]}" -v c="${sum_pcpu[2]}" -v d="${sum_ucpu[2]}" -v na="${cpu_rounds[1]}" -v nc="${cpu_rounds[2]}" \
@@ -285,9 +298,9 @@ awk -v a="${sum_pcpu[1]}" -v b="${sum_ucpu[1]}" -v c="${sum_pcpu[2]}" -v d="${su
 if [ -n "$profiled" ]; then
 	echo "CPU per request leaves out round 1 of \"$profiled\" (profiled: the pprof capture's own CPU)."
 fi
-awk -v a="${sum_rps[3]}" -v b="${sum_rps[1]}" 'BEGIN{printf "The wasm filter route serves %.2fx the no-plugin route'"'"'s throughput (goal: at least 0.85x).\n", a/b}'
+awk -v a="${sum_rps[3]}" -v b="${sum_rps[1]}" -v pr="$(per_round 3 1)" 'BEGIN{printf "The wasm filter route serves %.2fx the no-plugin route'"'"'s throughput (goal: at least 0.85x); %s.\n", a/b, pr}'
 if [ -n "${TRAEFIK:-}" ]; then
-	awk -v a="${sum_rps[1]}" -v b="${sum_rps[4]}" 'BEGIN{printf "The gateway'"'"'s no-plugin route serves %.2fx Traefik'"'"'s (goal: at least 1x).\n", a/b}'
+	awk -v a="${sum_rps[1]}" -v b="${sum_rps[4]}" -v pr="$(per_round 1 4)" 'BEGIN{printf "The gateway'"'"'s no-plugin route serves %.2fx Traefik'"'"'s (goal: at least 1x); %s.\n", a/b, pr}'
 fi
 if [ -z "${NO_NGINX:-}" ]; then
 	last=$((n - 1))
