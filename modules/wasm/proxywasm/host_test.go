@@ -389,6 +389,28 @@ func TestSharedDataCAS(t *testing.T) {
 	}
 }
 
+// TestSharedDataLivesWhileUsed: a VM id's shared data outlives the plugin
+// that wrote it as long as another plugin of that VM id runs (a reload:
+// the new config's plugin starts before the old one closes), and is freed
+// with the last one (a deleted module's data does not stay in memory).
+func TestSharedDataLivesWhileUsed(t *testing.T) {
+	wat := module(``)
+	old := newTestPlugin(t, wat, PluginConfig{VMID: "lifetime"})
+	if st := old.shared.set([]byte("k"), []byte("v"), 0); st != StatusOK {
+		t.Fatalf("set: status %d", st)
+	}
+	next := newTestPlugin(t, wat, PluginConfig{VMID: "lifetime"})
+	old.Close()
+	if v, _, ok := next.shared.get([]byte("k")); !ok || string(v) != "v" {
+		t.Fatalf("after the old plugin closed: %q %v", v, ok)
+	}
+	next.Close()
+	later := newTestPlugin(t, wat, PluginConfig{VMID: "lifetime"})
+	if v, _, ok := later.shared.get([]byte("k")); ok {
+		t.Fatalf("the data of a VM id no plugin used was kept: %q", v)
+	}
+}
+
 func TestTicks(t *testing.T) {
 	tp := newTestPlugin(t, module(`
   (data (i32.const 1024) "tick")

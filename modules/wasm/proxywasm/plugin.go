@@ -99,7 +99,7 @@ func NewPlugin(ctx context.Context, m *Module, cfg PluginConfig) (*Plugin, error
 	p := &Plugin{
 		cfg:    cfg,
 		module: m,
-		shared: sharedFor(cfg.VMID),
+		shared: acquireShared(cfg.VMID),
 		idle:   make(chan *Instance, cfg.MaxIdle),
 		slots:  make(chan struct{}, cfg.MaxInstances),
 		stop:   make(chan struct{}),
@@ -111,6 +111,7 @@ func NewPlugin(ctx context.Context, m *Module, cfg PluginConfig) (*Plugin, error
 	first, err := p.newInstance(ctx)
 	if err != nil {
 		m.Release()
+		releaseShared(cfg.VMID)
 		return nil, err
 	}
 	if first.tickPeriod > 0 {
@@ -194,7 +195,8 @@ func (p *Plugin) Put(in *Instance) {
 }
 
 // Close stops the ticker, closes the idle instances and releases the
-// module. Instances still serving are closed when they are Put back.
+// module and its VM id's shared data. Instances still serving are closed
+// when they are Put back.
 func (p *Plugin) Close() {
 	p.mu.Lock()
 	if p.closed {
@@ -216,6 +218,7 @@ func (p *Plugin) Close() {
 	p.mu.Unlock()
 	<-p.done
 	p.module.Release()
+	releaseShared(p.cfg.VMID)
 }
 
 // runTicker calls proxy_on_tick on the dedicated instance every tick period

@@ -3,11 +3,17 @@ package proxywasm
 import (
 	"context"
 	"sync"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
-// Shared data is process-wide, keyed by VM id: every instance of every
+// Shared data is kept per VM id for the process: every instance of every
 // plugin with the same VM id (the gateway uses the module's name) sees the
-// same store, across config reloads. Bounded per VM id.
+// same store, across config reloads (the new config's plugins take it
+// before the old config's let it go). The store lives as long as a plugin
+// uses it, as Caddy's reverse_proxy keeps its hosts: once the last plugin
+// of a VM id is closed (its module deleted, or no longer used by any
+// plugin), the data is freed. Bounded per VM id.
 const (
 	maxSharedKeys      = 1 << 16
 	maxSharedValueSize = 1 << 20
@@ -34,21 +40,22 @@ type metric struct {
 	value int64
 }
 
-var shared = struct {
-	mu sync.Mutex
-	m  map[string]*sharedStore
-}{m: map[string]*sharedStore{}}
+// sharedStores are the stores in use, by VM id.
+var sharedStores = caddy.NewUsagePool()
 
-func sharedFor(vmID string) *sharedStore {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	s, ok := shared.m[vmID]
-	if !ok {
-		s = newSharedStore()
-		shared.m[vmID] = s
-	}
-	return s
+// acquireShared returns the store of vmID, counting one more user;
+// releaseShared gives it back.
+func acquireShared(vmID string) *sharedStore {
+	v, _, _ := sharedStores.LoadOrNew(vmID, func() (caddy.Destructor, error) { return newSharedStore(), nil })
+	return v.(*sharedStore)
 }
+
+// releaseShared counts one user of vmID's store less; the last one frees it.
+func releaseShared(vmID string) { _, _ = sharedStores.Delete(vmID) }
+
+// Destruct implements caddy.Destructor: nothing to close, the store is
+// garbage once the pool forgets it.
+func (s *sharedStore) Destruct() error { return nil }
 
 func hostGetSharedData(ctx context.Context, in *Instance, a []uint64) Status {
 	key, ok := in.read(u32(a[0]), u32(a[1]))
