@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
@@ -102,4 +105,53 @@ func TestPluginChainResponseHeaders(t *testing.T) {
 	}
 	wantID(p)
 	wantServedBy(p)
+}
+
+// TestEarlyHintsThroughChain: a target's 103 Early Hints reach the client
+// through bench/proxy.sh's chain before the final response, with the
+// target's Link header only; the chain's headers are on the final
+// response, which carries no Link.
+func TestEarlyHintsThroughChain(t *testing.T) {
+	g := testgw.Start(t, nil)
+	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		_, _ = w.Write([]byte("ok"))
+	})
+	rid := g.Route("chain", g.Service("s", testgw.Addr(up)), map[string]any{"paths": []string{"/chain"}})
+	addPlugin(t, g, "request-id", "route", rid, nil)
+	addPlugin(t, g, "key-auth", "route", rid, nil)
+	addPlugin(t, g, "rate-limit", "route", rid, map[string]any{"limit": 100, "window_s": 60})
+	addPlugin(t, g, "response-transform", "route", rid, map[string]any{"set_headers": map[string]string{"X-Served-By": "gateway"}})
+	g.Consumer("bench", map[string]any{"type": "key-auth", "key": "bench-key"})
+
+	var hints []http.Header
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		if code == http.StatusEarlyHints {
+			hints = append(hints, http.Header(h))
+		}
+		return nil
+	}}
+	req, _ := http.NewRequest("GET", g.ProxyURL+"/chain", nil)
+	req.Header.Set("apikey", "bench-key")
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if len(hints) != 1 || hints[0].Get("Link") != "</style.css>; rel=preload" {
+		t.Fatalf("103s the client got: %v", hints)
+	}
+	for _, name := range []string{"X-Request-ID", "RateLimit-Limit", "X-Served-By"} {
+		if hints[0].Get(name) != "" {
+			t.Fatalf("the 103 carries the final response's %s: %v", name, hints[0])
+		}
+	}
+	if res.StatusCode != 200 || string(body) != "ok" || res.Header.Get("Link") != "" ||
+		res.Header.Get("X-Served-By") != "gateway" || res.Header.Get("RateLimit-Limit") != "100" || !uuidV4.MatchString(res.Header.Get("X-Request-ID")) {
+		t.Fatalf("final answer %d %q, headers %v", res.StatusCode, body, res.Header)
+	}
 }

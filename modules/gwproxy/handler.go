@@ -8,12 +8,12 @@
 // other targets, passive health counted per target address for the
 // process, the transport's three timeouts and TLS, X-Forwarded-* from
 // trusted peers only, hop-by-hop headers, trailers, streamed responses,
-// and WebSocket (any 101 upgrade) tunnels that outlive config reloads.
+// informational (1xx) responses, and WebSocket (any 101 upgrade) tunnels
+// that outlive config reloads.
 //
 // Why not reverse_proxy itself: per request it sets about 20 replacer
 // values (one per response header among them), builds a logger carrying
-// the whole request for a debug line that is off, an httptrace and two
-// contexts; CPU profiles under wrk put the gateway's bare route at 0.82x
+// the whole request for a debug line that is off and extra contexts; CPU profiles under wrk put the gateway's bare route at 0.82x
 // Traefik with it, and a handler doing only the work below ahead of
 // Traefik (bench/README.md, "Session 5: proxy path").
 package gwproxy

@@ -25,7 +25,10 @@ import (
 
 // front provisions a gateway_proxy from cfg and serves it the way the
 // gateway's proxy listener does (Caddy's request preparation first).
-// trusted marks every peer a trusted proxy.
+// trusted marks every peer a trusted proxy. A request header
+// X-Before-Proxy: v makes it set the response header X-Before-Proxy: v
+// before proxying, as a plugin setting a header for the final response
+// does.
 func front(t *testing.T, cfg string, trusted bool) (*gwproxy.Handler, *httptest.Server, context.CancelFunc) {
 	t.Helper()
 	h := new(gwproxy.Handler)
@@ -43,6 +46,9 @@ func front(t *testing.T, cfg string, trusted bool) (*gwproxy.Handler, *httptest.
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, srv)
 		caddyhttp.SetVar(r.Context(), caddyhttp.TrustedProxyVarKey, trusted)
+		if v := r.Header.Get("X-Before-Proxy"); v != "" {
+			w.Header().Set("X-Before-Proxy", v)
+		}
 		if err := h.ServeHTTP(w, r, nil); err != nil {
 			var he caddyhttp.HandlerError
 			if ok := asHandlerError(err, &he); ok {

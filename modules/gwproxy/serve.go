@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
@@ -101,7 +102,8 @@ func (h *Handler) available() reverseproxy.UpstreamPool {
 // tried.
 func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, up *reverseproxy.Upstream, hst *host, body *clientBody) (done bool, err error) {
 	repl.Set(UpstreamHostportKey, up.Dial)
-	out := outbound(r, up.Dial, body)
+	o := outbound(r, up.Dial, body, w)
+	out := &o.req
 	if h.Headers != nil && h.Headers.Request != nil {
 		h.Headers.Request.ApplyToRequest(out)
 	}
@@ -109,6 +111,7 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 		out.URL.Scheme = "http"
 	}
 	res, err := h.transport.RoundTrip(out)
+	o.info.finish()
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			// the client left: not the target's failure, nobody to answer
@@ -210,10 +213,13 @@ func (b *clientBody) failure() error {
 	return b.err
 }
 
-// outRequest is the upstream request and its URL: one allocation.
+// outRequest is the upstream request, its URL and the trace that
+// forwards the target's informational responses: one allocation.
 type outRequest struct {
-	req http.Request
-	url url.URL
+	req   http.Request
+	url   url.URL
+	trace httptrace.ClientTrace
+	info  informational
 }
 
 // Header values the proxy sets without formatting them.
@@ -230,11 +236,14 @@ var (
 
 // outbound is the request to send to the target at dial: r's method,
 // URL, body and end-to-end headers, with the X-Forwarded-* headers and
-// Via. Header value slices are shared with r's (never appended to).
-func outbound(r *http.Request, dial string, body *clientBody) *http.Request {
+// Via, and a trace forwarding informational responses to w. Header value
+// slices are shared with r's (never appended to).
+func outbound(r *http.Request, dial string, body *clientBody, w http.ResponseWriter) *outRequest {
 	o := new(outRequest)
+	o.info.w = w
+	o.trace.Got1xxResponse = o.info.got1xx
 	out := &o.req
-	*out = *r
+	*out = *r.WithContext(httptrace.WithClientTrace(r.Context(), &o.trace))
 	o.url = *r.URL
 	// An absolute-form request line (GET https://x/ HTTP/1.1) fills the
 	// client's URL Scheme, Host and User: none of them is the client's to
@@ -290,7 +299,7 @@ func outbound(r *http.Request, dial string, body *clientBody) *http.Request {
 		hdr["Via"] = []string{via(r.ProtoMajor, r.ProtoMinor)}
 	}
 	out.Header = hdr
-	return out
+	return o
 }
 
 func via(major, minor int) string {
