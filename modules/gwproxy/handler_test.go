@@ -775,3 +775,29 @@ func TestTooManyInformationalResponses(t *testing.T) {
 		t.Fatalf("the client got %d informational responses and %d, want 10 and 200", len(got), res.StatusCode)
 	}
 }
+
+// A client waiting for 100 Continue gets the server's own 100 and the
+// final response, and no informational response of the target's.
+func TestNoInformationalResponsesWhileExpectingContinue(t *testing.T) {
+	up := informationalUpstream(t)
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}]}`, addr(up)), false)
+	defer stop()
+
+	var codes []int
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+		codes = append(codes, code)
+		return nil
+	}}
+	req, _ := http.NewRequest("POST", gw.URL+"/?1xx=103", strings.NewReader("abcd"))
+	req.Header.Set("Expect", "100-continue")
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if fmt.Sprint(codes) != "[100]" || res.StatusCode != 200 || string(body) != "body" {
+		t.Fatalf("informational %v, then %d %q", codes, res.StatusCode, body)
+	}
+}

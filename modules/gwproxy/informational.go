@@ -24,7 +24,9 @@ const maxInformational = 10
 //
 // 100 Continue is not forwarded: net/http's server sends it to the
 // client itself when the transport first reads the client's body, and a
-// second one would only confuse clients.
+// second one would only confuse clients. For the same reason a request
+// whose client waits for 100 Continue gets no informational responses
+// at all (outbound).
 type informational struct {
 	w    http.ResponseWriter
 	mu   sync.Mutex

@@ -240,10 +240,18 @@ var (
 // slices are shared with r's (never appended to).
 func outbound(r *http.Request, dial string, body *clientBody, w http.ResponseWriter) *outRequest {
 	o := new(outRequest)
-	o.info.w = w
-	o.trace.Got1xxResponse = o.info.got1xx
 	out := &o.req
-	*out = *r.WithContext(httptrace.WithClientTrace(r.Context(), &o.trace))
+	if body != nil && httpguts.HeaderValuesContainsToken(r.Header["Expect"], "100-continue") {
+		// No informational responses to a client waiting for 100
+		// Continue: net/http's server writes that one from whichever
+		// goroutine first reads the body (the transport's), unordered
+		// with a 1xx written from the goroutine reading the response.
+		*out = *r
+	} else {
+		o.info.w = w
+		o.trace.Got1xxResponse = o.info.got1xx
+		*out = *r.WithContext(httptrace.WithClientTrace(r.Context(), &o.trace))
+	}
 	o.url = *r.URL
 	// An absolute-form request line (GET https://x/ HTTP/1.1) fills the
 	// client's URL Scheme, Host and User: none of them is the client's to
