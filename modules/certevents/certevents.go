@@ -24,6 +24,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"github.com/caddyserver/certmagic"
+
+	"github.com/caddy-gateway/gateway/modules/gwtls"
 )
 
 func init() {
@@ -124,6 +127,8 @@ func (h *Handler) translate(ctx context.Context, e caddy.Event) (*Event, error) 
 			return nil, fmt.Errorf("certificate event %s for %s: %w", e.Name(), ev.Name, err)
 		}
 		ev.Leaf = leaf
+		// before a forced renewal caches it beside its predecessor
+		gwtls.Issued(ev.Name, leaf)
 	case "cached_managed_cert":
 		ev.Kind = Loaded
 		sans, _ := e.Data["sans"].([]string)
@@ -166,25 +171,31 @@ func (h *Handler) storedLeaf(ctx context.Context, key string) (*x509.Certificate
 }
 
 // ServedLeaf is the issued (untagged: not uploaded through the gateway)
-// certificate of Caddy's cache for exactly name that was issued last; nil
-// when there is none.
+// certificate of Caddy's cache for exactly name that was issued last
+// (gwtls.Later, as the HTTPS listener chooses); nil when there is none.
 func ServedLeaf(name string) (best *x509.Certificate) {
 	defer func() {
 		if recover() != nil { // no tls app has run yet: Caddy has no cache
 			best = nil
 		}
 	}()
-	for _, c := range caddytls.AllMatchingCertificates(name) {
+	var newest *certmagic.Certificate
+	certs := caddytls.AllMatchingCertificates(name)
+	for i := range certs {
+		c := &certs[i]
 		if len(c.Tags) > 0 || c.Leaf == nil {
 			continue
 		}
 		for _, n := range c.Names {
-			if strings.EqualFold(n, name) && (best == nil || c.Leaf.NotBefore.After(best.NotBefore)) {
-				best = c.Leaf
+			if strings.EqualFold(n, name) && (newest == nil || gwtls.Later(c, newest)) {
+				newest = c
 			}
 		}
 	}
-	return best
+	if newest == nil {
+		return nil
+	}
+	return newest.Leaf
 }
 
 // Interface guards

@@ -1,9 +1,12 @@
 package gwtls
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -75,8 +78,7 @@ func newestOf(hello *tls.ClientHelloInfo, choices []certmagic.Certificate, match
 			continue
 		}
 		better := !now.Before(c.Leaf.NotBefore) && !now.After(c.Leaf.NotAfter) &&
-			(best == nil || c.Leaf.NotBefore.After(best.Leaf.NotBefore) ||
-				(c.Leaf.NotBefore.Equal(best.Leaf.NotBefore) && c.Leaf.NotAfter.After(best.Leaf.NotAfter)))
+			(best == nil || Later(c, best))
 		// SupportsCertificate is the costly check: it runs only for a
 		// candidate that would change the answer.
 		if (fallback != nil && !better) || hello.SupportsCertificate(&c.Certificate) != nil {
@@ -96,6 +98,57 @@ func newestOf(hello *tls.ClientHelloInfo, choices []certmagic.Certificate, match
 		return *fallback, true
 	}
 	return certmagic.Certificate{}, false
+}
+
+// Later reports whether certificate a was issued after b (both with a
+// leaf): a later NotBefore, else a later NotAfter, else a is the one
+// issued last for one of its names (Issued). ASN.1 times have one-second
+// resolution: a certificate renewed within the second its predecessor was
+// issued (a forced renewal right after issuance) ties with it on both.
+func Later(a, b *certmagic.Certificate) bool {
+	if !a.Leaf.NotBefore.Equal(b.Leaf.NotBefore) {
+		return a.Leaf.NotBefore.After(b.Leaf.NotBefore)
+	}
+	if !a.Leaf.NotAfter.Equal(b.Leaf.NotAfter) {
+		return a.Leaf.NotAfter.After(b.Leaf.NotAfter)
+	}
+	return issuedLast(a) && !issuedLast(b)
+}
+
+// lastIssued is, per name, the SHA-256 of the leaf this process saw
+// issued last for it (Issued): the tie-break of Later. One entry per name
+// ever issued here (a name and 32 bytes), kept for the process.
+var lastIssued struct {
+	sync.Mutex
+	leaf map[string][sha256.Size]byte
+}
+
+// Issued records that leaf was just issued for name (certmagic's
+// cert_obtained event, which comes before the renewed certificate is
+// cached): among cached certificates with the same validity, the one
+// with this leaf is the newest for name.
+func Issued(name string, leaf *x509.Certificate) {
+	sum := sha256.Sum256(leaf.Raw)
+	lastIssued.Lock()
+	defer lastIssued.Unlock()
+	if lastIssued.leaf == nil {
+		lastIssued.leaf = map[string][sha256.Size]byte{}
+	}
+	lastIssued.leaf[strings.ToLower(name)] = sum
+}
+
+// issuedLast reports whether c's leaf is the one issued last for one of
+// its names.
+func issuedLast(c *certmagic.Certificate) bool {
+	sum := sha256.Sum256(c.Leaf.Raw)
+	lastIssued.Lock()
+	defer lastIssued.Unlock()
+	for _, n := range c.Names {
+		if last, ok := lastIssued.leaf[n]; ok && last == sum {
+			return true
+		}
+	}
+	return false
 }
 
 // coversWildcard reports whether one of names is a wildcard covering

@@ -71,6 +71,32 @@ func TestNewestChoice(t *testing.T) {
 	}
 }
 
+// A certificate renewed within the second its predecessor was issued ties
+// with it on NotBefore and NotAfter (one-second resolution): the one
+// issued last (Issued, from certmagic's cert_obtained event) is newest,
+// whatever order the cache lists them in.
+func TestNewestOnTiedValidity(t *testing.T) {
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	first := cached(t, "t.example.com", at, 1)
+	second := cached(t, "t.example.com", at, 2)
+	Issued("t.example.com", first.Leaf)
+	Issued("T.example.com", second.Leaf)
+	for _, choices := range [][]certmagic.Certificate{{first, second}, {second, first}} {
+		if got, ok := newest(hello("t.example.com"), "t.example.com", choices); !ok || got.Leaf.SerialNumber.Int64() != 2 {
+			t.Fatalf("selected %v; want the one issued last", got.Leaf)
+		}
+	}
+	Issued("t.example.com", first.Leaf)
+	for _, choices := range [][]certmagic.Certificate{{first, second}, {second, first}} {
+		if got, ok := newest(hello("t.example.com"), "t.example.com", choices); !ok || got.Leaf.SerialNumber.Int64() != 1 {
+			t.Fatalf("selected %v; want the one issued last", got.Leaf)
+		}
+	}
+	if Later(&first, &first) {
+		t.Fatal("a certificate is later than itself")
+	}
+}
+
 func hello(name string) *tls.ClientHelloInfo {
 	conn, _ := net.Pipe() // certmagic logs the handshake's remote address
 	return &tls.ClientHelloInfo{ServerName: name, SupportedVersions: []uint16{tls.VersionTLS13},
