@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -29,11 +30,12 @@ import (
 //	}
 type RequestID struct {
 	HeaderName     string `json:"header_name" schema:"header_name,minLength=1" doc:"Header carrying the id, upstream and downstream. Default X-Request-ID."`
-	TrustIncoming  bool   `json:"trust_incoming" doc:"Keep an id the client sent (1 to 200 visible ASCII characters) instead of generating one. Default true."`
+	TrustIncoming  bool   `json:"trust_incoming" doc:"Keep an id the client sent (1 to 200 visible ASCII characters) instead of generating one. When false, the client's copies of the header are removed, in any spelling an upstream reading CGI variables takes for it (_ for -, any case). Default true."`
 	EchoDownstream bool   `json:"echo_downstream" doc:"Send the id back to the client in the response header. Default true."`
 
 	header    string    // canonical HeaderName
-	lookalike [1]string // header, for consumers.DeleteLookalikes
+	lookalike [1]string // header dash-spelled, for consumers.DeleteLookalikes
+	dash      string    // header dash-spelled when HeaderName has '_', else ""
 }
 
 // SetDefaults implements schema.Defaulter.
@@ -53,7 +55,10 @@ func (h *RequestID) Provision(caddy.Context) error {
 		return err
 	}
 	h.header = http.CanonicalHeaderKey(h.HeaderName)
-	h.lookalike[0] = h.header
+	h.lookalike[0] = http.CanonicalHeaderKey(strings.ReplaceAll(h.header, "_", "-"))
+	if h.lookalike[0] != h.header {
+		h.dash = h.lookalike[0]
+	}
 	return nil
 }
 
@@ -76,8 +81,12 @@ func (h *RequestID) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if !h.TrustIncoming {
 		// The client's id spelled with '_' (X_Request_ID) would reach
 		// CGI-style upstreams as the same header (HTTP_X_REQUEST_ID) next
-		// to the gateway's.
+		// to the gateway's; so would the dash spelling of a header_name
+		// with '_'.
 		consumers.DeleteLookalikes(r.Header, h.lookalike[:])
+		if h.dash != "" {
+			delete(r.Header, h.dash)
+		}
 	}
 	info, r := gwctx.Ensure(r)
 	info.RequestID = id

@@ -121,3 +121,28 @@ func TestRequestIDNoTrustDropsLookalikes(t *testing.T) {
 		}
 	}
 }
+
+// A header_name with '_' reaches CGI-style upstreams as the same variable
+// as its dash spelling: without trust_incoming, the client's copies in
+// either spelling do not go upstream, only the gateway's id does.
+func TestRequestIDUnderscoreNameDropsDashSpelling(t *testing.T) {
+	h := &RequestID{HeaderName: "X_Corr"}
+	if err := h.Provision(caddy.Context{}); err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header["X-Corr"] = []string{"client"}
+	r.Header["X_CORR"] = []string{"client"}
+	r.Header["X_corr"] = []string{"client"}
+	var up http.Header
+	next := caddyhttp.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) error {
+		up = r.Header.Clone()
+		return nil
+	})
+	if err := h.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {
+		t.Fatal(err)
+	}
+	if len(up) != 1 || len(up["X_corr"]) != 1 || up["X_corr"][0] == "client" {
+		t.Fatalf("the upstream got %v; want only the gateway's X_corr", up)
+	}
+}
