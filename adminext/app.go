@@ -153,6 +153,15 @@ func (a *App) Stop() error {
 	return nil
 }
 
+// Cleanup discards the control plane when this app created it and its
+// config never started.
+func (a *App) Cleanup() error {
+	if a.cp != nil {
+		a.cp.Discard()
+	}
+	return nil
+}
+
 // HealthRegistry is the process's target health (the control plane's, so
 // it survives reloads): the gateway selection policy reaches it with
 // ctx.App("gateway") while the app provisions its router.
@@ -173,9 +182,10 @@ func (a *App) CertificateEvent(ev certevents.Event) {
 
 // Interface guards
 var (
-	_ certevents.Sink   = (*App)(nil)
-	_ caddy.App         = (*App)(nil)
-	_ caddy.Provisioner = (*App)(nil)
-	_ caddy.Validator   = (*App)(nil)
-	_ health.Owner      = (*App)(nil)
+	_ certevents.Sink    = (*App)(nil)
+	_ caddy.App          = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
+	_ health.Owner       = (*App)(nil)
 )

@@ -250,6 +250,17 @@ func (cp *ControlPlane) Deactivate(a *Instance) {
 	cp.shutdown()
 }
 
+// Discard is the gateway app's Cleanup: a control plane that never served
+// (the first config with the gateway failed to start: its admin port
+// taken, say) is shut down and forgotten, so that the next load starts
+// from its own bootstrap (admin address, store) instead of inheriting
+// this one's until a restart.
+func (cp *ControlPlane) Discard() {
+	if cp.active.Load() == nil {
+		cp.shutdown()
+	}
+}
+
 // shutdown stops accepting, drains in-flight requests and closes the store.
 func (cp *ControlPlane) shutdown() {
 	if !cp.isClosed.CompareAndSwap(false, true) {

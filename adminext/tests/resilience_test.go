@@ -5,8 +5,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
@@ -146,4 +150,27 @@ func failListenChange(t *testing.T, g *testgw.Gateway) {
 	defer taken.Close()
 	st, body := g.Do("PUT", "/api/v1/settings", map[string]any{"http_listen": taken.Addr().String()})
 	wantError(t, st, body, 400, "http_listen")
+}
+
+// A first load whose gateway cannot start (its admin port is taken)
+// leaves no control plane behind: the next load serves its own admin
+// address and store, without a restart.
+func TestFailedFirstLoadLeavesNoControlPlane(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := fmt.Sprintf(`{"admin": {"listen": %q}, "logging": {"logs": {"default": {"level": "ERROR"}}},
+		"apps": {"gateway": {"admin_listen": %q, "dsn": %q, "http_listen": %q, "https_listen": %q}}}`,
+		testgw.FreeAddr(t), busy.Addr().String(), filepath.Join(t.TempDir(), "gateway.db"), testgw.FreeAddr(t), testgw.FreeAddr(t))
+	if err := caddy.Load([]byte(cfg), true); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		_ = caddy.Stop()
+		t.Fatalf("loaded with the admin port taken: %v", err)
+	}
+	if cp := controlplane.Current(); cp != nil {
+		t.Fatalf("a control plane (admin %q) outlived the failed load", cp.AdminAddr())
+	}
+	g := testgw.Start(t, nil) // fails if it inherits the failed one's admin address
+	g.Must("GET", "/api/v1/settings", nil)
 }

@@ -119,15 +119,17 @@ func Start(t testing.TB, opts *Options) *Gateway {
 	if opts == nil {
 		opts = &Options{}
 	}
-	dsn := opts.DSN
-	if dsn == "" {
-		dsn = filepath.Join(t.TempDir(), "gateway.db")
-	}
 	var g *Gateway
 	var adminAddr string
 	// Free ports are picked, then bound: another test process may take one
-	// in between. Such a clash is retried with new ports.
+	// in between. Such a clash is retried with new ports, and a new store:
+	// the first load seeds the store's settings with its listen addresses,
+	// which then win over the next attempt's.
 	for attempt := 1; ; attempt++ {
+		dsn := opts.DSN
+		if dsn == "" {
+			dsn = filepath.Join(t.TempDir(), "gateway.db")
+		}
 		g = &Gateway{
 			T:          t,
 			CaddyAdmin: FreeAddr(t),
