@@ -108,14 +108,7 @@ func TestRequestIDNoTrustDropsLookalikes(t *testing.T) {
 		}
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("x_corr", "client")
-		var up http.Header
-		next := caddyhttp.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) error {
-			up = r.Header.Clone()
-			return nil
-		})
-		if err := h.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {
-			t.Fatal(err)
-		}
+		up := upstreamHeader(t, h, r)
 		if got := up["X_corr"]; (got != nil) != trust {
 			t.Errorf("trust_incoming %v: the upstream got x_corr %q", trust, got)
 		}
@@ -134,7 +127,15 @@ func TestRequestIDUnderscoreNameDropsDashSpelling(t *testing.T) {
 	r.Header["X-Corr"] = []string{"client"}
 	r.Header["X_CORR"] = []string{"client"}
 	r.Header["X_corr"] = []string{"client"}
-	var up http.Header
+	if up := upstreamHeader(t, h, r); len(up) != 1 || len(up["X_corr"]) != 1 || up["X_corr"][0] == "client" {
+		t.Fatalf("the upstream got %v; want only the gateway's X_corr", up)
+	}
+}
+
+// upstreamHeader serves r through h and returns the request header the
+// next handler got.
+func upstreamHeader(t *testing.T, h *RequestID, r *http.Request) (up http.Header) {
+	t.Helper()
 	next := caddyhttp.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) error {
 		up = r.Header.Clone()
 		return nil
@@ -142,7 +143,5 @@ func TestRequestIDUnderscoreNameDropsDashSpelling(t *testing.T) {
 	if err := h.ServeHTTP(httptest.NewRecorder(), r, next); err != nil {
 		t.Fatal(err)
 	}
-	if len(up) != 1 || len(up["X_corr"]) != 1 || up["X_corr"][0] == "client" {
-		t.Fatalf("the upstream got %v; want only the gateway's X_corr", up)
-	}
+	return up
 }
