@@ -62,6 +62,10 @@ Decisions where the specification is silent:
   that cannot be bound is a 400 and nothing changes.
 - Upstream errors made by the proxy are JSON {"error"} with status 502
   (bad gateway), 503 (no target available) or 504 (timeout).
+- A target's informational responses (102, 103 Early Hints) reach the
+  client before the final response, with the target's 1xx headers only;
+  more than 10 before the final response fail the attempt (502). 100
+  Continue is the gateway's own: a client waiting for it gets no other 1xx.
 - Target health: unknown until the first check; unhealthy targets get no
   traffic while a healthy one exists.
 - Cluster mode (several nodes on one PostgreSQL store): a change made on
