@@ -210,6 +210,8 @@ func applyTags(s map[string]any, f *field, mode Mode) {
 	}
 	if f.format != "" {
 		target["format"] = f.format
+	} else if f.str.kind == kindURL {
+		target["format"] = "uri"
 	}
 }
 

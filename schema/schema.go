@@ -44,6 +44,9 @@
 //	header_value      an HTTP header value (a line), at most 8192
 //	text              multi-line text (tab, CR and LF allowed, other control
 //	                  characters not), at most 65536 (PEM, bodies …)
+//	url               empty, or an absolute http or https URL a connection
+//	                  can be made to (HTTPURL's rules), at most 4096; its
+//	                  JSON Schema format is uri
 //
 // maxLength overrides the kind's cap. Slices and maps hold at most 1000
 // items unless maxItems says otherwise. Integers outside their Go type's
@@ -131,6 +134,9 @@ func Decode(body []byte, dst any) error {
 	}
 	if body[0] != '{' {
 		return &FieldError{Msg: "request body must be a JSON object"}
+	}
+	if path, bad := invalidText(body); bad {
+		return Errorf(path, "must be valid UTF-8 text (it holds an invalid byte or an unpaired \\u surrogate escape)")
 	}
 	var present map[string]json.RawMessage
 	if err := json.Unmarshal(body, &present); err != nil {
@@ -349,6 +355,11 @@ func Check(v any) error {
 	for rv.Kind() == reflect.Pointer {
 		rv = rv.Elem()
 	}
+	// A redacted answer sent back says so first: its mark would also
+	// break the field's own rules (a URL's user information).
+	if names := RedactedFields(v); len(names) > 0 {
+		return Errorf(names[0], "holds the redaction mark %s (a redacted answer or export): send the real value", Redacted)
+	}
 	info := structInfo(rv.Type())
 	for _, f := range info.fields {
 		if f.readonly || f.internal {
@@ -357,9 +368,6 @@ func Check(v any) error {
 		if err := checkValue(f, f.name, rv.FieldByIndex(f.index), 0); err != nil {
 			return err
 		}
-	}
-	if names := RedactedFields(v); len(names) > 0 {
-		return Errorf(names[0], "holds the redaction mark %s (a redacted answer or export): send the real value", Redacted)
 	}
 	if val, ok := v.(Validator); ok {
 		return val.Validate()
@@ -747,11 +755,12 @@ const (
 	kindHeaderName  strKind = "header_name"
 	kindHeaderValue strKind = "header_value"
 	kindText        strKind = "text"
+	kindURL         strKind = "url"
 )
 
 var kindMax = map[strKind]int{
 	kindLine: 4096, kindName: 255, kindHost: 253, kindPath: 4096,
-	kindHeaderName: 256, kindHeaderValue: 8192, kindText: 65536,
+	kindHeaderName: 256, kindHeaderValue: 8192, kindText: 65536, kindURL: 4096,
 }
 
 func parseKind(s string) strKind {
@@ -806,6 +815,12 @@ func (k strKind) check(s string) string {
 				return fmt.Sprintf("must be a valid header name (%q is not allowed)", c)
 			}
 		}
+	case kindURL:
+		if s != "" {
+			if _, err := HTTPURL(s); err != nil {
+				return err.Error()
+			}
+		}
 	}
 	return ""
 }
@@ -829,6 +844,8 @@ func (k strKind) pattern() string {
 		return "^[!#$%&'*+.^_`|~0-9A-Za-z-]*$"
 	case kindText:
 		return `^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F]*$`
+	case kindURL:
+		return `^$|^https?://[^\x00-\x1F\x7F]*$`
 	}
 	return `^[^\x00-\x1F\x7F]*$`
 }

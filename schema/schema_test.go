@@ -120,6 +120,7 @@ type kinds struct {
 	Counts  []int             `json:"counts" schema:"min=1,max=9"`
 	Ints    map[string]int64  `json:"ints" schema:"max=5"`
 	Raw     json.RawMessage   `json:"raw"`
+	URLs    []string          `json:"urls" schema:"url"`
 }
 
 // Every string of an input is held to its kind: no control characters
@@ -162,6 +163,36 @@ func TestStringKindsAndBounds(t *testing.T) {
 		`{"headers":[]}`:                              "headers: must be an object",
 	}
 	wantDecodeErrors[kinds](t, cases, true)
+	// Text is taken as written: invalid UTF-8 and unpaired surrogate
+	// escapes, which encoding/json would silently turn into U+FFFD, are
+	// refused wherever they stand, keys included.
+	const notText = ": must be valid UTF-8 text (it holds an invalid byte or an unpaired \\u surrogate escape)"
+	wantDecodeErrors[kinds](t, map[string]string{
+		"{\"name\":\"a\xffb\"}":                 "name" + notText,
+		"{\"headers\":{\"X-\xc0\":\"v\"}}":      "headers.X-\uFFFD" + notText,
+		"{\"headers\":{\"X-A\":\"v\xfe\"}}":     "headers.X-A" + notText,
+		"{\"hosts\":[\"a\",\"b\xed\xa0\x80\"]}": "hosts[1]" + notText, // a surrogate in UTF-8
+		`{"groups":["a","\ud800"]}`:             "groups[1]" + notText,
+		`{"groups":["\udc00x"]}`:                "groups[0]" + notText,
+		`{"groups":["\ud800\u0041"]}`:           "groups[0]" + notText,
+		`{"raw":{"a":[{"b":"\ud800"}]}}`:        "raw.a[0].b" + notText,
+		`{"name":"x","line":"\udbff"}`:          "line" + notText,
+	}, true)
+	// Hosts and URLs a connection is made to.
+	wantDecodeErrors[kinds](t, map[string]string{
+		`{"urls":["ftp://a.example"]}`:          "urls[0]: must be an absolute http or https URL (scheme http or https)",
+		`{"urls":["http://:8080/x"]}`:           "urls[0]: must have a host (http://host/…)",
+		`{"urls":["https://a.example:99999/"]}`: "urls[0]: has port 99999: a port is 1 to 65535",
+		`{"urls":["https://a.example:0/"]}`:     "urls[0]: has port 0: a port is 1 to 65535",
+		`{"urls":["https://a.example/#x"]}`:     "urls[0]: must not have a fragment (#…)",
+		`{"urls":["http:a.example"]}`:           "urls[0]: must be an absolute http or https URL (http://host/…)",
+		`{"urls":["http://127.1/"]}`:            `urls[0]: host "127.1" must be an IPv4 address in standard form`,
+		`{"urls":["http://2130706433/"]}`:       `urls[0]: host "2130706433" must be an IPv4 address`,
+		`{"urls":["http://0x7f000001/"]}`:       `urls[0]: host "0x7f000001" must be an IPv4 address`,
+		`{"urls":["http://0177.0.0.1/"]}`:       `urls[0]: host "0177.0.0.1" must be an IPv4 address`,
+		`{"urls":["http://a..example/"]}`:       `urls[0]: host "a..example" must be an IP address or a DNS name (labels of 1 to 63 characters)`,
+		`{"urls":["http://a$b.example/"]}`:      `urls[0]: host "a$b.example" must be an IP address or a DNS name ('$' is not allowed)`,
+	}, false)
 	many := make([]string, DefaultMaxItems+1)
 	for i := range many {
 		many[i] = `"g"`
@@ -171,7 +202,8 @@ func TestStringKindsAndBounds(t *testing.T) {
 		t.Errorf("default item cap: %v", err)
 	}
 	ok := `{"name":" a ","host":"*.example.com","path":"/a b","line":"ünïcode","text":"a\r\n\tb","hosts":["[::1]","fe80::1%eth0"],` +
-		`"headers":{"X-A":"a b é"},"groups":["g"],"small":-2147483648,"big":3600000,"counts":[9],"ints":{"a":5},"raw":{"x":"\u0000"}}`
+		`"headers":{"X-A":"a b é"},"groups":["g","\ud83d\ude00 \ufffd \uFFFD � \\ud800"],"small":-2147483648,"big":3600000,"counts":[9],"ints":{"a":5},"raw":{"x":"\u0000"},` +
+		`"urls":["","http://a.example","HTTPS://user:pw@A.example:8443/p?q","http://[::1]:1/","https://10.0.0.1:65535","http://my_svc.internal./","https://bücher.example/","http://0x.example.com"]}`
 	if err := Decode([]byte(ok), &k); err != nil {
 		t.Fatalf("valid input refused: %v", err)
 	}

@@ -9,7 +9,7 @@ import (
 
 // Redacted is what Redact puts in place of a secret value: the whole value
 // of a secret string or map entry, or the user information of a secret URL
-// (format=uri): https://<redacted>@collector.example/in. It is not a valid
+// (the url kind): https://<redacted>@collector.example/in. It is not a valid
 // value of any field, and Check refuses it in a secret field, so a
 // redacted answer or export sent back is never stored as the real value.
 const Redacted = "<redacted>"
@@ -23,7 +23,7 @@ func Redact(v any) []string {
 		if s == "" {
 			return s, false
 		}
-		if f.format == "uri" {
+		if f.str.kind == kindURL {
 			u, err := url.Parse(s)
 			if err != nil || u.User == nil {
 				return s, false

@@ -7,7 +7,7 @@ import (
 )
 
 type secretDecl struct {
-	URL     string            `json:"url" schema:"format=uri,secret"`
+	URL     string            `json:"url" schema:"url,secret"`
 	Token   string            `json:"token" schema:"secret"`
 	Headers map[string]string `json:"headers" schema:"secret"`
 	Plain   string            `json:"plain"`

@@ -1,12 +1,17 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/schema"
 )
 
 func init() {
@@ -75,6 +80,30 @@ func (s *Snapshot) EABFor(dir string) *ACMEEAB {
 		}
 	}
 	return nil
+}
+
+// CheckACMEDirectory checks an ACME directory: one of the aliases of
+// ACMEDirectoryAliases, or an https URL (schema.HTTPURL's rules). ACME runs
+// over HTTPS only (RFC 8555, section 6.1): over plain HTTP whoever is on
+// the path would answer the account's requests and see the external
+// account binding.
+func CheckACMEDirectory(dir string) error {
+	if _, ok := ACMEDirectoryAliases[dir]; ok {
+		return nil
+	}
+	u, err := schema.HTTPURL(dir)
+	if err == nil && u.Scheme != "https" {
+		err = errors.New("must use https (ACME runs over HTTPS only)")
+	}
+	if err != nil {
+		return fmt.Errorf("%v; or one of the aliases %s", err, strings.Join(ACMEDirectoryAliasNames(), ", "))
+	}
+	return nil
+}
+
+// ACMEDirectoryAliasNames are the aliases of ACMEDirectoryAliases, sorted.
+func ACMEDirectoryAliasNames() []string {
+	return slices.Sorted(maps.Keys(ACMEDirectoryAliases))
 }
 
 // NormalizeACMEDirectory maps a directory alias to its URL, lowercases the

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/netip"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -90,6 +89,9 @@ func (t *Target) Validate() error {
 		if _, err := netip.ParseAddr(t.Host); err != nil {
 			return schema.Errorf("host", "must be a hostname or IP address (a port goes in port)")
 		}
+	}
+	if err := schema.HostName(t.Host); err != nil {
+		return schema.Errorf("host", "%v", err)
 	}
 	// Proxied clients must never reach the gateway admin API or Caddy's
 	// admin endpoint through a target.
@@ -380,9 +382,9 @@ type Settings struct {
 	HTTPListen       string    `json:"http_listen" schema:"host" doc:"Proxy HTTP listener host:port, or empty to disable; default from the Caddyfile, else :8080."`
 	HTTPSListen      string    `json:"https_listen" schema:"host" doc:"Proxy HTTPS listener host:port; default from the Caddyfile, else :8443."`
 	HTTPSEnabled     bool      `json:"https_enabled" doc:"Default false; https_listen binds only while true."`
-	PublicURL        string    `json:"public_url" doc:"External URL of the admin UI, or empty (the default); https makes the session cookie Secure; SSO redirect_uri is built from it."`
+	PublicURL        string    `json:"public_url" schema:"url" doc:"External URL of the admin UI, or empty (the default); https makes the session cookie Secure; SSO redirect_uri is built from it."`
 	ACMEEmail        string    `json:"acme_email" schema:"format=email,maxLength=254" doc:"Contact e-mail of the ACME account, or empty."`
-	ACMEDirectoryURL string    `json:"acme_directory_url" doc:"ACME directory URL or alias: letsencrypt, letsencrypt-staging, zerossl, google, google-staging. Default (also when empty) letsencrypt."`
+	ACMEDirectoryURL string    `json:"acme_directory_url" doc:"ACME directory: an https URL, or an alias: letsencrypt, letsencrypt-staging, zerossl, google, google-staging. Default (also when empty) letsencrypt."`
 	TrustedProxies   []string  `json:"trusted_proxies" gorm:"serializer:json" schema:"maxLength=64" doc:"CIDRs or IPs of peers whose X-Forwarded-For decides the client IP. Default []."`
 	UpdatedAt        time.Time `json:"updated_at" schema:"readonly"`
 }
@@ -411,12 +413,6 @@ func (s *Settings) Validate() error {
 	if s.HTTPListen != "" && s.HTTPSEnabled && s.HTTPListen == s.HTTPSListen {
 		return schema.Errorf("https_listen", "must differ from http_listen")
 	}
-	if s.PublicURL != "" {
-		u, err := url.Parse(s.PublicURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return schema.Errorf("public_url", "must be an http or https URL")
-		}
-	}
 	if s.ACMEEmail != "" {
 		local, domain, ok := strings.Cut(s.ACMEEmail, "@")
 		if !ok || local == "" || domain == "" || strings.ContainsAny(s.ACMEEmail, " ,;<>\"") || strings.Contains(domain, "@") {
@@ -426,11 +422,8 @@ func (s *Settings) Validate() error {
 	if s.ACMEDirectoryURL == "" {
 		s.ACMEDirectoryURL = "letsencrypt"
 	}
-	if _, ok := ACMEDirectoryAliases[s.ACMEDirectoryURL]; !ok {
-		u, err := url.Parse(s.ACMEDirectoryURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return schema.Errorf("acme_directory_url", "must be an https URL or one of letsencrypt, letsencrypt-staging, zerossl, google, google-staging")
-		}
+	if err := CheckACMEDirectory(s.ACMEDirectoryURL); err != nil {
+		return schema.Errorf("acme_directory_url", "%v", err)
 	}
 	for i, p := range s.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {

@@ -41,7 +41,15 @@ Decisions where the specification is silent:
   hosts are ASCII without spaces; header names are RFC 9110 tokens. Arrays
   and objects hold at most 1000 entries unless the field says otherwise.
   Every integer has its bounds in its schema. Violations are 400 naming
-  the field by its full path (groups[0], set_headers.X-A).
+  the field by its full path (groups[0], set_headers.X-A). Text is taken
+  as written: a string with invalid UTF-8 bytes or an unpaired surrogate
+  escape (\ud800) is 400, never stored with U+FFFD in their place.
+- URL fields a connection or redirect goes to (http-log endpoint, redirect
+  location, public_url, SSO issuer, ACME directories) are absolute http or
+  https URLs with a host, a port 1..65535 when given and no fragment; ACME
+  directories are https only. Hosts there and target hosts are IP
+  addresses or DNS names; a name whose last label is a number (127.1,
+  2130706433, 0x7f000001) is 400, since resolvers disagree on it.
 - Unknown paths: once authentication is enabled, a request under /api/ that
   matches no endpoint needs credentials like any endpoint (401 before 404
   or 405). A path served for other methods answers 405 with an Allow

@@ -38,7 +38,7 @@ const (
 // SsoConfig is the OpenID Connect configuration: the declaration of the
 // input (SsoConfigInput) and of the redacted config in answers.
 type SsoConfig struct {
-	Issuer            string   `json:"issuer" schema:"required,format=uri,minLength=1" doc:"The OpenID provider's issuer URL (discovery at /.well-known/openid-configuration). HTTPS; plain HTTP only for localhost, 127.0.0.1 and ::1."`
+	Issuer            string   `json:"issuer" schema:"required,url,minLength=1" doc:"The OpenID provider's issuer URL (discovery at /.well-known/openid-configuration). HTTPS; plain HTTP only for localhost, 127.0.0.1 and ::1."`
 	ClientID          string   `json:"client_id" schema:"required,minLength=1"`
 	ClientSecret      *string  `json:"client_secret,omitempty" schema:"writeonly" doc:"Never answered. Omitted or null keeps the stored one; an empty string removes it (public client, PKCE only)."`
 	ClientSecretSet   bool     `json:"client_secret_set" schema:"readonly"`
@@ -55,17 +55,14 @@ func (s *SsoConfig) SetDefaults() {
 
 // Validate implements schema.Validator.
 func (s *SsoConfig) Validate() error {
-	u, err := url.Parse(s.Issuer)
-	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return schema.Errorf("issuer", "must be an absolute https URL without credentials, query or fragment")
+	u, err := schema.HTTPURL(s.Issuer)
+	if err != nil {
+		return schema.Errorf("issuer", "%v", err)
 	}
-	switch strings.ToLower(u.Scheme) {
-	case "https":
-	case "http":
-		if !isLocalhost(u.Hostname()) {
-			return schema.Errorf("issuer", "must use https (http only for localhost, 127.0.0.1 or ::1)")
-		}
-	default:
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery {
+		return schema.Errorf("issuer", "must be an absolute https URL without credentials or query")
+	}
+	if u.Scheme != "https" && !isLocalhost(u.Hostname()) {
 		return schema.Errorf("issuer", "must use https (http only for localhost, 127.0.0.1 or ::1)")
 	}
 	if r := s.AutoProvisionRole; r != nil && *r != "viewer" && *r != "editor" && *r != "admin" {

@@ -3,7 +3,6 @@ package certs
 import (
 	"context"
 	"encoding/base64"
-	"net/url"
 	"path"
 	"strings"
 	"time"
@@ -33,7 +32,7 @@ func (in *CloudflareTokenInput) Validate() error {
 
 // EABInput is the body of PUT /api/v1/acme/eab.
 type EABInput struct {
-	DirectoryURL string `json:"directory_url" schema:"minLength=1" doc:"ACME directory URL or alias (letsencrypt, letsencrypt-staging, zerossl, google, google-staging); stored normalized."`
+	DirectoryURL string `json:"directory_url" schema:"minLength=1" doc:"ACME directory: an https URL, or an alias (letsencrypt, letsencrypt-staging, zerossl, google, google-staging); stored normalized."`
 	KeyID        string `json:"key_id" schema:"minLength=1,writeonly" doc:"The CA's EAB key identifier; never returned."`
 	HMACKey      string `json:"hmac_key" schema:"minLength=1,writeonly" doc:"The CA's EAB HMAC key, base64url; never returned."`
 }
@@ -101,9 +100,8 @@ func directory(raw string) (string, error) {
 		return "", schema.Errorf("directory_url", "is required")
 	}
 	dir := storage.NormalizeACMEDirectory(raw)
-	u, err := url.Parse(dir)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", schema.Errorf("directory_url", "must be an http(s) URL or a known alias")
+	if err := storage.CheckACMEDirectory(dir); err != nil {
+		return "", schema.Errorf("directory_url", "%v", err)
 	}
 	return dir, nil
 }

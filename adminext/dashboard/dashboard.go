@@ -9,9 +9,10 @@ package dashboard
 
 import (
 	"embed"
+	"maps"
 	"net/http"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/caddy-gateway/gateway/adminext/api"
@@ -88,11 +89,4 @@ func serveFile(c *api.Call, name, ct string) {
 	_, _ = c.W.Write(b)
 }
 
-func sortedAssets() []string {
-	names := make([]string, 0, len(Assets))
-	for n := range Assets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func sortedAssets() []string { return slices.Sorted(maps.Keys(Assets)) }

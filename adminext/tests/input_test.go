@@ -110,6 +110,10 @@ func TestHostileInputRefused(t *testing.T) {
 		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "h:81", "port": 80}, "host"},
 		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "h", "port": 65536}, "port"},
 		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "h", "port": 80, "weight": 65536}, "weight"},
+		// hosts some resolvers read as IPv4 addresses and Go's does not
+		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "127.1", "port": 80}, "host"},
+		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "2130706433", "port": 80}, "host"},
+		{"POST", "/api/v1/services/" + itoa(sid) + "/targets", map[string]any{"host": "0x7f000001", "port": 80}, "host"},
 		// routes
 		{"POST", "/api/v1/routes", route(map[string]any{"name": "\t"}), "name"},
 		{"POST", "/api/v1/routes", route(map[string]any{"hosts": []string{"ok.example", "a b.example"}}), "hosts[1]"},
@@ -136,6 +140,9 @@ func TestHostileInputRefused(t *testing.T) {
 		{"POST", "/api/v1/plugins", plugin("response-transform", map[string]any{"remove_headers": many(101, "X-")}), "config.remove_headers"},
 		{"POST", "/api/v1/plugins", plugin("http-log", map[string]any{"endpoint": "http://127.0.0.1:9/", "headers": map[string]string{"Authorization": "a\nb"}}), "config.headers.Authorization"},
 		{"POST", "/api/v1/plugins", plugin("redirect", map[string]any{"location": "https://x.example/\r\nSet-Cookie: a=b"}), "config.location"},
+		{"POST", "/api/v1/plugins", plugin("redirect", map[string]any{"location": "http://:80/"}), "config.location"},
+		{"POST", "/api/v1/plugins", plugin("http-log", map[string]any{"endpoint": "http://:9/x"}), "config.endpoint"},
+		{"POST", "/api/v1/plugins", plugin("http-log", map[string]any{"endpoint": "http://127.0.0.1:99999/"}), "config.endpoint"},
 		{"POST", "/api/v1/plugins", plugin("request-termination", map[string]any{"message": "a\nb"}), "config.message"},
 		{"POST", "/api/v1/plugins", plugin("request-termination", map[string]any{"content_type": "text/html\r\nX: y"}), "config.content_type"},
 		{"POST", "/api/v1/plugins", plugin("request-termination", map[string]any{"body": "a\x00"}), "config.body"},
@@ -170,9 +177,14 @@ func TestHostileInputRefused(t *testing.T) {
 		{"POST", "/api/v1/consumers", map[string]any{"username": "u", "groups": []any{1}}, "groups[0]"},
 		{"POST", "/api/v1/consumers", map[string]any{"username": "u", "groups": many(101, "g")}, "groups"},
 		{"PUT", "/api/v1/consumers/" + itoa(cid), map[string]any{"username": "c\n"}, "username"},
+		// text as written: invalid UTF-8 and unpaired surrogate escapes
+		// are refused, not turned into U+FFFD (two inputs, one stored value)
+		{"POST", "/api/v1/consumers", "{\"username\":\"u\xff\"}", "username"},
+		{"POST", "/api/v1/consumers", `{"username":"u","groups":["g\udc00"]}`, "groups[0]"},
 		{"POST", "/api/v1/consumers/" + itoa(cid) + "/credentials", map[string]any{"type": "key-auth", "key": "k\r\n"}, "key"},
 		{"POST", "/api/v1/consumers/" + itoa(cid) + "/credentials", map[string]any{"type": "key-auth", "key": big(1025)}, "key"},
 		{"POST", "/api/v1/consumers/" + itoa(cid) + "/credentials", map[string]any{"type": "basic-auth", "username": "u\n", "password": "p"}, "username"},
+		{"POST", "/api/v1/consumers/" + itoa(cid) + "/credentials", "{\"type\":\"basic-auth\",\"username\":\"u\",\"password\":\"p\xc0\xc1\"}", "password"},
 		{"POST", "/api/v1/consumers/" + itoa(cid) + "/credentials", map[string]any{"type": "jwt", "secret": "s\x00"}, "secret"},
 		{"POST", "/api/v1/consumers/" + itoa(cid) + "/credentials", map[string]any{"type": "jwt", "algorithm": "RS256", "public_key": "-----BEGIN PUBLIC KEY-----\x01"}, "public_key"},
 		// certificates
@@ -183,6 +195,9 @@ func TestHostileInputRefused(t *testing.T) {
 		// users and SSO
 		{"POST", "/api/v1/users", map[string]any{"email": "a@example.com", "role": "viewer", "password": "password-1", "name": "a\r\nb"}, "name"},
 		{"POST", "/api/v1/users", map[string]any{"email": "a@example.com", "role": "viewer", "password": "password-1", "name": "  "}, "name"},
+		{"POST", "/api/v1/users", "{\"email\":\"a@example.com\",\"role\":\"viewer\",\"password\":\"\xff\xfepassword1\"}", "password"},
+		{"PUT", "/api/v1/sso/config", map[string]any{"issuer": "https://:443/", "client_id": "x"}, "issuer"},
+		{"PUT", "/api/v1/acme/eab", map[string]any{"directory_url": "http://acme.example/dir", "key_id": "k", "hmac_key": "aGVsbG8"}, "directory_url"},
 		{"PUT", "/api/v1/sso/config", map[string]any{"issuer": "https://idp.example", "client_id": "x", "allowed_domains": []string{"example.com\r\n"}}, "allowed_domains[0]"},
 		{"PUT", "/api/v1/sso/config", map[string]any{"issuer": "https://idp.example", "client_id": "x", "allowed_domains": []string{"a b.com"}}, "allowed_domains[0]"},
 		{"PUT", "/api/v1/sso/config", map[string]any{"issuer": "https://idp.example", "client_id": "x\n"}, "client_id"},
@@ -203,10 +218,11 @@ func TestHostileInputRefused(t *testing.T) {
 	settings := g.Must("GET", "/api/v1/settings", nil)
 	delete(settings, "updated_at")
 	for field, v := range map[string]any{
-		"acme_email":      "a@example.com\r\nBcc: x@example.com",
-		"http_listen":     "127.0.0.1:80 ",
-		"public_url":      "https://a.example/\n",
-		"trusted_proxies": []string{"10.0.0.1", "10.0.0.2\n"},
+		"acme_email":         "a@example.com\r\nBcc: x@example.com",
+		"http_listen":        "127.0.0.1:80 ",
+		"public_url":         "https://a.example/\n",
+		"acme_directory_url": "http://acme.example/directory",
+		"trusted_proxies":    []string{"10.0.0.1", "10.0.0.2\n"},
 	} {
 		body := map[string]any{}
 		for k, x := range settings {
@@ -219,6 +235,9 @@ func TestHostileInputRefused(t *testing.T) {
 		}
 		wantRefused(t, g, hostile{"PUT", "/api/v1/settings", body, want})
 	}
+	settings["public_url"] = "http://:8080"
+	wantRefused(t, g, hostile{"PUT", "/api/v1/settings", settings, "public_url"})
+	settings["public_url"] = ""
 	settings["acme_email"] = "not an email"
 	wantRefused(t, g, hostile{"PUT", "/api/v1/settings", settings, "acme_email"})
 

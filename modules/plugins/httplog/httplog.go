@@ -7,7 +7,6 @@ package httplog
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -30,7 +29,7 @@ func init() {
 
 // HTTPLog is the http-log plugin.
 type HTTPLog struct {
-	Endpoint        string            `json:"endpoint" schema:"required,format=uri,secret" doc:"Collector URL (http or https) the batches are sent to. Its credentials (user:password@) are a secret: viewers and exports without secrets see <redacted> in their place. Never the gateway admin API or Caddy's admin endpoint (400; refused again when the name is resolved)."`
+	Endpoint        string            `json:"endpoint" schema:"required,url,secret" doc:"Collector URL (http or https) the batches are sent to. Its credentials (user:password@) are a secret: viewers and exports without secrets see <redacted> in their place. Never the gateway admin API or Caddy's admin endpoint (400; refused again when the name is resolved)."`
 	Method          string            `json:"method" schema:"enum=POST|PUT|PATCH" doc:"HTTP method of the batch requests."`
 	Headers         map[string]string `json:"headers" schema:"secret,keys=header_name,header_value,maxItems=100" doc:"Extra request headers of the batch requests (e.g. Authorization). The values are secrets: viewers and exports without secrets see <redacted>. Sent literally (no placeholders)."`
 	BatchMaxSize    int               `json:"batch_max_size" schema:"min=1,max=10000" doc:"Most records per batch; a full batch is sent at once."`
@@ -66,21 +65,19 @@ func (h *HTTPLog) Provision(caddy.Context) error {
 
 // Validate implements caddy.Validator and schema.Validator.
 func (h *HTTPLog) Validate() error {
-	u, err := url.Parse(h.Endpoint)
 	if h.Endpoint == "" {
 		return schema.Errorf("endpoint", "is required")
 	}
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return schema.Errorf("endpoint", "must be an http or https URL")
+	u, err := schema.HTTPURL(h.Endpoint)
+	if err != nil {
+		return schema.Errorf("endpoint", "%v", err)
 	}
 	port := 80
 	if u.Scheme == "https" {
 		port = 443
 	}
 	if p := u.Port(); p != "" {
-		if port, err = strconv.Atoi(p); err != nil {
-			return schema.Errorf("endpoint", "must have a numeric port")
-		}
+		port, _ = strconv.Atoi(p) // HTTPURL checked it
 	}
 	// The gateway admin API and Caddy's admin endpoint are never a
 	// collector (Caddy's would obey a POST to /stop). Names are checked

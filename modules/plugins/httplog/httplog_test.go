@@ -41,8 +41,11 @@ func TestConfig(t *testing.T) {
 		Refused: map[string]string{
 			`{}`:                                             "config.endpoint: is required",
 			`{"endpoint":""}`:                                "config.endpoint: is required",
-			`{"endpoint":"ftp://x/y"}`:                       "config.endpoint: must be an http or https URL",
-			`{"endpoint":"/relative"}`:                       "config.endpoint: must be an http or https URL",
+			`{"endpoint":"ftp://x/y"}`:                       "config.endpoint: must be an absolute http or https URL",
+			`{"endpoint":"/relative"}`:                       "config.endpoint: must be an absolute http or https URL",
+			`{"endpoint":"http://:9/x"}`:                     "config.endpoint: must have a host",
+			`{"endpoint":"http://127.0.0.1:99999/"}`:         "config.endpoint: has port 99999",
+			`{"endpoint":"http://127.1:9/x"}`:                "config.endpoint: host \"127.1\" must be an IPv4 address in standard form",
 			`{"endpoint":"http://x","method":"GET"}`:         "config.method: must be one of",
 			`{"endpoint":"http://x","batch_max_size":0}`:     "config.batch_max_size: must be at least 1",
 			`{"endpoint":"http://x","batch_max_size":10001}`: "config.batch_max_size: must be at most 10000",

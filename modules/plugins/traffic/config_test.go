@@ -106,6 +106,8 @@ var configs = []plugintest.Config{
 			`{"to_https":true,"location":"https://x.example"}`: "config.location",
 			`{"location":"/relative"}`:                         "config.location",
 			`{"location":"ftp://x.example"}`:                   "config.location",
+			`{"location":"http://:80/"}`:                       "config.location: must have a host",
+			`{"location":"https://x.example:70000"}`:           "config.location: has port 70000",
 			`{"location":"https://x.example/?a=1"}`:            "config.location",
 			`{"to_https":true,"status":200}`:                   "config.status",
 			`{"to_https":true,"status":304}`:                   "config.status",

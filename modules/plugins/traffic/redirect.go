@@ -3,7 +3,6 @@ package traffic
 import (
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -31,7 +30,7 @@ import (
 //	}
 type Redirect struct {
 	ToHTTPS  bool   `json:"to_https" doc:"Redirect plain-HTTP requests to https://<host>:<HTTPS listener port> (HTTPS requests pass). Exactly one of to_https and location."`
-	Location string `json:"location" schema:"header_value" doc:"Absolute http(s) URL prefix to redirect every request to. Exactly one of to_https and location."`
+	Location string `json:"location" schema:"url" doc:"Absolute http(s) URL prefix to redirect every request to. Exactly one of to_https and location."`
 	Status   int    `json:"status" schema:"enum=301|302|303|307|308" doc:"Redirect status. Default 308."`
 	KeepPath bool   `json:"keep_path" doc:"Append the request's path and query (as the client sent them) to the target. Default true."`
 
@@ -63,9 +62,9 @@ func (h *Redirect) Validate() error {
 	case !h.ToHTTPS && h.Location == "":
 		return schema.Errorf("location", "is required unless to_https is true (exactly one of to_https and location)")
 	case h.Location != "":
-		u, err := url.Parse(h.Location)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
-			return schema.Errorf("location", "must be an absolute http or https URL")
+		u, err := schema.HTTPURL(h.Location)
+		if err != nil {
+			return schema.Errorf("location", "%v", err)
 		}
 		if h.KeepPath && (u.RawQuery != "" || u.ForceQuery) {
 			return schema.Errorf("location", "must not have a query when keep_path is true (the request's path and query are appended)")
