@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -187,11 +188,25 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusForbidden, errorBody{err.Error()})
 		return
 	}
-	if _, pattern := a.mux.Handler(r); isCatchAll(pattern) && r.URL.Path != "/" {
+	if _, pattern := a.mux.Handler(r); isCatchAll(pattern) && r.URL.Path != "/" || !canonicalAPIPath(r.URL.Path) {
 		a.unmatched(w, r)
 		return
 	}
 	a.mux.ServeHTTP(w, r)
+}
+
+// canonicalAPIPath is false for a path under /api/ that net/http's mux
+// would redirect to a cleaned form (/api/v1/services//targets, /./, /../)
+// with an HTML answer: the API answers it as no endpoint, in JSON.
+func canonicalAPIPath(p string) bool {
+	if !strings.HasPrefix(p, "/api/") {
+		return true
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") {
+		c += "/"
+	}
+	return c == p
 }
 
 // isCatchAll tells the patterns that match any path: the API's own and
@@ -243,7 +258,11 @@ func (a *API) publicOrigin(r *http.Request) string {
 // mapped anonymously) unless the path is a public endpoint's. A path served
 // for other methods is 405 with Allow; anything else 404.
 func (a *API) unmatched(w http.ResponseWriter, r *http.Request) {
-	allowed, public := a.methodsFor(r)
+	var allowed []string
+	public := false
+	if canonicalAPIPath(r.URL.Path) {
+		allowed, public = a.methodsFor(r)
+	}
 	if strings.HasPrefix(r.URL.Path, "/api/") && !public {
 		if _, err := a.auth.Authenticate(r, &Endpoint{Path: r.URL.Path, Role: RoleViewer}); err != nil {
 			if errors.Is(err, ErrUnauthenticated) {

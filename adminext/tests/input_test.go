@@ -422,6 +422,11 @@ func TestUnknownPathsAndMethods(t *testing.T) {
 	check(405, "POST", "/api/v1/services/1", "GET, HEAD, PUT, DELETE")
 	check(405, "DELETE", "/api/v1/settings", "GET, HEAD, PUT")
 	check(405, "POST", "/healthz", "GET, HEAD")
+	// A path net/http would redirect to its clean form is no endpoint,
+	// answered in JSON (not a 307 with an HTML body).
+	check(404, "GET", "/api/v1/services//targets", "")
+	check(404, "POST", "/api/v1/./services", "")
+	check(404, "GET", "/api/v1/services/../settings", "")
 	// Authentication on: 401 first, then 404 / 405 with credentials.
 	var tok struct{ Token string }
 	if st := g.JSON("POST", "/api/v1/admin/token", nil, &tok); st != 200 {
@@ -430,6 +435,7 @@ func TestUnknownPathsAndMethods(t *testing.T) {
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/api/v1/nope"}, {"POST", "/api/v1/nope"}, {"GET", "/api/v1/services/1/nope"}, {"GET", "/api/v1"},
 		{"GET", "/api/v2/services"}, {"PATCH", "/api/v1/services"}, {"POST", "/api/v1/services/1"},
+		{"GET", "/api/v1/services//targets"},
 	} {
 		check(401, c.method, c.path, "")
 		check(401, c.method, c.path, "", "Authorization", "Bearer wrong")
