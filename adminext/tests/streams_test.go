@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/modules/guard"
 )
 
 func TestStreamRoutesAPI(t *testing.T) {
@@ -85,6 +86,17 @@ func TestStreamRouteTraffic(t *testing.T) {
 	m := g.Must("GET", "/api/v1/metrics", nil)
 	if st := m["streams"].(map[string]any); st["total"].(float64) < 6 {
 		t.Fatalf("stream metrics: %v", st)
+	}
+	// A target that is (or resolves to) a control endpoint is never
+	// dialled, whatever passed validation: the dial itself is checked.
+	guard.Set("a test's control endpoint", two)
+	got, err := testgw.TCPSay(listen, "leak")
+	guard.Set("a test's control endpoint")
+	if err == nil && got != "" {
+		t.Fatalf("a stream reached a control endpoint: %q", got)
+	}
+	if got, err := testgw.TCPSay(listen, "back"); err != nil || got != "two: back" {
+		t.Fatalf("once the endpoint is no control endpoint: %q %v", got, err)
 	}
 	// Disabled: the listener stays (until restart) but carries nothing.
 	g.Must("PUT", fmt.Sprintf("/api/v1/stream-routes/%d", id), map[string]any{"name": "tcp", "listen_addr": listen, "service_id": s2, "enabled": false})

@@ -363,8 +363,7 @@ func (c *probe) resolve(ctx context.Context) (string, error) {
 }
 
 func (c *probe) checkTCP(ctx context.Context, addr string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := guard.Dialer(&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}

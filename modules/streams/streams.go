@@ -26,6 +26,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/modules/lb"
 )
 
@@ -234,7 +235,9 @@ func (s *Server) dial(r *liveRoute, remote net.Addr) (net.Conn, error) {
 			break
 		}
 		tried = append(tried, cands[i])
-		conn, err := net.DialTimeout("tcp", cands[i], timeout)
+		// Never the gateway admin API or Caddy's admin endpoint, however
+		// the target's name resolves (a client would get raw access).
+		conn, err := guard.Dialer(&net.Dialer{Timeout: timeout}).Dial("tcp", cands[i])
 		if err == nil {
 			return conn, nil
 		}
