@@ -149,7 +149,7 @@ func (e *entry) hasHosts() bool { return len(e.route.Hosts) > 0 }
 func (e *entry) eachHost(fn func(key string, wild bool)) {
 	for _, h := range e.route.Hosts {
 		if suffix, ok := strings.CutPrefix(h, "*."); ok {
-			fn("."+strings.ToLower(suffix), true)
+			fn("."+strings.ToLower(strings.TrimSuffix(suffix, ".")), true)
 			continue
 		}
 		// Route hosts go through the same normalization as request
@@ -708,7 +708,8 @@ func (e *entry) failedHeader(h http.Header) int {
 	return -1
 }
 
-// normalizeHost strips the port and IPv6 brackets and lower-cases host.
+// normalizeHost strips the port, IPv6 brackets and a trailing dot, and
+// lower-cases host.
 // It only allocates when host has upper-case letters.
 func normalizeHost(host string) string {
 	if host == "" {
@@ -724,6 +725,10 @@ func normalizeHost(host string) string {
 		// bare IPv6 address, which has no port.
 		host = host[:i]
 	}
+	// A fully qualified name's trailing dot names the same host: without
+	// this, "secure.example.com." would pass by that host's route (and its
+	// auth plugins) to a host-less one.
+	host = strings.TrimSuffix(host, ".")
 	for i := 0; i < len(host); i++ {
 		if 'A' <= host[i] && host[i] <= 'Z' {
 			return strings.ToLower(host)
@@ -740,6 +745,7 @@ func (e *entry) hostMatch(host string) bool {
 	}
 	for _, h := range e.route.Hosts {
 		if suffix, ok := strings.CutPrefix(h, "*."); ok {
+			suffix = strings.TrimSuffix(suffix, ".")
 			n := len(host) - len(suffix)
 			if n > 1 && host[n-1] == '.' && strings.EqualFold(host[n:], suffix) {
 				return true
