@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -153,5 +154,33 @@ func TestEarlyHintsThroughChain(t *testing.T) {
 	if res.StatusCode != 200 || string(body) != "ok" || res.Header.Get("Link") != "" ||
 		res.Header.Get("X-Served-By") != "gateway" || res.Header.Get("RateLimit-Limit") != "100" || !uuidV4.MatchString(res.Header.Get("X-Request-ID")) {
 		t.Fatalf("final answer %d %q, headers %v", res.StatusCode, body, res.Header)
+	}
+}
+
+// A client cannot remove the headers the gateway adds by naming them in
+// its Connection header (hop-by-hop): its own hop-by-hop headers go, the
+// gateway's identity, request-id, forwarding and request-transform
+// headers reach the upstream.
+func TestConnectionCannotDropGatewayHeaders(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
+	g.Consumer("c", map[string]any{"type": "key-auth", "key": "k"})
+	rid := g.Route("r", sid, testgw.Paths("/r"))
+	addPlugin(t, g, "request-id", "route", rid, nil)
+	addPlugin(t, g, "key-auth", "route", rid, nil)
+	addPlugin(t, g, "request-transform", "route", rid, map[string]any{"set_headers": map[string]string{"X-Gateway-Auth": "secret"}})
+	p := send(t, g, "GET", "/r", nil, "apikey", "k", "X-Hop", "client's",
+		"Connection", "X-Consumer-ID, x-consumer-username,X-Request-ID, X-Gateway-Auth, X-Forwarded-For, X-Forwarded-Proto, Via, X-Hop")
+	var seen testgw.Echoed
+	if p.Status != 200 || json.Unmarshal([]byte(p.Body), &seen) != nil {
+		t.Fatalf("%d %s", p.Status, p.Body)
+	}
+	for _, h := range []string{"X-Consumer-Id", "X-Consumer-Username", "X-Request-Id", "X-Gateway-Auth", "X-Forwarded-For", "X-Forwarded-Proto", "Via"} {
+		if seen.Headers.Get(h) == "" {
+			t.Errorf("the client's Connection header removed the gateway's %s: the upstream saw %v", h, seen.Headers)
+		}
+	}
+	if seen.Headers.Get("X-Hop") != "" || seen.Headers.Get("Connection") != "" {
+		t.Errorf("the client's hop-by-hop header reached the upstream: %v", seen.Headers)
 	}
 }

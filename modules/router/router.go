@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"sort"
 	"strconv"
 	"strings"
@@ -392,6 +393,35 @@ func (rt *Router) Validate() error {
 // forwardedHeaders are the X-Forwarded-* headers the service proxy sets.
 var forwardedHeaders = [...]string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
 
+// dropClientHopHeaders removes the headers the client's Connection header
+// names (its hop-by-hop headers) now, before any plugin runs, and leaves
+// Connection with the upgrade token alone. The proxy removes whatever
+// Connection names from the upstream request; naming X-Consumer-ID,
+// X-Request-ID or a request-transform header there would otherwise remove
+// the gateway's own (the class of Traefik's CVE-2024-45410).
+func dropClientHopHeaders(h http.Header) {
+	conn, ok := h["Connection"]
+	if !ok {
+		return
+	}
+	upgrade := false
+	for _, v := range conn {
+		for f := range strings.SplitSeq(v, ",") {
+			switch f = textproto.TrimString(f); {
+			case strings.EqualFold(f, "upgrade"):
+				upgrade = true
+			case f != "":
+				delete(h, textproto.CanonicalMIMEHeaderKey(f))
+			}
+		}
+	}
+	if upgrade {
+		h["Connection"] = []string{"Upgrade"}
+	} else {
+		delete(h, "Connection")
+	}
+}
+
 // UpstreamHostHeader is the Host header value the config compiler gives each
 // service proxy.
 const UpstreamHostHeader = "{" + gwctx.UpstreamHostKey + "}"
@@ -420,6 +450,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	// (HTTP_X_FORWARDED_FOR). No proxy adds those: whoever sent one,
 	// through a trusted proxy or not, is a client.
 	consumers.DeleteLookalikes(r.Header, forwardedHeaders[:])
+	dropClientHopHeaders(r.Header)
 
 	// Match, authorize and forward the path without dot segments, so that
 	// /public/../private is never a /public request.
