@@ -209,7 +209,7 @@ func tooOld(r *http.Request, e *cachestore.Entry) bool {
 
 // baseKey is the cache key of a request before response variants: plugin
 // instance, the gateway route and service that serve it, method, scheme,
-// host, path, query, the vary_headers values and the authenticated consumer
+// host, path (as encoded), query, the vary_headers values and the authenticated consumer
 // (a per-consumer response is never served to another consumer).
 //
 // The route and service are part of it because one instance (global or
@@ -237,7 +237,11 @@ func (p *ProxyCache) baseKey(r *http.Request) string {
 		write("http")
 	}
 	write(strings.ToLower(r.Host))
-	write(r.URL.Path)
+	// The path as the upstream gets it (the client's encoding, which the
+	// router keeps): /a%2Fb and /a/b are different requests to most
+	// upstreams, and the decoded path would let one's answer be served
+	// for the other.
+	write(r.URL.EscapedPath())
 	write(r.URL.RawQuery)
 	for _, name := range p.vary {
 		write(name)

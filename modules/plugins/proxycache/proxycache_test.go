@@ -122,6 +122,12 @@ func TestMissHitBypass(t *testing.T) {
 	}
 	// key: query, method
 	cacheStatus(t, plugintest.Do(t, "GET", base+"/a?x=2"), "Miss")
+	// key: the path as encoded, as the upstream gets it (an answer for
+	// /p%2Fq is never served for /p/q, nor /%61 for /a)
+	for _, p := range []string{"/p%2Fq", "/p/q", "/%61", "/a"} {
+		cacheStatus(t, plugintest.Do(t, "GET", base+p), "Miss")
+	}
+	cacheStatus(t, plugintest.Do(t, "GET", base+"/p%2Fq"), "Hit")
 	h := plugintest.Do(t, "HEAD", base+"/a?x=1")
 	cacheStatus(t, h, "Miss")
 	h = plugintest.Do(t, "HEAD", base+"/a?x=1")
