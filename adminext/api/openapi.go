@@ -68,6 +68,11 @@ Decisions where the specification is silent:
   service_id.
 - Settings listener changes apply at once (no restart needed); a listener
   that cannot be bound is a 400 and nothing changes.
+- Client headers the gateway never forwards: those the client's Connection
+  header names (it cannot remove the gateway's own headers that way), and,
+  from a client that is no trusted proxy, Forwarded, X-Real-IP and the
+  X-Forwarded-* beyond For/Proto/Host (which the gateway sets); see
+  docs/routing.md.
 - Upstream errors made by the proxy are JSON {"error"} with status 502
   (bad gateway), 503 (no target available) or 504 (timeout).
 - A target's informational responses (102, 103 Early Hints) reach the

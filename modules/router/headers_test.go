@@ -259,6 +259,44 @@ func TestLookalikeHeadersRemoved(t *testing.T) {
 	}
 }
 
+// TestClientForwardingHeadersRemoved: Forwarded, X-Real-IP and the other
+// X-Forwarded-* a proxy in front would set are removed (and their '_'
+// spellings) when the client is no trusted proxy, and kept from a trusted
+// one.
+func TestClientForwardingHeadersRemoved(t *testing.T) {
+	rt := provision(t, `{
+		"routes": [{"id": 1, "service_id": 1, "paths": ["/"]}],
+		"services": {"1": {"handler": "router_test_seen"}},
+		"trusted_proxies": ["10.0.0.0/8"]
+	}`)
+	forged := []string{"Forwarded", "X-Real-Ip", "X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Uri", "X_Real_IP", "x_forwarded_prefix"}
+	for _, c := range []struct {
+		peer string
+		kept bool
+	}{{"192.0.2.7:4000", false}, {"10.1.2.3:4000", true}} {
+		r := httptest.NewRequest("GET", "http://gw.test/", nil)
+		r.RemoteAddr = c.peer
+		for _, name := range append(forged, "X-Other") {
+			r.Header[name] = []string{"forged"}
+		}
+		w := httptest.NewRecorder()
+		r = gwctx.With(r, &gwctx.Info{Start: time.Now(), RecordBuilt: true})
+		r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, &caddyhttp.Server{})
+		if err := rt.ServeHTTP(w, r, nil); err != nil {
+			t.Fatal(err)
+		}
+		seen := strings.Split(w.Body.String(), ",")
+		if !slices.Contains(seen, "X-Other") {
+			t.Fatalf("from %s: an unrelated header was removed: %q", c.peer, seen)
+		}
+		for _, name := range forged {
+			if slices.Contains(seen, name) != c.kept {
+				t.Errorf("from %s: %s seen %v, want %v", c.peer, name, !c.kept, c.kept)
+			}
+		}
+	}
+}
+
 // seenUpstream answers with the names of the request headers it got.
 type seenUpstream struct{}
 

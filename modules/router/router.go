@@ -9,11 +9,13 @@ package router
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/textproto"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -393,6 +395,31 @@ func (rt *Router) Validate() error {
 // forwardedHeaders are the X-Forwarded-* headers the service proxy sets.
 var forwardedHeaders = [...]string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
 
+// forwardingHeaders are the other headers a proxy in front says the client
+// or the original request with (beside X-Forwarded-For, -Proto and -Host,
+// which the service proxy sets): from a client that is no trusted proxy
+// they are forgeries that upstreams may believe (X-Real-IP as the client
+// address), so they are removed, as Traefik does.
+var forwardingHeaders = map[string]bool{
+	"Forwarded": true, "X-Real-Ip": true, "X-Forwarded-Port": true, "X-Forwarded-Prefix": true,
+	"X-Forwarded-Server": true, "X-Forwarded-Uri": true, "X-Forwarded-Method": true, "X-Forwarded-Ssl": true,
+	"X-Forwarded-Tls-Client-Cert": true, "X-Forwarded-Tls-Client-Cert-Info": true,
+}
+
+// forwardingNames are forwardingHeaders' names, for their '_' spellings.
+var forwardingNames = slices.Sorted(maps.Keys(forwardingHeaders))
+
+// dropForwarding removes forwardingHeaders, in any '_' spelling, sent by a
+// client that is no trusted proxy. One pass over the request's headers.
+func dropForwarding(h http.Header) {
+	for k := range h {
+		if k != "" && (k[0] == 'X' || k[0] == 'F') && forwardingHeaders[k] {
+			delete(h, k)
+		}
+	}
+	consumers.DeleteLookalikes(h, forwardingNames)
+}
+
 // dropClientHopHeaders removes the headers the client's Connection header
 // names (its hop-by-hop headers) now, before any plugin runs, and leaves
 // Connection with the upgrade token alone. The proxy removes whatever
@@ -451,6 +478,9 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	// through a trusted proxy or not, is a client.
 	consumers.DeleteLookalikes(r.Header, forwardedHeaders[:])
 	dropClientHopHeaders(r.Header)
+	if !trusted {
+		dropForwarding(r.Header)
+	}
 
 	// Match, authorize and forward the path without dot segments, so that
 	// /public/../private is never a /public request.
