@@ -32,7 +32,7 @@ func systemEndpoints() []*api.Endpoint {
 			Response: health.Status{}, ResponseList: true, Handle: targetHealth},
 		{Method: "GET", Path: "/api/v1/router/test", Role: api.RoleViewer, Tag: "observability",
 			Summary:     "Dry run of route matching: the route a request with these properties would take (no upstream is contacted)",
-			Description: "Uses the live router's own match table and path normalization: path is taken as a client sends it (percent-encoding allowed), decoded, and its dot segments are removed (RFC 3986; .. at the root stays at the root) before matching; the answer's path is that normalized path. A path with control characters, or with a dot segment delimited by a backslash, is 400 (proxied requests get 400 too). headers is a comma-separated list of Name:value pairs.",
+			Description: "Uses the live router's own match table and path normalization: path is taken as a client sends it (percent-encoding allowed), decoded, its runs of slashes merged and its dot segments removed (RFC 3986; .. at the root stays at the root) before matching; the answer's path is that normalized path. A path with control characters, or with a dot segment delimited by a backslash, is 400 (proxied requests get 400 too). headers is a comma-separated list of Name:value pairs.",
 			Query: []api.QueryParam{
 				{Name: "path", Type: "string", Required: true}, {Name: "host", Type: "string"},
 				{Name: "method", Type: "string", Description: "default GET"},
@@ -101,7 +101,7 @@ func targetHealth(c *api.Call) (any, error) {
 // RouterTestResult is the dry run's answer.
 type RouterTestResult struct {
 	Matched      bool           `json:"matched"`
-	Path         string         `json:"path" doc:"The path the router matches: the given path percent-decoded, with its dot segments removed (RFC 3986), as for proxied requests."`
+	Path         string         `json:"path" doc:"The path the router matches: the given path percent-decoded, with its runs of slashes merged and its dot segments removed (RFC 3986), as for proxied requests."`
 	RouteID      *int64         `json:"route_id"`
 	RouteName    *string        `json:"route_name"`
 	ServiceID    *int64         `json:"service_id" doc:"The split's pick when the route has splits."`

@@ -85,8 +85,9 @@ func uriUpstream(t *testing.T) string {
 	return strings.TrimPrefix(s.URL, "http://")
 }
 
-// TestTrustDotSegments: a request's dot segments are removed before
-// matching, in every encoding, so /public/../private is /private (and
+// TestTrustDotSegments: a request's dot segments are removed and its runs
+// of slashes merged before matching, in every encoding, so
+// /public/../private and //private are /private (and
 // needs its key); the upstream gets the normalized path; strip_path never
 // sends a dot segment upstream; the dry run shows the same path.
 func TestTrustDotSegments(t *testing.T) {
@@ -105,8 +106,15 @@ func TestTrustDotSegments(t *testing.T) {
 		"/public%2F..%2Fprivate/secret",
 		"/public/./.%2e/private/secret",
 		"/../private/secret",
+		// runs of slashes are merged, as a merging upstream reads them
+		"//private/secret",
+		"/%2Fprivate/secret",
+		"/public/..//private//secret",
 	} {
 		wantGatewayError(t, send(t, g, "GET", p, nil), 401, "")
+	}
+	if p := send(t, g, "GET", "/public//b///c", nil); p.Status != 200 || p.Body != "/public/b/c" {
+		t.Fatalf("merged slashes forward: %d %q", p.Status, p.Body)
 	}
 	// Forwarded normalized, the query kept.
 	if p := send(t, g, "GET", "/public/a/../b/./c?x=1", nil); p.Status != 200 || p.Body != "/public/b/c?x=1" {

@@ -21,7 +21,10 @@ var (
 //   - "." segments are dropped and ".." removes the segment before it;
 //     ".." at the root stays at the root (/../x is /x), as the RFC says;
 //     a trailing "." or ".." leaves a trailing slash (/a/b/.. is /a/).
-//   - Empty segments (//) are kept: they are not dot segments.
+//   - Runs of slashes are merged first (//admin is /admin, /a//../b is
+//     /b), as nginx (merge_slashes) and Traefik do: an upstream behind
+//     such a server serves //admin as /admin, so it must be matched and
+//     authorized as /admin, not by a catch-all route.
 //   - A path with control characters (decoded %00-%1F, %7F) cannot be
 //     forwarded safely and is refused.
 //   - A backslash is an ordinary character, except that a path in which a
@@ -42,6 +45,9 @@ func NormalizePath(p string) (string, error) {
 	if p == "" || p[0] != '/' {
 		return p, nil
 	}
+	if strings.Contains(p, "//") {
+		p = mergeSlashes(p)
+	}
 	if strings.Contains(p, "/.") {
 		p = removeDotSegments(p)
 	}
@@ -49,6 +55,18 @@ func NormalizePath(p string) (string, error) {
 		return "", ErrPathBackslash
 	}
 	return p, nil
+}
+
+// mergeSlashes replaces every run of slashes in p with one.
+func mergeSlashes(p string) string {
+	b := make([]byte, 0, len(p))
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' && i > 0 && p[i-1] == '/' {
+			continue
+		}
+		b = append(b, p[i])
+	}
+	return string(b)
 }
 
 // removeDotSegments is RFC 3986 §5.2.4 on an absolute path, segment by

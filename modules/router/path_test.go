@@ -21,8 +21,10 @@ func TestNormalizePath(t *testing.T) {
 		{"/a/..", "/"},
 		{"/a/.", "/a/"},
 		{"/a/b/..", "/a/"},
-		{"/a//../b", "/a/b"}, // the empty segment is the one removed
-		{"//x", "//x"},
+		{"/a//../b", "/b"}, // slashes merged first, as a merging upstream reads it
+		{"//x", "/x"},
+		{"/a///b//", "/a/b/"},
+		{"//..//x", "/x"},
 		{"/a/.../b", "/a/.../b"}, // not a dot segment
 		{"/a/..b/.c/", "/a/..b/.c/"},
 		{"/a\\b", "/a\\b"}, // a backslash alone is an ordinary character

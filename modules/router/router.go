@@ -482,8 +482,9 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		dropForwarding(r.Header)
 	}
 
-	// Match, authorize and forward the path without dot segments, so that
-	// /public/../private is never a /public request.
+	// Match, authorize and forward the path without dot segments or runs of
+	// slashes, so that /public/../private is never a /public request, nor
+	// //private a request of a catch-all route.
 	path, err := NormalizePath(r.URL.Path)
 	if err != nil {
 		info.Status = http.StatusBadRequest
