@@ -70,7 +70,8 @@ Decisions where the specification is silent:
   that cannot be bound is a 400 and nothing changes.
 - Client headers the gateway never forwards: those the client's Connection
   header names (it cannot remove the gateway's own headers that way), and,
-  from a client that is no trusted proxy, Forwarded, X-Real-IP and the
+  from a client that is no trusted proxy, Forwarded, X-Real-IP,
+  True-Client-IP, X-Client-IP, X-Original-URL, X-Rewrite-URL and the
   X-Forwarded-* beyond For/Proto/Host (which the gateway sets); see
   docs/routing.md.
 - Upstream errors made by the proxy are JSON {"error"} with status 502

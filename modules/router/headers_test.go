@@ -259,7 +259,8 @@ func TestClientForwardingHeadersRemoved(t *testing.T) {
 		"services": {"1": {"handler": "router_test_seen"}},
 		"trusted_proxies": ["10.0.0.0/8"]
 	}`)
-	forged := []string{"Forwarded", "X-Real-Ip", "X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Uri", "X_Real_IP", "x_forwarded_prefix"}
+	forged := []string{"Forwarded", "X-Real-Ip", "X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Uri", "X_Real_IP", "x_forwarded_prefix",
+		"True-Client-Ip", "X-Client-Ip", "X-Original-Url", "X-Rewrite-Url"}
 	for _, c := range []struct {
 		peer string
 		kept bool

@@ -404,6 +404,10 @@ var forwardingHeaders = map[string]bool{
 	"Forwarded": true, "X-Real-Ip": true, "X-Forwarded-Port": true, "X-Forwarded-Prefix": true,
 	"X-Forwarded-Server": true, "X-Forwarded-Uri": true, "X-Forwarded-Method": true, "X-Forwarded-Ssl": true,
 	"X-Forwarded-Tls-Client-Cert": true, "X-Forwarded-Tls-Client-Cert-Info": true,
+	// the client address as CDNs say it, and the path overrides some
+	// frameworks obey (Symfony, IIS): a request for /public saying
+	// X-Original-URL: /admin
+	"True-Client-Ip": true, "X-Client-Ip": true, "X-Original-Url": true, "X-Rewrite-Url": true,
 }
 
 // forwardingNames are forwardingHeaders' names, for their '_' spellings.
@@ -413,7 +417,7 @@ var forwardingNames = slices.Sorted(maps.Keys(forwardingHeaders))
 // client that is no trusted proxy. One pass over the request's headers.
 func dropForwarding(h http.Header) {
 	for k := range h {
-		if k != "" && (k[0] == 'X' || k[0] == 'F') && forwardingHeaders[k] {
+		if k != "" && (k[0] == 'X' || k[0] == 'F' || k[0] == 'T') && forwardingHeaders[k] {
 			delete(h, k)
 		}
 	}
