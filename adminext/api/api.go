@@ -160,7 +160,7 @@ func New(cp *controlplane.ControlPlane, newAuth func(cp *controlplane.ControlPla
 		a.byPattern[ep.Method+" "+ep.Path] = ep
 		a.mux.HandleFunc(ep.Method+" "+ep.Path, func(w http.ResponseWriter, r *http.Request) { a.serve(ep, w, r) })
 	}
-	a.mux.HandleFunc("/", a.unmatched)
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { a.unmatched(w, r, true) })
 	return a, nil
 }
 
@@ -188,8 +188,12 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusForbidden, errorBody{err.Error()})
 		return
 	}
-	if _, pattern := a.mux.Handler(r); isCatchAll(pattern) && r.URL.Path != "/" || !canonicalAPIPath(r.URL.Path) {
-		a.unmatched(w, r)
+	if !canonicalAPIPath(r.URL.Path) {
+		a.unmatched(w, r, false)
+		return
+	}
+	if _, pattern := a.mux.Handler(r); isCatchAll(pattern) && r.URL.Path != "/" {
+		a.unmatched(w, r, true)
 		return
 	}
 	a.mux.ServeHTTP(w, r)
@@ -256,11 +260,12 @@ func (a *API) publicOrigin(r *http.Request) string {
 // unmatched answers a request no endpoint serves. Under /api/ a caller
 // must authenticate first (401 before 404 or 405, so the API cannot be
 // mapped anonymously) unless the path is a public endpoint's. A path served
-// for other methods is 405 with Allow; anything else 404.
-func (a *API) unmatched(w http.ResponseWriter, r *http.Request) {
+// for other methods is 405 with Allow; anything else 404. A path that is
+// not canonical (canonicalAPIPath) is no endpoint for any method.
+func (a *API) unmatched(w http.ResponseWriter, r *http.Request, canonical bool) {
 	var allowed []string
 	public := false
-	if canonicalAPIPath(r.URL.Path) {
+	if canonical {
 		allowed, public = a.methodsFor(r)
 	}
 	if strings.HasPrefix(r.URL.Path, "/api/") && !public {

@@ -3,7 +3,6 @@ package apps
 import (
 	"net"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -136,19 +135,18 @@ func validateDomain(d string) error {
 	return validateHostname(d)
 }
 
-// validateHostname checks the DNS hostname rules of validateDomain.
+// validateHostname checks the DNS hostname rules of validateDomain (d is
+// not an IP address: the callers took those first): schema.HostName's,
+// stricter in that labels hold ASCII letters, digits and hyphens only,
+// none at a label's edge, and there is no trailing dot.
 func validateHostname(d string) error {
-	if len(d) > 253 {
-		return errString("must be at most 253 characters")
+	if strings.HasSuffix(d, ".") {
+		return errString("must be a DNS hostname without a trailing dot")
 	}
-	labels := strings.Split(d, ".")
-	for _, l := range labels {
-		if l == "" {
-			return errString("must be a DNS hostname (empty label)")
-		}
-		if len(l) > 63 {
-			return errString("must be a DNS hostname (a label is longer than 63 characters)")
-		}
+	if err := schema.HostName(d); err != nil {
+		return err
+	}
+	for l := range strings.SplitSeq(d, ".") {
 		if l[0] == '-' || l[len(l)-1] == '-' {
 			return errString("must be a DNS hostname (a label starts or ends with a hyphen)")
 		}
@@ -159,10 +157,6 @@ func validateHostname(d string) error {
 			}
 		}
 	}
-	last := labels[len(labels)-1]
-	if strings.Trim(last, "0123456789") == "" {
-		return errString("must be a DNS hostname, not an IP address (the last label is all digits)")
-	}
 	return nil
 }
 
@@ -172,15 +166,11 @@ func parseUpstream(s string) (upstream, error) {
 	if s == "" {
 		return u, errString("must not be empty")
 	}
-	p, err := url.Parse(s)
+	// the URL rule of every URL field (scheme, host, port range, no
+	// fragment), then an origin's own: nothing but scheme, host and port
+	p, err := schema.HTTPURL(s)
 	if err != nil {
-		return u, errString("must be an http or https URL")
-	}
-	if p.Scheme != "http" && p.Scheme != "https" {
-		return u, errString("must be an http or https URL")
-	}
-	if p.Opaque != "" || p.Host == "" {
-		return u, errString("must be an absolute http or https URL with a host")
+		return u, err
 	}
 	if p.User != nil {
 		return u, errString("must not contain credentials")
@@ -191,20 +181,13 @@ func parseUpstream(s string) (upstream, error) {
 	if p.RawQuery != "" || p.ForceQuery {
 		return u, errString("must not have a query")
 	}
-	if p.Fragment != "" || strings.Contains(s, "#") {
-		return u, errString("must not have a fragment")
-	}
 	u.Scheme = p.Scheme
 	u.Port = 80
 	if p.Scheme == "https" {
 		u.Port = 443
 	}
 	if ps := p.Port(); ps != "" {
-		n, err := strconv.Atoi(ps)
-		if err != nil || n < 1 || n > 65535 {
-			return u, errString("port must be 1..65535")
-		}
-		u.Port = n
+		u.Port, _ = strconv.Atoi(ps) // HTTPURL checked it
 	} else if strings.HasSuffix(p.Host, ":") {
 		return u, errString("must not have an empty port")
 	}

@@ -410,18 +410,31 @@ var forwardingHeaders = map[string]bool{
 	"True-Client-Ip": true, "X-Client-Ip": true, "X-Original-Url": true, "X-Rewrite-Url": true,
 }
 
-// forwardingNames are forwardingHeaders' names, for their '_' spellings.
-var forwardingNames = slices.Sorted(maps.Keys(forwardingHeaders))
+// The '_' spellings the router removes (consumers.DeleteLookalikes): the
+// X-Forwarded-* the proxy sets from anyone, forwardingHeaders' too from a
+// client that is no trusted proxy.
+var (
+	trustedLookalikes   = forwardedHeaders[:]
+	untrustedLookalikes = append(forwardedHeaders[:], slices.Sorted(maps.Keys(forwardingHeaders))...)
+)
 
-// dropForwarding removes forwardingHeaders, in any '_' spelling, sent by a
-// client that is no trusted proxy. One pass over the request's headers.
+// forwardingFirst holds the first bytes of forwardingHeaders' names, so
+// that dropForwarding looks up only the names that could be one.
+var forwardingFirst = func() (first [256]bool) {
+	for k := range forwardingHeaders {
+		first[k[0]] = true
+	}
+	return first
+}()
+
+// dropForwarding removes forwardingHeaders sent by a client that is no
+// trusted proxy (their '_' spellings go with untrustedLookalikes).
 func dropForwarding(h http.Header) {
 	for k := range h {
-		if k != "" && (k[0] == 'X' || k[0] == 'F' || k[0] == 'T') && forwardingHeaders[k] {
+		if k != "" && forwardingFirst[k[0]] && forwardingHeaders[k] {
 			delete(h, k)
 		}
 	}
-	consumers.DeleteLookalikes(h, forwardingNames)
 }
 
 // dropClientHopHeaders removes the headers the client's Connection header
@@ -480,11 +493,13 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	// through, and CGI-style upstreams read them as the same
 	// (HTTP_X_FORWARDED_FOR). No proxy adds those: whoever sent one,
 	// through a trusted proxy or not, is a client.
-	consumers.DeleteLookalikes(r.Header, forwardedHeaders[:])
-	dropClientHopHeaders(r.Header)
-	if !trusted {
+	if trusted {
+		consumers.DeleteLookalikes(r.Header, trustedLookalikes)
+	} else {
+		consumers.DeleteLookalikes(r.Header, untrustedLookalikes)
 		dropForwarding(r.Header)
 	}
+	dropClientHopHeaders(r.Header)
 
 	// Match, authorize and forward the path without dot segments or runs of
 	// slashes, so that /public/../private is never a /public request, nor
