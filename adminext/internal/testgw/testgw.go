@@ -17,11 +17,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
@@ -112,6 +114,26 @@ func proxyBound() bool {
 	return cp != nil && cp.ProxyAddr(false) != ""
 }
 
+// storages holds each test's own Caddy storage folder.
+var storages sync.Map // testing.TB → *certmagic.FileStorage
+
+// useTestStorage points Caddy's default storage (where the gateway keeps
+// certificates and ACME accounts on SQLite) at a folder of the test's own.
+// caddy.DefaultStorage is fixed from $HOME at package init, before any
+// TestMain could set XDG_DATA_HOME, so without this every test run shares
+// one folder: an ACME account registered with a test CA on a port the OS
+// hands out again later would show up as already registered. Gateways of
+// one test (restarts) share the folder.
+func useTestStorage(t testing.TB) {
+	st, ok := storages.Load(t)
+	if !ok {
+		st = &certmagic.FileStorage{Path: t.TempDir()}
+		storages.Store(t, st)
+		t.Cleanup(func() { storages.Delete(t) })
+	}
+	caddy.DefaultStorage = st.(*certmagic.FileStorage)
+}
+
 // Start loads a gateway and waits until it serves its stored config.
 // It is stopped when the test ends.
 func Start(t testing.TB, opts *Options) *Gateway {
@@ -119,6 +141,7 @@ func Start(t testing.TB, opts *Options) *Gateway {
 	if opts == nil {
 		opts = &Options{}
 	}
+	useTestStorage(t)
 	var g *Gateway
 	var adminAddr string
 	// Free ports are picked, then bound: another test process may take one
