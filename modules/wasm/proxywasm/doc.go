@@ -88,7 +88,11 @@
 // (default GOMAXPROCS*4), MaxWait for a free instance (default 5 s). Shared
 // data per VM id: 65536 keys, keys up to 4 KiB, values up to 1 MiB, 64 MiB in
 // all (beyond: InternalFailure; an oversized value: BadArgument); 1024
-// metrics. Buffers set by a module: 1 MiB. Log messages are cut at 16 KiB.
+// metrics, names up to 4 KiB. Buffers set by a module: 1 MiB. A header
+// map a module writes (or hands over serialized, local responses' too):
+// 1 MiB as the ABI serializes it (beyond: BadArgument). Log messages are
+// cut at 16 KiB, and one callback logs at most 64 KiB (proxy_log, stdout,
+// stderr, trace; beyond, dropped, with one warning).
 //
 // # Not implemented
 //

@@ -22,6 +22,29 @@ const (
 
 type pair struct{ k, v string }
 
+// maxHeaderMapBytes bounds a header map a module writes, measured as the
+// ABI serializes it (names, values and 10 bytes of framing per value;
+// pseudo-headers aside), and a serialized map it hands the host. The host
+// copies names and values into the gateway's heap, out of reach of the
+// module's memory limit: without a bound, a module adding a header in a
+// loop allocates gigabytes per request. 1 MiB is net/http's default
+// MaxHeaderBytes.
+const maxHeaderMapBytes = 1 << 20
+
+// fieldBytes is what one header value adds to its map's size.
+func fieldBytes(k, v string) int { return len(k) + len(v) + 10 }
+
+// headerBytes is the size of h as maxHeaderMapBytes counts it.
+func headerBytes(h http.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += fieldBytes(k, v)
+		}
+	}
+	return n
+}
+
 // serializePairs encodes a header map as the ABI serializes it: the pair
 // count, each key and value size, then each key and value followed by NUL
 // (integers little-endian).
@@ -51,7 +74,9 @@ func deserializePairs(b []byte) ([]pair, bool) {
 	if len(b) == 0 || (len(b) == 1 && b[0] == 0) {
 		return nil, true
 	}
-	if len(b) < 4 {
+	// A map beyond the bound is refused before its pairs are allocated
+	// (up to one per 8 bytes of the module's memory).
+	if len(b) < 4 || len(b) > 4+maxHeaderMapBytes {
 		return nil, false
 	}
 	n := int(binary.LittleEndian.Uint32(b))
@@ -208,6 +233,15 @@ func (in *Instance) mapSet(mt uint32, key, value string, add bool) Status {
 	if !httpguts.ValidHeaderFieldName(key) || !httpguts.ValidHeaderFieldValue(value) {
 		return StatusBadArgument
 	}
+	size := headerBytes(*h) + fieldBytes(key, value)
+	if !add {
+		for _, v := range h.Values(key) {
+			size -= fieldBytes(key, v)
+		}
+	}
+	if size > maxHeaderMapBytes {
+		return StatusBadArgument
+	}
 	if *h == nil {
 		*h = http.Header{}
 	}
@@ -291,7 +325,8 @@ func (in *Instance) mapSetPairs(mt uint32, ps []pair) Status {
 	if st != StatusOK {
 		return st
 	}
-	// validate everything before changing anything
+	// validate everything before changing anything (deserializePairs
+	// bounded the map's size)
 	for _, p := range ps {
 		k := strings.ToLower(p.k)
 		if strings.HasPrefix(k, ":") {

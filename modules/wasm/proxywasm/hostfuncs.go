@@ -120,10 +120,33 @@ func hostLog(_ context.Context, in *Instance, a []uint64) Status {
 		if len(msg) > maxLogMessage {
 			msg = msg[:maxLogMessage]
 		}
+		if !in.spendLog(len(msg)) {
+			return StatusOK // over the callback's budget: dropped
+		}
 		ce.Message = string(msg)
 		ce.Write()
 	}
 	return StatusOK
+}
+
+// maxLogPerCall bounds what one callback writes to the gateway's log
+// (proxy_log, stdout, stderr): a module logging in a loop would otherwise
+// write gigabytes per request within its time limit. Beyond, messages are
+// dropped and one warning says so.
+const maxLogPerCall = 64 << 10
+
+// spendLog takes n bytes of the current callback's log budget; false when
+// the budget is spent (the first refusal logs the warning).
+func (in *Instance) spendLog(n int) bool {
+	if in.logLeft >= n {
+		in.logLeft -= n
+		return true
+	}
+	if in.logLeft >= 0 {
+		in.logLeft = -1
+		in.plugin.cfg.Logger.Warn("wasm module log output cut: the callback wrote more than its budget", zap.Int("budget_bytes", maxLogPerCall))
+	}
+	return false
 }
 
 func hostGetLogLevel(_ context.Context, in *Instance, a []uint64) Status {
@@ -305,6 +328,10 @@ func hostSetHeaderMapValue(in *Instance, a []uint64, add bool) Status {
 	if !ok {
 		return StatusInvalidMemoryAccess
 	}
+	// refused before copying: mapSet would refuse it anyway
+	if len(key)+len(val) > maxHeaderMapBytes {
+		return StatusBadArgument
+	}
 	return in.mapSet(u32(a[0]), string(key), string(val), add)
 }
 
@@ -417,7 +444,10 @@ func hostTrace(ctx context.Context, _ api.Module, stack []uint64) {
 	for i := range args {
 		args[i] = math.Float64frombits(stack[2+i])
 	}
-	in.plugin.cfg.Logger.Info(in.asString(u32(stack[0])), zap.Float64s("args", args))
+	msg := in.asString(u32(stack[0]))
+	if in.plugin.cfg.Logger.Core().Enabled(zap.InfoLevel) && in.spendLog(len(msg)+8*n) {
+		in.plugin.cfg.Logger.Info(msg, zap.Float64s("args", args))
+	}
 }
 
 // asString reads an AssemblyScript string (UTF-16, its byte length in the

@@ -121,6 +121,7 @@ type Instance struct {
 
 	tickPeriod time.Duration
 	broken     error // set when a call failed: the instance is discarded
+	logLeft    int   // log bytes the current callback may still write (-1: cut)
 }
 
 type instanceKey struct{}
@@ -135,8 +136,8 @@ func instanceFrom(ctx context.Context) *Instance {
 func (m *Module) newVM(ctx context.Context, p *Plugin) (*Instance, error) {
 	in := &Instance{plugin: p, rootID: 1, nextID: 2}
 	in.effective = in.rootID
-	out := &logWriter{log: p.cfg.Logger, level: zap.InfoLevel}
-	errw := &logWriter{log: p.cfg.Logger, level: zap.ErrorLevel}
+	out := &logWriter{in: in, level: zap.InfoLevel}
+	errw := &logWriter{in: in, level: zap.ErrorLevel}
 	mc := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // called below, with a timeout
@@ -245,6 +246,7 @@ func (in *Instance) callTimeout(d time.Duration, fn api.Function, name string, a
 		stack = make([]uint64, len(args))
 	}
 	copy(stack, args)
+	in.logLeft = maxLogPerCall
 	if in.plugin.module.Bounded {
 		// proven to return on its own: no watchdog to arm (wazero
 		// ignores the context of a module compiled without one)
@@ -479,26 +481,35 @@ func (in *Instance) returnBytes(ctx context.Context, data []byte, retPtr, retSiz
 }
 
 // logWriter sends a module's stdout or stderr to the log: each line
-// written is an entry (capped), without buffering across writes.
+// written is an entry (capped), without buffering across writes, within
+// the callback's log budget (Instance.spendLog).
 type logWriter struct {
-	log   *zap.Logger
+	in    *Instance
 	level zapcore.Level
 }
 
 const maxLogLine = 16 << 10
 
 func (w *logWriter) Write(p []byte) (int, error) {
-	if w.log == nil {
-		return len(p), nil
-	}
-	for _, line := range bytes.Split(p, []byte{'\n'}) {
+	// Lines are cut off p one at a time: bytes.Split would allocate a
+	// slice header per line, 24 bytes per byte of a write of newlines.
+	for rest := p; len(rest) > 0 && w.in.logLeft >= 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
 		if len(line) == 0 {
 			continue
 		}
 		if len(line) > maxLogLine {
 			line = line[:maxLogLine]
 		}
-		if ce := w.log.Check(w.level, ""); ce != nil {
+		if ce := w.in.plugin.cfg.Logger.Check(w.level, ""); ce != nil {
+			if !w.in.spendLog(len(line)) {
+				break
+			}
 			ce.Message = string(line)
 			ce.Write()
 		}

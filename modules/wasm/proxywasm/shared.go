@@ -96,6 +96,12 @@ func hostDefineMetric(_ context.Context, in *Instance, a []uint64) Status {
 	if !ok {
 		return StatusInvalidMemoryAccess
 	}
+	// names are kept for the VM id's life: bounded like shared data keys
+	// (1024 names of up to 64 MiB each would be 64 GiB of the gateway's
+	// heap)
+	if len(name) > maxSharedKeySize {
+		return StatusBadArgument
+	}
 	id, st := in.plugin.shared.defineMetric(name, kind)
 	if st != StatusOK {
 		return st
