@@ -46,7 +46,7 @@ const importDescription = "Destructive full replacement of the routing configura
 	"format must be \"gateway-export\" and version 1 (400 otherwise). New ids are assigned; references inside the document (route service_id and splits, plugin service_id and route_id, " +
 	"stream route service_id, targets under their service, credentials under their consumer) follow the items they name. " +
 	"Every item is validated as the resource's own endpoint validates it; an invalid item is 400 naming it (e.g. routes[2].paths[0]) and nothing changes. " +
-	"A credential is restored like POST /api/v1/consumers/{id}/credentials: a key-auth or jwt credential without key gets a random one. " +
+	"A credential is restored like POST /api/v1/consumers/{id}/credentials: a key-auth or jwt credential without key gets a random one; a basic-auth password_hash must be a bcrypt hash of cost at most 12 (every failed login recomputes it; the API hashes with cost 10). " +
 	"Items that cannot be restored are skipped and listed with a reason: a credential whose secret was redacted (named in its redacted list), a plugin whose config holds a redacted secret, a manual certificate without its key, " +
 	"a WASM module without its bytes (wasm_base64, or wat as an upload may give it; modules are validated as the upload endpoint validates them), a plugin of a type this gateway does not know, a wasm plugin whose module is not restored. " +
 	"wasm plugins reference modules by name, so nothing is remapped for them. settings apply like PUT /api/v1/settings (listeners rebind at once); when the document has no settings they stay as they are. " +

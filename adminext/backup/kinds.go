@@ -471,7 +471,7 @@ type exportConsumer struct {
 type DocumentCredential struct {
 	ID           int64     `json:"id" schema:"readonly"`
 	ConsumerID   int64     `json:"consumer_id" schema:"readonly" doc:"The consumer it belongs to (on import: the consumer it is listed under)."`
-	PasswordHash *string   `json:"password_hash,omitempty" schema:"minLength=1,maxLength=128" doc:"basic-auth: the bcrypt hash of the password (only with include_secrets)."`
+	PasswordHash *string   `json:"password_hash,omitempty" schema:"minLength=1,maxLength=128" doc:"basic-auth: the bcrypt hash of the password (only with include_secrets); on import, of cost at most 12 (every failed login recomputes it)."`
 	Redacted     []string  `json:"redacted,omitempty" doc:"The secret fields left out of an export without secrets; such a credential is skipped on import."`
 	CreatedAt    time.Time `json:"created_at" schema:"readonly"`
 }

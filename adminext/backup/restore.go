@@ -323,6 +323,15 @@ func prefix(path string, err error) error {
 	return err
 }
 
+// maxHashCost is the highest bcrypt cost of an imported basic-auth
+// password hash. The basic-auth plugin compares every login attempt with
+// the hash and caches only successes, so the cost is what any client may
+// make the gateway compute per request: the API hashes with cost 10
+// (bcrypt.DefaultCost), and each step beyond doubles the work (cost 31,
+// which bcrypt accepts, is days of a core per wrong password). 12 leaves
+// room for hashes made elsewhere.
+const maxHashCost = 12
+
 // restoreCredential restores one credential of consumer c, validated as
 // POST /api/v1/consumers/{id}/credentials validates its input (the stored
 // password hash stands in for the password). One whose secret is missing
@@ -366,8 +375,12 @@ func (r *Restorer) restoreCredential(it item, owner *storage.Consumer) error {
 		return err
 	}
 	if doc.PasswordHash != nil {
-		if _, err := bcrypt.Cost([]byte(*doc.PasswordHash)); err != nil {
+		cost, err := bcrypt.Cost([]byte(*doc.PasswordHash))
+		if err != nil {
 			return schema.Errorf(it.path+".password_hash", "must be a bcrypt hash")
+		}
+		if cost > maxHashCost {
+			return schema.Errorf(it.path+".password_hash", "must be a bcrypt hash of cost at most %d (this one has cost %d)", maxHashCost, cost)
 		}
 	}
 	// c is the input as Validate checked it: normalized above (the kind's
