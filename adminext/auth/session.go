@@ -61,8 +61,9 @@ func sessionEndpoints() []*api.Endpoint {
 		{Method: "PUT", Path: "/api/v1/auth/me/password", Role: api.RoleViewer, Tag: "auth",
 			Summary: "Change the signed-in user's own password",
 			Description: "Needs a session (400 for the admin token or open mode: they have no user). current_password is required when a password is set (400 when missing or wrong); SSO-only accounts may set a first password. " +
+				"A wrong current_password counts as a failed login of the client, and a client the failed-login limit blocks gets 429 with Retry-After here too (see POST /api/v1/auth/login). " +
 				"The user's other sessions end; the current one stays. " + csrfRule,
-			Body: PasswordChange{}, Response: Updated{}, Statuses: []int{400}, Handle: changePassword},
+			Body: PasswordChange{}, Response: Updated{}, Statuses: []int{400, 429}, Handle: changePassword},
 	}
 }
 
@@ -197,7 +198,19 @@ func changePassword(c *api.Call) (any, error) {
 		if in.CurrentPassword == nil || *in.CurrentPassword == "" {
 			return nil, api.BadRequest("current_password: is required")
 		}
+		// current_password is a password check like a sign-in: without the
+		// failed-login limit a stolen session could guess the account's
+		// password here for as long as it lives, then keep the account.
+		s := svc(c)
+		key := limitKey(clientIP(c.R, settingsRow(db).TrustedProxies))
+		defer s.limiter.lock(key)()
+		if err := s.limiter.admit(c, db, key); err != nil {
+			return nil, err
+		}
 		if !checkPassword(u.PasswordHash, *in.CurrentPassword) {
+			if err := s.limiter.fail(db, key); err != nil {
+				return nil, err
+			}
 			return nil, api.BadRequest("current_password: is not correct")
 		}
 	}

@@ -283,3 +283,28 @@ func TestConcurrentLoginsLimit(t *testing.T) {
 	}
 	e.browser().want(429, "POST", "/api/v1/auth/login", map[string]string{"email": "erin@example.com", "password": "erin-password"})
 }
+
+// TestPasswordChangeLimit: a wrong current_password is a failed login of
+// the client: a stolen session cannot be used to guess the account's
+// password past the failed-login limit (and a blocked client cannot try
+// there either).
+func TestPasswordChangeLimit(t *testing.T) {
+	e := start(t)
+	e.anon().user("erin@example.com", "admin", "erin-password")
+	b := e.browser()
+	b.login("erin@example.com", "erin-password")
+	bad := map[string]any{"current_password": "wrong-password", "new_password": "new-erin-password"}
+	for i := 0; i < 10; i++ {
+		b.want(400, "PUT", "/api/v1/auth/me/password", bad)
+	}
+	for _, body := range []map[string]any{bad, {"current_password": "erin-password", "new_password": "new-erin-password"}} {
+		a := b.want(429, "PUT", "/api/v1/auth/me/password", body)
+		if ra, err := strconv.Atoi(a.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 15*60 {
+			t.Fatalf("Retry-After %q", a.Header.Get("Retry-After"))
+		}
+	}
+	// The same count as password sign-in.
+	e.anon().want(429, "POST", "/api/v1/auth/login", map[string]string{"email": "erin@example.com", "password": "erin-password"})
+	// The session itself still works.
+	b.want(200, "GET", "/api/v1/auth/me", nil)
+}
