@@ -132,7 +132,7 @@ func ssoEndpoints() []*api.Endpoint {
 			Body: SsoConfig{}, Response: SsoStatus{}, Statuses: []int{400}, Handle: putSSO},
 		{Method: "DELETE", Path: "/api/v1/sso/config", Role: api.RoleAdmin, Tag: "sso",
 			Summary:     "Disable SSO",
-			Description: "Answers {enabled: false, config: null}; pending sign-ins are dropped. SSO-only accounts cannot sign in until they get a password. " + csrfRule,
+			Description: "Answers {enabled: false, config: null}; pending sign-ins are dropped and the sessions opened by SSO end (password sessions stay). SSO-only accounts cannot sign in until they get a password. " + csrfRule,
 			Response:    SsoStatus{}, Handle: deleteSSO},
 		{Method: "GET", Path: "/api/v1/auth/sso/start", Role: api.RolePublic, Tag: "auth",
 			Summary:     "Start an SSO sign-in (browser navigation; public)",
@@ -199,6 +199,12 @@ func deleteSSO(c *api.Call) (any, error) {
 	db := s.db(c.Ctx())
 	err := db.Transaction(func(tx *gorm.DB) error {
 		if err := tx.Where("id = ?", 1).Delete(&storage.SSOConfig{}).Error; err != nil {
+			return err
+		}
+		// The sessions SSO opened end with it: an administrator disabling
+		// SSO (a compromised or retired provider) must not leave the
+		// provider's sign-ins valid for days. Password sessions stay.
+		if err := tx.Where("method = ?", "sso").Delete(&storage.AdminSession{}).Error; err != nil {
 			return err
 		}
 		return tx.Where("1 = 1").Delete(&storage.SSOState{}).Error

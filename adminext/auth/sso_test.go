@@ -241,7 +241,19 @@ func TestSSO(t *testing.T) {
 	})
 
 	t.Run("disable", func(t *testing.T) {
+		// Disabling SSO (say, the provider was compromised) ends the
+		// sessions it opened; password sessions stay.
+		ssoSession := e.browser()
+		if a := ssoFlow(t, ssoSession, idp, nil); a.Header.Get("Location") != "/" {
+			t.Fatalf("SSO sign-in: %q", a.Header.Get("Location"))
+		}
+		ssoSession.want(200, "GET", "/api/v1/auth/me", nil)
+		adm.user("ivan@example.com", "viewer", "ivan-password")
+		pwSession := e.browser()
+		pwSession.login("ivan@example.com", "ivan-password")
 		st := adm.want(200, "DELETE", "/api/v1/sso/config", nil).m(t)
+		ssoSession.want(401, "GET", "/api/v1/auth/me", nil)
+		pwSession.want(200, "GET", "/api/v1/auth/me", nil)
 		if st["enabled"] != false || st["config"] != nil {
 			t.Fatalf("delete answer: %v", st)
 		}
