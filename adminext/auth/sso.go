@@ -44,7 +44,7 @@ type SsoConfig struct {
 	ClientSecretSet   bool     `json:"client_secret_set" schema:"readonly"`
 	Label             string   `json:"label" schema:"name,maxLength=100" doc:"The sign-in button label."`
 	AutoProvisionRole *string  `json:"auto_provision_role" schema:"enum=viewer|editor|admin" doc:"viewer, editor, admin or null: the role of users created at their first SSO sign-in; null: only pre-created users (matched by email) may sign in."`
-	AllowedDomains    []string `json:"allowed_domains" schema:"host,maxItems=100" doc:"E-mail domains eligible for auto-provisioning (case-insensitive, exact); empty: any."`
+	AllowedDomains    []string `json:"allowed_domains" schema:"host,maxItems=100" doc:"E-mail domains eligible for auto-provisioning (exact, ignoring the case of ASCII letters); empty: any."`
 }
 
 // SetDefaults implements schema.Defaulter.
@@ -141,7 +141,7 @@ func ssoEndpoints() []*api.Endpoint {
 		{Method: "GET", Path: ssoCallbackPath, Role: api.RolePublic, Tag: "auth",
 			Summary: "SSO callback from the provider (public)",
 			Description: "Exchanges the code with the PKCE verifier, verifies the id_token with the provider's keys (signature, issuer, audience = client_id, expiry) and its nonce, then signs the user in (session cookie) and answers 303 to /. " +
-				"A user is matched by email (case-insensitive). Unknown users are created only when auto_provision_role is set and their email domain is in allowed_domains (when not empty). " +
+				"A user is matched by email, ignoring the case of ASCII letters only (an address that equals an account's only by Unicode case folding, such as the Kelvin sign for k, is not_provisioned). Unknown users are created only when auto_provision_role is set and their email domain is in allowed_domains (when not empty). " +
 				"An email_verified claim that is false is refused. Every failure answers 303 to /?sso_error=<reason>, reason one of: " +
 				"provider error code (e.g. access_denied), invalid_state, not_configured, provider_unavailable, missing_code, exchange_failed, missing_id_token, invalid_id_token, id_token_expired, nonce_mismatch, email_missing, email_not_verified, not_provisioned, domain_not_allowed, server_error. " + sessionDoc,
 			Query: []api.QueryParam{
@@ -524,6 +524,12 @@ func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, cl *ssoClaims) (*storage.Admin
 		return nil, "server_error", err
 	}
 	if u != nil {
+		// email_key folds Unicode case (strings.ToLower: the Kelvin sign
+		// U+212A lowers to k), so a provider's kim@… spelled with it
+		// would find kim@…'s account. Only ASCII case may differ.
+		if !asciiEqualFold(u.Email, cl.Email) {
+			return nil, "not_provisioned", fmt.Errorf("the provider's email %q differs from user %d's beyond ASCII case", cl.Email, u.ID)
+		}
 		return u, "", nil
 	}
 	if cfg.AutoProvisionRole == nil {
@@ -533,7 +539,9 @@ func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, cl *ssoClaims) (*storage.Admin
 		domain := key[strings.LastIndex(key, "@")+1:]
 		ok := false
 		for _, d := range cfg.AllowedDomains {
-			if strings.EqualFold(d, domain) {
+			// ASCII case only: strings.EqualFold would let ſtartup.io
+			// (U+017F) pass for startup.io.
+			if asciiEqualFold(d, domain) {
 				ok = true
 				break
 			}
@@ -564,6 +572,27 @@ func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, cl *ssoClaims) (*storage.Admin
 		return nil, "server_error", err
 	}
 	return &row, "", nil
+}
+
+// asciiEqualFold reports whether a and b are equal but for the case of
+// ASCII letters.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 var errNoAdmin = errors.New("no admin user and no admin token exist: the first user must be an admin")

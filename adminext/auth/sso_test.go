@@ -240,6 +240,30 @@ func TestSSO(t *testing.T) {
 		// checks it at every code exchange).
 	})
 
+	t.Run("unicode case folding", func(t *testing.T) {
+		// strings.ToLower and EqualFold fold more than ASCII: the Kelvin
+		// sign K (U+212A) lowers to k and ſ (U+017F) folds to s. Neither
+		// may make a provider's address another account's or an allowed
+		// domain.
+		defer func() { idp.User = idpUser{Email: "alice@example.com", EmailVerified: true, Name: "Alice"} }()
+		adm.user("kim@example.com", "admin", "kim-password")
+		idp.User = idpUser{Email: "\u212Aim@example.com", EmailVerified: true}
+		wantSSOError(t, ssoFlow(t, e.browser(), idp, nil), "not_provisioned")
+		cfg := map[string]any{"issuer": idp.Issuer(), "client_id": idp.ClientID, "auto_provision_role": "editor", "allowed_domains": []string{"startup.io"}}
+		adm.want(200, "PUT", "/api/v1/sso/config", cfg)
+		idp.User = idpUser{Email: "eve@\u017Ftartup.io", EmailVerified: true}
+		wantSSOError(t, ssoFlow(t, e.browser(), idp, nil), "domain_not_allowed")
+		// ASCII case still folds.
+		idp.User = idpUser{Email: "KIM@Example.COM", EmailVerified: true}
+		b := e.browser()
+		if a := ssoFlow(t, b, idp, nil); a.Header.Get("Location") != "/" {
+			t.Fatalf("ASCII case variant: %q", a.Header.Get("Location"))
+		}
+		if me := b.want(200, "GET", "/api/v1/auth/me", nil).m(t); me["user"].(map[string]any)["email"] != "kim@example.com" {
+			t.Fatalf("signed in as %v", me)
+		}
+	})
+
 	t.Run("disable", func(t *testing.T) {
 		// Disabling SSO (say, the provider was compromised) ends the
 		// sessions it opened; password sessions stay.
