@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/schema"
@@ -79,10 +80,17 @@ func emailTaken(tx *gorm.DB, key string, exceptID int64) error {
 	return nil
 }
 
+// countAdmins counts the admin users inside tx, locking their rows (FOR
+// UPDATE) until tx ends: under PostgreSQL's read committed, two
+// transactions demoting or deleting the two last admins at once would
+// otherwise each count two and both commit, leaving none. The second now
+// waits for the first and counts what it left. (SQLite has no row locks;
+// its write transactions are serialised whole: _txlock=immediate.)
 func countAdmins(tx *gorm.DB) (int64, error) {
-	var n int64
-	err := tx.Model(&storage.AdminUser{}).Where("role = ?", "admin").Count(&n).Error
-	return n, err
+	var ids []int64
+	err := tx.Model(&storage.AdminUser{}).Clauses(clause.Locking{Strength: "UPDATE"}).
+		Where("role = ?", "admin").Pluck("id", &ids).Error
+	return int64(len(ids)), err
 }
 
 func createUser(c *api.Call) (any, error) {
