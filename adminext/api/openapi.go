@@ -50,12 +50,6 @@ Decisions where the specification is silent:
   directories are https only. Hosts there and target hosts are IP
   addresses or DNS names; a name whose last label is a number (127.1,
   2130706433, 0x7f000001) is 400, since resolvers disagree on it.
-- Open mode (no user and no admin token yet): a non-public endpoint
-  answers only requests whose Host is an IP address, localhost (or a name
-  under .localhost), the admin listener's configured host or the host of
-  settings.public_url; any other name is 403 (DNS rebinding: a web page
-  whose name resolves to the loopback listener). Once authentication is
-  enabled, any Host may reach the API.
 - Unknown paths: once authentication is enabled, a request under /api/ that
   matches no endpoint needs credentials like any endpoint (401 before 404
   or 405). A path served for other methods answers 405 with an Allow

@@ -19,10 +19,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
-	"net/url"
 	"strings"
 	"time"
 
@@ -222,9 +219,6 @@ func (s *service) Authenticate(r *http.Request, ep *api.Endpoint) (*api.Principa
 		return nil, err
 	}
 	if !m.enabled() {
-		if err := s.openHostAllowed(r); err != nil {
-			return nil, err
-		}
 		return &api.Principal{Role: "admin", Method: "open"}, nil
 	}
 	if tok, ok := presentedToken(r, ep); ok {
@@ -242,47 +236,6 @@ func (s *service) Authenticate(r *http.Request, ep *api.Endpoint) (*api.Principa
 		return nil, err
 	}
 	return &api.Principal{Role: u.Role, Method: "session", User: userView(u)}, nil
-}
-
-// openHostAllowed guards open mode against DNS rebinding. While no
-// credential exists, staying on loopback is all that protects the API, and
-// rebinding gets a web page past it: a page of attacker.example whose name
-// then resolves to 127.0.0.1 calls the API same-origin (the CSRF check
-// passes), but its requests name the attacker's host. So open mode answers
-// only requests addressed to an IP address, localhost (or a name under
-// .localhost, RFC 6761), the host the admin listener is configured with,
-// or the host of settings.public_url; anything else is 403. Once a user or
-// the token exists, credentials protect the API (a rebound page has
-// neither), and any name may reach it.
-func (s *service) openHostAllowed(r *http.Request) error {
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
-	if host == "" || host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return nil
-	}
-	if _, err := netip.ParseAddr(host); err == nil {
-		return nil
-	}
-	allowed := []string{s.cp.Boot().AdminListen}
-	if db := s.db(r.Context()); db != nil {
-		allowed = append(allowed, settingsRow(db).PublicURL)
-	}
-	for _, a := range allowed {
-		h := a
-		if u, err := url.Parse(a); err == nil && u.Host != "" {
-			h = u.Host
-		}
-		if hh, _, err := net.SplitHostPort(h); err == nil {
-			h = hh
-		}
-		if h != "" && strings.EqualFold(strings.TrimSuffix(h, "."), host) {
-			return nil
-		}
-	}
-	return &api.APIError{Status: http.StatusForbidden, Msg: "Host: the admin API is open (no user and no admin token yet), so it answers only requests addressed to an IP address, localhost or the host of settings.public_url (DNS rebinding protection); create the first admin user or the admin token, or use http://127.0.0.1"}
 }
 
 // sessionUser resolves a session cookie value. The lookup is by the SHA-256
