@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
 	"sort"
@@ -180,10 +182,15 @@ func (a *API) SetAuthenticator(auth Authenticator) { a.auth = auth }
 // Endpoints lists the declared endpoints.
 func (a *API) Endpoints() []*Endpoint { return a.endpoints }
 
-// ServeHTTP implements http.Handler: cross-origin browser requests are
-// refused first, then requests go to their endpoint; what matches none (or
-// only the dashboard's GET catch-all) is unmatched.
+// ServeHTTP implements http.Handler: requests for a host name the admin
+// listener does not have (DNS rebinding) and cross-origin browser requests
+// are refused first, then requests go to their endpoint; what matches none
+// (or only the dashboard's GET catch-all) is unmatched.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := a.checkHost(r); err != nil {
+		WriteJSON(w, http.StatusForbidden, errorBody{err.Error()})
+		return
+	}
 	if err := a.crossOrigin(r); err != nil {
 		WriteJSON(w, http.StatusForbidden, errorBody{err.Error()})
 		return
@@ -240,21 +247,65 @@ func (a *API) crossOrigin(r *http.Request) error {
 
 var sameOrigin = http.NewCrossOriginProtection()
 
+// checkHost refuses a request whose Host is a name the admin listener was
+// not given (DNS rebinding): a page of evil.example, whose name its owner
+// then points at 127.0.0.1, reaches the admin API as its own origin, so
+// neither the browser's same-origin policy nor crossOrigin stop it, and in
+// open mode it is admin. As Caddy's own admin endpoint does, a listener
+// bound to one address accepts only names that cannot be rebound: an IP
+// address, localhost, and the host of settings.public_url (read only when
+// the others do not match). A listener on every interface (0.0.0.0, ::) is
+// reached by names the gateway cannot know, and is not checked. A request
+// without Host (HTTP/1.0) comes from no browser and passes.
+func (a *API) checkHost(r *http.Request) error {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else {
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	if host == "" || strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+	if a.cp == nil {
+		return nil
+	}
+	if ap, err := netip.ParseAddrPort(a.cp.AdminAddr()); err != nil || ap.Addr().IsUnspecified() {
+		return nil
+	}
+	if u := a.publicURL(r); u != nil && strings.EqualFold(u.Hostname(), host) {
+		return nil
+	}
+	return fmt.Errorf("Host: %q is not a name of the admin listener: use its IP address or localhost, or set settings.public_url to the URL it is reached by (DNS rebinding protection)", r.Host)
+}
+
 // publicOrigin is the origin (scheme://host[:port]) of settings.public_url,
 // or "".
 func (a *API) publicOrigin(r *http.Request) string {
-	if a.cp == nil || a.cp.Store() == nil {
-		return ""
-	}
-	var s storage.Settings
-	if err := a.cp.Store().DB.WithContext(r.Context()).Select("public_url").Where("id = ?", 1).Limit(1).Find(&s).Error; err != nil || s.PublicURL == "" {
-		return ""
-	}
-	u, err := url.Parse(s.PublicURL)
-	if err != nil || u.Scheme == "" || u.Host == "" {
+	u := a.publicURL(r)
+	if u == nil {
 		return ""
 	}
 	return u.Scheme + "://" + u.Host
+}
+
+// publicURL is settings.public_url with a scheme and a host, or nil.
+func (a *API) publicURL(r *http.Request) *url.URL {
+	if a.cp == nil || a.cp.Store() == nil {
+		return nil
+	}
+	var s storage.Settings
+	if err := a.cp.Store().DB.WithContext(r.Context()).Select("public_url").Where("id = ?", 1).Limit(1).Find(&s).Error; err != nil || s.PublicURL == "" {
+		return nil
+	}
+	u, err := url.Parse(s.PublicURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil
+	}
+	return u
 }
 
 // unmatched answers a request no endpoint serves. Under /api/ a caller

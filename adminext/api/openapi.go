@@ -59,6 +59,11 @@ Decisions where the specification is silent:
   neither the request's host nor the origin of settings.public_url) is 403,
   whatever its credentials; same-origin requests and non-browser clients
   pass with any Content-Type.
+- DNS rebinding: when the admin listener is bound to one address (the
+  default 127.0.0.1:9080), a request whose Host is neither an IP address,
+  nor localhost, nor the host of settings.public_url is 403 {"error"} on
+  every path, public ones included; a listener on all interfaces (0.0.0.0,
+  ::) does not check the Host.
 - Route literal paths must start with "/"; regex paths start with "~".
 - The tie-break "more method and header conditions" counts 1 for a
   non-empty methods list plus 1 per header condition. Two wildcard host
@@ -235,9 +240,9 @@ func (b *docBuilder) operation(ep *Endpoint) map[string]any {
 		// 503: the database is unreachable (nothing was changed).
 		statuses = append(statuses, 401, 403, 500, 503)
 	}
-	if ep.Method != "GET" && ep.Method != "HEAD" {
-		statuses = append(statuses, 403) // cross-origin browser request (CSRF)
-	}
+	// 403: a Host the admin listener does not answer to (DNS rebinding),
+	// and for unsafe methods a cross-origin browser request (CSRF).
+	statuses = append(statuses, 403)
 	if pathParam.MatchString(ep.Path) {
 		statuses = append(statuses, 400) // a path id that is not an Id
 	}

@@ -1,0 +1,69 @@
+package tests
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/reqtest"
+)
+
+// adminAs sends a request to the admin listener with header name, value
+// pairs (a "Host" pair sets the request's Host) and answers the status and
+// body.
+func adminAs(t *testing.T, g *testgw.Gateway, method, path, body string, hdr ...string) (int, []byte) {
+	t.Helper()
+	req := reqtest.New(t, method, g.AdminURL+path, strings.NewReader(body), hdr...)
+	resp, err := g.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// TestDNSRebinding: a page of a name its owner points at 127.0.0.1 is
+// same-origin with the admin listener in the browser's eyes (Origin and
+// Host agree, Sec-Fetch-Site is same-origin), so only the Host tells it
+// apart. In open mode it would mint the admin token and read it. The admin
+// listener (bound to 127.0.0.1 here) answers only IP addresses, localhost
+// and the host of settings.public_url.
+func TestDNSRebinding(t *testing.T) {
+	g := testgw.Start(t, nil)
+	port := g.AdminURL[strings.LastIndex(g.AdminURL, ":")+1:]
+	evil := "rebind.evil.example:" + port
+	browser := []string{"Host", evil, "Origin", "http://" + evil, "Sec-Fetch-Site", "same-origin", "Content-Type", "application/json"}
+	for _, req := range []struct{ method, path string }{
+		{"POST", "/api/v1/admin/token"}, {"GET", "/api/v1/services"}, {"GET", "/"},
+		{"GET", "/api/v1/admin/status"}, {"GET", "/metrics"}, {"POST", "/api/v1/auth/login"},
+	} {
+		st, b := adminAs(t, g, req.method, req.path, `{}`, browser...)
+		wantError(t, st, b, 403, "Host")
+	}
+	// Nothing happened: the API is still open.
+	if g.Must("GET", "/api/v1/admin/status", nil)["auth_enabled"] != false {
+		t.Fatal("a rebound page changed the gateway")
+	}
+	// Names that cannot be rebound pass, with or without the port.
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST", "[::1]:" + port, "[::1]", "127.0.0.2"} {
+		if st, b := adminAs(t, g, "GET", "/api/v1/services", "", "Host", host); st != 200 {
+			t.Fatalf("Host %s: %d %s", host, st, b)
+		}
+	}
+	// The public URL's host is the name a proxy in front gives.
+	settings := g.Must("GET", "/api/v1/settings", nil)
+	delete(settings, "updated_at")
+	settings["public_url"] = "https://admin.example.com/ui"
+	g.Must("PUT", "/api/v1/settings", settings)
+	for _, host := range []string{"admin.example.com", "Admin.Example.com:443", "admin.example.com:" + port} {
+		if st, b := adminAs(t, g, "GET", "/api/v1/services", "", "Host", host); st != 200 {
+			t.Fatalf("Host %s: %d %s", host, st, b)
+		}
+	}
+	for _, host := range []string{"admin.example.com.evil.example", "evil-admin.example.com", evil} {
+		st, b := adminAs(t, g, "POST", "/api/v1/services", `{"name":"x"}`, "Host", host)
+		wantError(t, st, b, 403, "Host")
+	}
+}
