@@ -77,8 +77,10 @@ Decisions where the specification is silent:
   header names (it cannot remove the gateway's own headers that way), and,
   from a client that is no trusted proxy, Forwarded, X-Real-IP,
   True-Client-IP, X-Client-IP, X-Original-URL, X-Rewrite-URL and the
-  X-Forwarded-* beyond For/Proto/Host (which the gateway sets); see
-  docs/routing.md.
+  X-Forwarded-* beyond For/Proto/Host (which the gateway sets); from
+  anyone, the admin API's cookies gateway_session and gateway_sso (a
+  browser signed in to the dashboard sends them to the proxy on the same
+  host name too); see docs/routing.md.
 - Upstream errors made by the proxy are JSON {"error"} with status 502
   (bad gateway), 503 (no target available) or 504 (timeout).
 - A target's informational responses (102, 103 Early Hints) reach the

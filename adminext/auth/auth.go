@@ -27,11 +27,12 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
+	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
 const (
-	cookieName = "gateway_session"
+	cookieName = guard.SessionCookie // the proxy never forwards it (guard.DropAdminCookies)
 	sessionTTL = 7 * 24 * time.Hour
 	eventsPath = "/api/v1/events"
 )

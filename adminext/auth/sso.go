@@ -21,6 +21,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
@@ -28,7 +29,7 @@ import (
 const (
 	ssoStateTTL     = 10 * time.Minute
 	ssoMaxPending   = 10000 // pending sign-ins kept at most (oldest dropped)
-	ssoBindCookie   = "gateway_sso"
+	ssoBindCookie   = guard.SSOCookie
 	ssoCallbackPath = "/api/v1/auth/sso/callback"
 	ssoDefaultLabel = "Sign in with SSO"
 	providerTTL     = time.Hour

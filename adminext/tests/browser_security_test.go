@@ -67,3 +67,46 @@ func TestDNSRebinding(t *testing.T) {
 		wantError(t, st, b, 403, "Host")
 	}
 }
+
+// TestProxyDropsAdminCookies: cookies are not bound to a port, so a browser
+// signed in to the dashboard sends its session cookie to the proxy on the
+// same host too. The proxy must not hand it to upstreams: an editor can
+// point a route at a server of their own, and the cookie works on the
+// admin API as its user (an admin).
+func TestProxyDropsAdminCookies(t *testing.T) {
+	g := testgw.Start(t, nil)
+	up := testgw.Echo(t, "up")
+	g.Route("r", g.Service("s", testgw.Addr(up)), testgw.Paths("/x"))
+	g.Must("POST", "/api/v1/users", map[string]any{"email": "admin@example.com", "role": "admin", "password": "password-1"})
+	session := g.Login("admin@example.com", "password-1").Get("Cookie")
+	if !strings.HasPrefix(session, "gateway_session=") {
+		t.Fatalf("login cookie: %q", session)
+	}
+	for _, c := range []struct {
+		sent []string
+		want []string
+	}{
+		{[]string{session}, nil},
+		{[]string{"a=1; " + session + "; gateway_sso=xyz;b=2"}, []string{"a=1; b=2"}},
+		{[]string{session, "c=3", "gateway_sso=xyz"}, []string{"c=3"}},
+		{[]string{"gateway_sessions=1; my_gateway_session=2"}, []string{"gateway_sessions=1; my_gateway_session=2"}},
+	} {
+		var hdr []string
+		for _, v := range c.sent {
+			hdr = append(hdr, "Cookie", v)
+		}
+		a := g.Proxy(t, "GET", "/x", nil, hdr...)
+		if a.Status != 200 {
+			t.Fatalf("proxy: %d %s", a.Status, a.Body)
+		}
+		got := testgw.DecodeEcho(t, a.Body).Headers["Cookie"]
+		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("sent Cookie %q, upstream got %q, want %q", c.sent, got, c.want)
+		}
+	}
+	// The cookie the upstream would have got is the admin's.
+	st, b := adminAs(t, g, "GET", "/api/v1/auth/me", "", "Cookie", session)
+	if st != 200 || !strings.Contains(string(b), `"role":"admin"`) {
+		t.Fatalf("session: %d %s", st, b)
+	}
+}

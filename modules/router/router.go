@@ -27,6 +27,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	_ "github.com/caddy-gateway/gateway/modules/gwproxy" // ProxyModule
 	"github.com/caddy-gateway/gateway/modules/modpool"
@@ -500,6 +501,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		dropForwarding(r.Header)
 	}
 	dropClientHopHeaders(r.Header)
+	guard.DropAdminCookies(r.Header)
 
 	// Match, authorize and forward the path without dot segments or runs of
 	// slashes, so that /public/../private is never a /public request, nor

@@ -1,0 +1,59 @@
+package guard
+
+import (
+	"net/http"
+	"net/textproto"
+	"strings"
+)
+
+// The admin API's cookies (package adminext/auth sets them): the session,
+// and the SSO sign-in's binding to its browser.
+const (
+	SessionCookie = "gateway_session"
+	SSOCookie     = "gateway_sso"
+)
+
+// DropAdminCookies removes the admin API's cookies from a request's Cookie
+// header before it is proxied. Cookies are not bound to a port: a browser
+// signed in to the dashboard at 127.0.0.1:9080 sends its session cookie
+// with every request to the proxy at 127.0.0.1:8080 too, and the proxy
+// would hand it to the upstream, whose owner (an editor may point a route
+// anywhere) could then call the admin API as that user.
+func DropAdminCookies(h http.Header) {
+	vals, ok := h["Cookie"]
+	if !ok || !hasAdminCookie(vals) {
+		return
+	}
+	kept := make([]string, 0, len(vals))
+	for _, v := range vals {
+		var pairs []string
+		for p := range strings.SplitSeq(v, ";") {
+			name, _, _ := strings.Cut(p, "=")
+			if name = textproto.TrimString(name); name == SessionCookie || name == SSOCookie {
+				continue
+			}
+			if p = textproto.TrimString(p); p != "" {
+				pairs = append(pairs, p)
+			}
+		}
+		if len(pairs) > 0 {
+			kept = append(kept, strings.Join(pairs, "; "))
+		}
+	}
+	if len(kept) == 0 {
+		delete(h, "Cookie")
+		return
+	}
+	h["Cookie"] = kept
+}
+
+// hasAdminCookie tells, without allocating, whether a Cookie header may
+// carry one of the admin cookies (both names start with "gateway_s").
+func hasAdminCookie(vals []string) bool {
+	for _, v := range vals {
+		if strings.Contains(v, "gateway_s") {
+			return true
+		}
+	}
+	return false
+}
