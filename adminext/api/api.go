@@ -187,6 +187,10 @@ func (a *API) Endpoints() []*Endpoint { return a.endpoints }
 // are refused first, then requests go to their endpoint; what matches none
 // (or only the dashboard's GET catch-all) is unmatched.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// No answer is ever to be read as another type than it says: JSON
+	// carrying stored names, a text/plain metric label or an error
+	// echoing a path must not become HTML or script in a browser.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if err := a.checkHost(r); err != nil {
 		WriteJSON(w, http.StatusForbidden, errorBody{err.Error()})
 		return

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -108,5 +109,42 @@ func TestProxyDropsAdminCookies(t *testing.T) {
 	st, b := adminAs(t, g, "GET", "/api/v1/auth/me", "", "Cookie", session)
 	if st != 200 || !strings.Contains(string(b), `"role":"admin"`) {
 		t.Fatalf("session: %d %s", st, b)
+	}
+}
+
+// TestAdminAnswersNotSniffable: every answer of the admin listener says
+// X-Content-Type-Options: nosniff (JSON carrying stored names, text/plain
+// metrics and errors included), and /docs, like the dashboard, may not be
+// framed by another site.
+func TestAdminAnswersNotSniffable(t *testing.T) {
+	g := testgw.Start(t, nil)
+	g.Service("<img src=x onerror=alert(1)>")
+	for _, req := range []struct{ method, path string }{
+		{"GET", "/api/v1/services"}, {"GET", "/api/v1/nope/<b>"}, {"POST", "/api/v1/services"},
+		{"GET", "/metrics"}, {"GET", "/healthz"}, {"GET", "/openapi.yaml"}, {"GET", "/openapi.json"},
+		{"GET", "/docs"}, {"GET", "/"}, {"GET", "/dashboard/assets/app.js"}, {"GET", "/nope"},
+	} {
+		resp, err := g.Client.Do(reqtest.New(t, req.method, g.AdminURL+req.path, strings.NewReader("{"), "Content-Type", "text/plain"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s %s (%d, %s): X-Content-Type-Options %q", req.method, req.path, resp.StatusCode, resp.Header.Get("Content-Type"), got)
+		}
+		if req.path == "/docs" {
+			if !strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") || resp.Header.Get("X-Frame-Options") != "DENY" {
+				t.Errorf("/docs may be framed: %v", resp.Header)
+			}
+		}
+	}
+	// A refused Host is answered the same way.
+	resp, err := g.Client.Do(reqtest.New(t, "GET", g.AdminURL+"/", nil, "Host", "evil.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("refused Host: %d %v", resp.StatusCode, resp.Header)
 	}
 }
