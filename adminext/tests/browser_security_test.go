@@ -78,6 +78,7 @@ func TestProxyDropsAdminCookies(t *testing.T) {
 	g := testgw.Start(t, nil)
 	up := testgw.Echo(t, "up")
 	g.Route("r", g.Service("s", testgw.Addr(up)), testgw.Paths("/x"))
+	g.Header.Set("Authorization", "Bearer "+g.Must("POST", "/api/v1/admin/token", nil)["token"].(string))
 	g.Must("POST", "/api/v1/users", map[string]any{"email": "admin@example.com", "role": "admin", "password": "password-1"})
 	session := g.Login("admin@example.com", "password-1").Get("Cookie")
 	if !strings.HasPrefix(session, "gateway_session=") {
@@ -104,6 +105,15 @@ func TestProxyDropsAdminCookies(t *testing.T) {
 		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
 			t.Errorf("sent Cookie %q, upstream got %q, want %q", c.sent, got, c.want)
 		}
+	}
+	// Nor can a plugin an editor configures read it: the removal comes
+	// before the chain (a request-termination body echoing the Cookie
+	// header).
+	rid := g.Route("echo", g.Service("s2", testgw.Addr(up)), testgw.Paths("/echo"))
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "request-termination", "scope": "route", "route_id": rid,
+		"config": map[string]any{"status": 200, "body": "cookie=[{http.request.header.Cookie}]", "content_type": "text/plain"}})
+	if a := g.Proxy(t, "GET", "/echo", nil, "Cookie", "a=1; "+session); a.Body != "cookie=[a=1]" {
+		t.Errorf("a plugin saw the cookie: %d %q", a.Status, a.Body)
 	}
 	// The cookie the upstream would have got is the admin's.
 	st, b := adminAs(t, g, "GET", "/api/v1/auth/me", "", "Cookie", session)
