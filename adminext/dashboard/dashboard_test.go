@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -344,6 +345,16 @@ func TestBrowserSignIn(t *testing.T) {
 	step := stepper(t, ctx)
 
 	var msg string
+	// A link anyone can send: the page shows reason codes only, not a
+	// sentence of the sender's on the trusted sign-in page.
+	step("a chosen sentence in sso_error is not shown",
+		chromedp.Navigate(g.AdminURL+"/?sso_error="+url.QueryEscape("The gateway moved: sign in at https://evil.example")),
+		chromedp.WaitVisible(`#login-form`, chromedp.ByQuery),
+		chromedp.Text(`.login .err`, &msg, chromedp.ByQuery),
+	)
+	if msg != "Single sign-on failed: unknown reason" {
+		t.Errorf("sso error with a sentence: %q", msg)
+	}
 	step("an SSO failure is shown on the sign-in form",
 		chromedp.Navigate(g.AdminURL+"/?sso_error=state_mismatch"),
 		chromedp.WaitVisible(`#login-form`, chromedp.ByQuery),

@@ -115,7 +115,11 @@
     if (!S.status.auth_enabled) { S.me = { role: 'admin', method: 'open', user: null }; return enter(); }
     try { S.me = await api('GET', '/api/v1/auth/me'); return enter(); } catch (e) {
       if (S.token && e.status === 401) { S.token = ''; sessionStorage.removeItem(TOKEN_KEY); }
-      showLogin(ssoError !== null ? 'Single sign-on failed: ' + (ssoError || 'unknown reason') : '');
+      // Anyone can send a link with ?sso_error=: only a reason code of the
+      // form the gateway sends (a provider error code or its own) is shown,
+      // never a sentence someone chose to show on the sign-in page.
+      const reason = /^[A-Za-z0-9_.-]{1,64}$/.test(ssoError || '') ? ssoError : 'unknown reason';
+      showLogin(ssoError !== null ? 'Single sign-on failed: ' + reason : '');
     }
   }
 
