@@ -12,17 +12,20 @@
 //			node_https_listen :8444             # whatever the stored settings say
 //			caddy_admin localhost:2019          # optional
 //			health_interval 10s                 # optional
+//			wasm_memory_limit 1GiB              # optional: all wasm instances together
 //		}
 //	}
 package caddyfile
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/dustin/go-humanize"
 
 	"github.com/caddy-gateway/gateway/adminext"
 )
@@ -94,6 +97,16 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, d.Errf("health_interval: %v", err)
 			}
 			app.HealthInterval = caddy.Duration(dur)
+		case "wasm_memory_limit":
+			var s string
+			if !d.AllArgs(&s) {
+				return nil, d.ArgErr()
+			}
+			n, err := humanize.ParseBytes(s)
+			if err != nil || n == 0 || n > math.MaxInt64 {
+				return nil, d.Errf("wasm_memory_limit: must be a size such as 512MiB or 2GiB")
+			}
+			app.WASMMemoryLimit = int64(n)
 		default:
 			return nil, d.Errf("unknown gateway option %q", d.Val())
 		}

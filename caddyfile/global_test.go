@@ -65,13 +65,14 @@ func TestGatewayOptionBesideSites(t *testing.T) {
 		admin_listen 127.0.0.1:9999
 		database sqlite /tmp/x.db
 		health_interval 5s
+		wasm_memory_limit 512MiB
 	}
 }
 :8081 {
 	respond "hi"
 }`)
 	gw := gatewayApp(cfg)
-	if gw["admin_listen"] != "127.0.0.1:9999" || gw["dsn"] != "/tmp/x.db" || gw["health_interval"] == nil {
+	if gw["admin_listen"] != "127.0.0.1:9999" || gw["dsn"] != "/tmp/x.db" || gw["health_interval"] == nil || gw["wasm_memory_limit"] != float64(512<<20) {
 		t.Fatalf("gateway app: %v", gw)
 	}
 	if _, ok := cfg["apps"].(map[string]any)["http"]; !ok {
@@ -80,5 +81,11 @@ func TestGatewayOptionBesideSites(t *testing.T) {
 	_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte("{\n\tgateway {\n\t\tbogus 1\n\t}\n}\n"), nil)
 	if err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("unknown option: %v", err)
+	}
+	for _, bad := range []string{"lots", "0", "-1GiB"} {
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte("{\n\tgateway {\n\t\twasm_memory_limit "+bad+"\n\t}\n}\n"), nil)
+		if err == nil || !strings.Contains(err.Error(), "wasm_memory_limit") {
+			t.Fatalf("wasm_memory_limit %s: %v", bad, err)
+		}
 	}
 }

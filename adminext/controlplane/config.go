@@ -49,6 +49,11 @@ type Bootstrap struct {
 	// addresses.
 	NodeHTTPListen  string `json:"node_http_listen,omitempty"`
 	NodeHTTPSListen string `json:"node_https_listen,omitempty"`
+	// WASMMemoryLimit bounds the linear memory of all wasm plugin
+	// instances together, in bytes (default 1 GiB, membudget.DefaultLimit).
+	// Beyond it memory.grow fails inside modules and requests needing a
+	// new instance are answered 503. Applies at every load.
+	WASMMemoryLimit int64 `json:"wasm_memory_limit,omitempty"`
 }
 
 // Generated is what the control plane compiles from the store (package

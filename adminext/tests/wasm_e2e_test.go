@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/modules/wasm/membudget"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 )
 
@@ -303,5 +304,49 @@ func TestWasmModuleBytesByReference(t *testing.T) {
 	g = testgw.Start(t, &testgw.Options{DSN: dsn})
 	if r := send(t, g, "GET", "/ref", nil); r.Status != 200 || r.Header.Get("X-Wasm") != "ref" {
 		t.Fatalf("after a restart: %d %v %s", r.Status, r.Header, r.Body)
+	}
+}
+
+// TestWasmMemoryLimit: the gateway app's wasm_memory_limit bounds the
+// linear memory of all wasm instances together. A request that needs a new
+// instance while the budget has no room for one is answered 503, the
+// others are served, and the instance started at load is kept.
+func TestWasmMemoryLimit(t *testing.T) {
+	const limit = 200 << 10 // room for one instance of two 64 KiB pages
+	g := testgw.Start(t, &testgw.Options{Gateway: map[string]any{"wasm_memory_limit": limit}})
+	if got := membudget.Default.Limit(); got != limit {
+		t.Fatalf("process wasm memory limit %d, want %d", got, limit)
+	}
+	// the first request waits at the upstream until released; any other
+	// is answered at once
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var n atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			close(arrived)
+			<-release
+		}
+		_, _ = w.Write([]byte("slow"))
+	}))
+	defer slow.Close()
+	unblock := sync.OnceFunc(func() { close(release) })
+	defer unblock() // before Close, which waits for the request
+	svc := g.Service("s", testgw.Addr(slow))
+	uploadModule(t, g, map[string]any{"name": "mem-min", "wat": testgw.MinimalWAT})
+	wasmRoute(t, g, svc, "/slow", "mem-min", nil)
+
+	first := make(chan proxied, 1)
+	go func() { first <- send(t, g, "GET", "/slow", nil) }()
+	<-arrived // the plugin's one instance serves it until the upstream answers
+	wantGatewayError(t, send(t, g, "GET", "/slow", nil), http.StatusServiceUnavailable, "wasm memory limit reached")
+	unblock()
+	if r := <-first; r.Status != 200 || string(r.Body) != "slow" {
+		t.Fatalf("the request holding the instance: %d %s", r.Status, r.Body)
+	}
+	if r := send(t, g, "GET", "/slow", nil); r.Status != 200 {
+		t.Fatalf("after the instance came back: %d %s", r.Status, r.Body)
+	}
+	if used := membudget.Default.Used(); used != 128<<10 {
+		t.Fatalf("%d bytes of wasm memory in use, want one instance's 131072", used)
 	}
 }

@@ -51,7 +51,7 @@ const (
 //	    config      `{"deny": ["/admin"]}`
 //	}
 type Wasm struct {
-	Module string          `json:"module" schema:"required,minLength=1,maxLength=64" doc:"Name of an uploaded WASM module (1 to 64 of a-z 0-9 - _): a proxy-wasm 0.2.0 or 0.2.1 HTTP filter. Its request and response header callbacks (and body callbacks, bodies up to 1 MiB) run for every request; a local response it sends answers the client without calling the upstream. A module that traps, runs longer than 500 ms in a callback or exhausts its memory (64 MiB) fails only that request, with 500. The plugins of one module share its proxy-wasm shared data (at most 64 MiB), kept across changes while a plugin of the module exists and freed with the last one."`
+	Module string          `json:"module" schema:"required,minLength=1,maxLength=64" doc:"Name of an uploaded WASM module (1 to 64 of a-z 0-9 - _): a proxy-wasm 0.2.0 or 0.2.1 HTTP filter. Its request and response header callbacks (and body callbacks, bodies up to 1 MiB) run for every request; a local response it sends answers the client without calling the upstream. A module that traps, runs longer than 500 ms in a callback or exhausts its memory (64 MiB per instance; all instances together at most the gateway's wasm_memory_limit, default 1 GiB) fails only that request, with 500; a request that needs a new instance while that limit has no room is 503. The plugins of one module share its proxy-wasm shared data (at most 64 MiB), kept across changes while a plugin of the module exists and freed with the last one."`
 	Config json.RawMessage `json:"config" schema:"nullable" doc:"The plugin configuration handed to the module (proxy_on_configure, PLUGIN_CONFIGURATION buffer): a JSON string is handed as its text, any other JSON value as its compact JSON encoding, null as empty. A module that rejects it (proxy_on_configure returns false) fails the change."`
 
 	// ModuleSHA256 is set by the gateway's config compiler: the hex sha256 of
@@ -205,8 +205,13 @@ func (h *Wasm) Cleanup() error {
 func (h *Wasm) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	in, err := h.plugin.Get(r.Context())
 	if err != nil {
-		if errors.Is(err, proxywasm.ErrBusy) {
+		switch {
+		case errors.Is(err, proxywasm.ErrBusy):
 			gwctx.WriteError(w, http.StatusServiceUnavailable, "wasm plugin busy")
+			return nil
+		case errors.Is(err, proxywasm.ErrMemory):
+			h.logger.Warn("no wasm instance started: the memory limit is reached", zap.Error(err))
+			gwctx.WriteError(w, http.StatusServiceUnavailable, "wasm memory limit reached")
 			return nil
 		}
 		h.fail(w, err)

@@ -85,7 +85,10 @@
 // Per instance: 64 MiB of linear memory (MaxMemoryPages), 500 ms per
 // callback (PluginConfig.CallTimeout), 2 s to start and configure a VM. Per
 // plugin: MaxInstances alive (default max(64, GOMAXPROCS*32)), MaxIdle kept
-// (default GOMAXPROCS*4), MaxWait for a free instance (default 5 s). Shared
+// (default MaxInstances), MaxWait for a free instance (default 5 s). All
+// instances' linear memories together: PluginConfig.Memory (package
+// membudget; the process's budget by default), beyond which memory.grow
+// fails and Get answers ErrMemory. Shared
 // data per VM id: 65536 keys, keys up to 4 KiB, values up to 1 MiB, 64 MiB in
 // all (beyond: InternalFailure; an oversized value: BadArgument); 1024
 // metrics, names up to 4 KiB. Buffers set by a module: 1 MiB. A header

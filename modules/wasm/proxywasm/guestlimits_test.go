@@ -2,12 +2,14 @@ package proxywasm
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddy-gateway/gateway/modules/wasm/membudget"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm/pwtest"
 )
 
@@ -145,4 +147,46 @@ func TestLogOutputPerCallbackIsBounded(t *testing.T) {
 		t.Errorf("writing 4 MiB of newlines to stdout allocated %d MiB", d>>20)
 	}
 	_ = in.End()
+}
+
+// TestPoolStaysWithinTheMemoryBudget: instances are charged to the
+// plugin's memory budget; beyond it Get fails with ErrMemory, and an
+// instance given back while the budget is pressed is closed, not kept.
+func TestPoolStaysWithinTheMemoryBudget(t *testing.T) {
+	const inst = 2 << 16 // pwtest.Prelude's two pages
+	budget := membudget.New(3 * inst)
+	tp := newTestPlugin(t, module(""), PluginConfig{Memory: budget})
+	if budget.Used() != inst {
+		t.Fatalf("after NewPlugin: %d bytes charged, want %d", budget.Used(), inst)
+	}
+	var held []*Instance
+	for i := range 3 {
+		in, err := tp.Get(context.Background())
+		if err != nil {
+			t.Fatalf("Get %d: %v", i, err)
+		}
+		held = append(held, in)
+	}
+	if _, err := tp.Get(context.Background()); !errors.Is(err, ErrMemory) {
+		t.Fatalf("Get beyond the budget: %v, want ErrMemory", err)
+	}
+	tp.Put(held[2]) // pressed: 3 of 3 in use
+	if budget.Used() != 2*inst || tp.Created() != 3 {
+		t.Fatalf("after giving one back while pressed: %d bytes charged, %d created", budget.Used(), tp.Created())
+	}
+	tp.Put(held[1])
+	tp.Put(held[0])
+	if budget.Used() != 2*inst {
+		t.Fatalf("idle instances: %d bytes charged, want %d", budget.Used(), 2*inst)
+	}
+	for range 2 { // served by the idle ones
+		in, err := tp.Get(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tp.Put(in)
+	}
+	if tp.Created() != 3 {
+		t.Fatalf("%d instances created, want the idle ones reused", tp.Created())
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -150,6 +151,7 @@ func (m *Module) newVM(ctx context.Context, p *Plugin) (*Instance, error) {
 	in.watchdog.Stop()
 	ictx, cancel := context.WithTimeout(in.ctx, StartTimeout)
 	defer cancel()
+	ictx = experimental.WithMemoryAllocator(ictx, p.cfg.Memory)
 	mod, err := m.rt.InstantiateModule(ictx, m.compiled, mc)
 	if err != nil {
 		return nil, fmt.Errorf("instantiating the module: %w", err)

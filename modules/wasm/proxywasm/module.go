@@ -62,6 +62,9 @@ type Module struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	exports  map[string]bool
+	// initialMemory is the bytes an instance's memory starts with, which
+	// a memory budget must have room for before the instance starts.
+	initialMemory int64
 
 	refs  int
 	timer *time.Timer
@@ -269,9 +272,11 @@ func compile(ctx context.Context, sha string, wasm []byte) (m *Module, err error
 	m = &Module{SHA256: sha, Bounded: proof.Bounded, Unbounded: proof.Reason, rt: rt, compiled: compiled, exports: map[string]bool{}}
 
 	// exports
-	if _, ok := compiled.ExportedMemories()["memory"]; !ok {
+	mem, ok := compiled.ExportedMemories()["memory"]
+	if !ok {
 		return nil, errors.New(`the module must export its linear memory as "memory"`)
 	}
+	m.initialMemory = int64(mem.Min()) << 16
 	fns := compiled.ExportedFunctions()
 	for name, def := range fns {
 		if want, ok := callbackSigs[name]; ok {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-gateway/gateway/modules/wasm/membudget"
 )
 
 // PluginConfig is what a plugin's instances are started with.
@@ -42,6 +44,12 @@ type PluginConfig struct {
 	// MaxWait bounds that wait (default 5s), after which Get fails with
 	// ErrBusy.
 	MaxWait time.Duration
+	// Memory is the budget the instances' linear memories are charged to
+	// (default membudget.Default, the process's). memory.grow fails in an
+	// instance beyond it; while it has no room for a new instance's
+	// initial memory, Get fails with ErrMemory; while it is pressed,
+	// instances given back are closed, not kept idle.
+	Memory *membudget.Budget
 }
 
 func (c PluginConfig) withDefaults() PluginConfig {
@@ -59,6 +67,9 @@ func (c PluginConfig) withDefaults() PluginConfig {
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = 5 * time.Second
+	}
+	if c.Memory == nil {
+		c.Memory = membudget.Default
 	}
 	if c.MaxIdle > c.MaxInstances {
 		c.MaxIdle = c.MaxInstances
@@ -87,6 +98,12 @@ type Plugin struct {
 // ErrBusy is returned by Get when every instance is in use and none was
 // free within MaxWait (or before the context ended).
 var ErrBusy = errors.New("every instance of the wasm plugin is busy")
+
+// ErrMemory is returned by Get when the memory budget (PluginConfig.Memory)
+// has no room for another instance. A plugin's first instance (NewPlugin)
+// and its tick instance start regardless, charged to the budget: a budget
+// held by requests in flight must not make config loads fail.
+var ErrMemory = errors.New("the wasm memory limit is reached")
 
 // NewPlugin starts a plugin of m: it starts one VM, creates the plugin root
 // context and runs proxy_on_configure, failing when that returns false. The
@@ -167,6 +184,10 @@ func (p *Plugin) Get(ctx context.Context) (*Instance, error) {
 			return nil, ErrBusy
 		}
 	}
+	if mem := p.cfg.Memory; !mem.Room(p.module.initialMemory) {
+		<-p.slots
+		return nil, fmt.Errorf("%w (%d of %d MiB in use)", ErrMemory, mem.Used()>>20, mem.Limit()>>20)
+	}
 	in, err := p.newInstance(ctx)
 	if err != nil {
 		<-p.slots
@@ -175,10 +196,11 @@ func (p *Plugin) Get(ctx context.Context) (*Instance, error) {
 	return in, nil
 }
 
-// Put returns an instance to the pool; an instance whose call failed, or
-// beyond MaxIdle, is closed.
+// Put returns an instance to the pool; an instance whose call failed,
+// beyond MaxIdle, or given back while the memory budget is pressed, is
+// closed.
 func (p *Plugin) Put(in *Instance) {
-	if in.broken == nil {
+	if in.broken == nil && !p.cfg.Memory.Pressed() {
 		p.mu.Lock()
 		if !p.closed {
 			select {
