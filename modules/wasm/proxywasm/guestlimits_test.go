@@ -24,6 +24,23 @@ func guestModule(extra, body string) string {
 	return "(module\n" + imports + extra + pwtest.Prelude + logRet + body + "\n)"
 }
 
+// requestHeaders runs a GET / exchange on an instance of tp up to its
+// request headers callback; the exchange ends when the test does.
+func requestHeaders(t *testing.T, tp *testPlugin) (*Instance, *Exchange) {
+	t.Helper()
+	in, err := tp.Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := newExchange("GET", "/")
+	_ = in.Begin(ex)
+	t.Cleanup(func() { _ = in.End(); tp.Put(in) })
+	if _, err := in.OnRequestHeaders(true); err != nil {
+		t.Fatal(err)
+	}
+	return in, ex
+}
+
 func TestHeaderMapsSetByAModuleAreBounded(t *testing.T) {
 	const big = 2 << 20       // 2 MiB
 	const quarter = 256 << 10 // four of these (with their names) exceed 1 MiB
@@ -55,13 +72,7 @@ func TestHeaderMapsSetByAModuleAreBounded(t *testing.T) {
     (i32.store (i32.const 632) (call $send_local (i32.const 403) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 2359296) (i32.const `+itoa(12+2+big+1)+`) (i32.const 0)))
     (i32.const 0))
 `), PluginConfig{CallTimeout: time.Minute}) // megabytes are slow under the race detector
-	in, _ := tp.Get(context.Background())
-	defer tp.Put(in)
-	ex := newExchange("GET", "/")
-	_ = in.Begin(ex)
-	if _, err := in.OnRequestHeaders(true); err != nil {
-		t.Fatal(err)
-	}
+	in, ex := requestHeaders(t, tp)
 	wantStatuses(t, in, map[uint32]Status{600: StatusBadArgument, 604: StatusOK, 608: StatusOK, 612: StatusOK, 616: StatusBadArgument,
 		620: StatusOK, 624: StatusOK, 628: StatusBadArgument, 632: StatusBadArgument})
 	if n := len(ex.Request.Header.Values("X-Big")); n != 1 || len(ex.Request.Header.Get("X-Ok")) != quarter {
@@ -70,7 +81,6 @@ func TestHeaderMapsSetByAModuleAreBounded(t *testing.T) {
 	if ex.Local != nil {
 		t.Error("a local response with 2 MiB of headers was accepted")
 	}
-	_ = in.End()
 }
 
 func TestMetricNamesAreBounded(t *testing.T) {
@@ -84,14 +94,8 @@ func TestMetricNamesAreBounded(t *testing.T) {
     (i32.store (i32.const 604) (call $define_metric (i32.const 0) (i32.const 131072) (i32.const 4096) (i32.const 704)))
     (i32.const 0))
 `), PluginConfig{CallTimeout: time.Minute})
-	in, _ := tp.Get(context.Background())
-	defer tp.Put(in)
-	_ = in.Begin(newExchange("GET", "/"))
-	if _, err := in.OnRequestHeaders(true); err != nil {
-		t.Fatal(err)
-	}
+	in, _ := requestHeaders(t, tp)
 	wantStatuses(t, in, map[uint32]Status{600: StatusBadArgument, 604: StatusOK})
-	_ = in.End()
 }
 
 func TestLogOutputPerCallbackIsBounded(t *testing.T) {
@@ -116,13 +120,7 @@ func TestLogOutputPerCallbackIsBounded(t *testing.T) {
     (drop (call $fd_write (i32.const 1) (i32.const 700) (i32.const 1) (i32.const 708)))
     (i32.const 0))
 `), PluginConfig{CallTimeout: time.Minute})
-	in, _ := tp.Get(context.Background())
-	defer tp.Put(in)
-	ex := newExchange("GET", "/")
-	_ = in.Begin(ex)
-	if _, err := in.OnRequestHeaders(true); err != nil {
-		t.Fatal(err)
-	}
+	in, ex := requestHeaders(t, tp)
 	logged := 0
 	for _, m := range tp.messages() {
 		logged += len(m)
@@ -146,7 +144,6 @@ func TestLogOutputPerCallbackIsBounded(t *testing.T) {
 	if d := after.TotalAlloc - before.TotalAlloc; d > 16<<20 {
 		t.Errorf("writing 4 MiB of newlines to stdout allocated %d MiB", d>>20)
 	}
-	_ = in.End()
 }
 
 // TestPoolStaysWithinTheMemoryBudget: instances are charged to the
