@@ -81,6 +81,23 @@ func FreeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// freeAddrs returns n distinct free 127.0.0.1 addresses: FreeAddr's port
+// is free again once it returns, and the kernel may hand it out again to
+// the next call, so all n are held until every one is picked.
+func freeAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		addrs[i] = ln.Addr().String()
+	}
+	return addrs
+}
+
 // RefusingAddr is a 127.0.0.1 address that refuses connections for the
 // whole test and that no other listener can take meanwhile (FreeAddr's
 // port is free again once it returns, so a later listener may get it): a
@@ -153,22 +170,25 @@ func Start(t testing.TB, opts *Options) *Gateway {
 		if dsn == "" {
 			dsn = filepath.Join(t.TempDir(), "gateway.db")
 		}
+		// four distinct ports: the stored https_listen must not collide
+		// with the admin listener, or a later PUT /api/v1/settings is 400
+		free := freeAddrs(t, 4)
 		g = &Gateway{
 			T:          t,
-			CaddyAdmin: FreeAddr(t),
-			ProxyAddr:  FreeAddr(t),
+			CaddyAdmin: free[0],
+			ProxyAddr:  free[1],
 			DSN:        dsn,
 			Header:     http.Header{},
 			Client:     &http.Client{Timeout: 30 * time.Second},
 		}
-		adminAddr = FreeAddr(t)
+		adminAddr = free[2]
 		g.AdminURL = "http://" + adminAddr
 		g.ProxyURL = "http://" + g.ProxyAddr
 		gw := map[string]any{
 			"admin_listen": adminAddr,
 			"dsn":          dsn,
 			"http_listen":  g.ProxyAddr,
-			"https_listen": FreeAddr(t),
+			"https_listen": free[3],
 			"caddy_admin":  g.CaddyAdmin,
 		}
 		if opts.HealthInterval > 0 {
