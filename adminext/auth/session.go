@@ -61,9 +61,9 @@ func sessionEndpoints() []*api.Endpoint {
 		{Method: "PUT", Path: "/api/v1/auth/me/password", Role: api.RoleViewer, Tag: "auth",
 			Summary: "Change the signed-in user's own password",
 			Description: "Needs a session (400 for the admin token or open mode: they have no user). current_password is required when a password is set (400 when missing or wrong); SSO-only accounts may set a first password. " +
-				"A wrong current_password counts as a failed login of the client, and a client the failed-login limit blocks gets 429 with Retry-After here too (see POST /api/v1/auth/login). " +
+				"A wrong current_password counts as a failed login of the client, and a client the failed-login limit blocks gets 400 naming current_password, with Retry-After (see POST /api/v1/auth/login; 400 rather than login's 429 because the specification lists 200, 400 and 401 for this endpoint). " +
 				"The user's other sessions end; the current one stays. " + csrfRule,
-			Body: PasswordChange{}, Response: Updated{}, Statuses: []int{400, 429}, Handle: changePassword},
+			Body: PasswordChange{}, Response: Updated{}, Statuses: []int{400}, Handle: changePassword},
 	}
 }
 
@@ -115,7 +115,7 @@ func clearCookie(db *gorm.DB, w http.ResponseWriter) {
 func login(c *api.Call) (any, error) {
 	s := svc(c)
 	db := s.db(c.Ctx())
-	key := limitKey(clientIP(c.R, settingsRow(db).TrustedProxies))
+	key := clientKey(c.R, db)
 	if err := s.limiter.admit(c, db, key); err != nil {
 		return nil, err
 	}
@@ -202,9 +202,15 @@ func changePassword(c *api.Call) (any, error) {
 		// failed-login limit a stolen session could guess the account's
 		// password here for as long as it lives, then keep the account.
 		s := svc(c)
-		key := limitKey(clientIP(c.R, settingsRow(db).TrustedProxies))
+		key := clientKey(c.R, db)
 		defer s.limiter.lock(key)()
 		if err := s.limiter.admit(c, db, key); err != nil {
+			var blocked *api.APIError
+			if errors.As(err, &blocked) && blocked.Status == http.StatusTooManyRequests {
+				// admit set Retry-After; the specification lists 200,
+				// 400 and 401 for this endpoint
+				return nil, api.BadRequest("current_password: too many failed attempts from this address; try again later")
+			}
 			return nil, err
 		}
 		if !checkPassword(u.PasswordHash, *in.CurrentPassword) {

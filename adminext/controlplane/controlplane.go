@@ -129,7 +129,6 @@ func newControlPlane(a Bootstrap, logger *zap.Logger) (*ControlPlane, error) {
 		caddyAdmin = caddy.DefaultAdminListen
 	}
 	guard.Set("Caddy's admin endpoint", caddyAdmin)
-	applyWASMMemoryLimit(a)
 	reg := health.NewRegistry(time.Duration(a.HealthInterval))
 	cp := &ControlPlane{
 		health:    reg,
@@ -156,7 +155,6 @@ func (cp *ControlPlane) closed() bool { return cp.isClosed.Load() }
 
 // checkBootstrap warns about bootstrap changes that need a restart.
 func (cp *ControlPlane) checkBootstrap(a Bootstrap) {
-	applyWASMMemoryLimit(a)
 	if a.AdminListen != cp.boot.AdminListen || a.Database != cp.boot.Database || a.DSN != cp.boot.DSN {
 		cp.logger.Warn("gateway admin_listen and database changes take effect after a restart",
 			zap.String("admin_listen", cp.boot.AdminListen), zap.String("database", cp.boot.Database))
@@ -164,7 +162,7 @@ func (cp *ControlPlane) checkBootstrap(a Bootstrap) {
 }
 
 // applyWASMMemoryLimit sets the process's wasm memory budget from the
-// bootstrap (a plain atomic: it needs no restart).
+// bootstrap at every load (a plain atomic: it needs no restart).
 func applyWASMMemoryLimit(a Bootstrap) {
 	limit := a.WASMMemoryLimit
 	if limit <= 0 {

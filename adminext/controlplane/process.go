@@ -23,6 +23,7 @@ var (
 func For(boot Bootstrap, logger *zap.Logger, setup func(cp *ControlPlane) error) (*ControlPlane, error) {
 	processMu.Lock()
 	defer processMu.Unlock()
+	applyWASMMemoryLimit(boot)
 	if processCP != nil && !processCP.closed() {
 		processCP.checkBootstrap(boot)
 		return processCP, nil

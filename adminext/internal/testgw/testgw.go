@@ -73,12 +73,7 @@ type Options struct {
 // FreeAddr returns a free 127.0.0.1:port.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return freeAddrs(t, 1)[0]
 }
 
 // freeAddrs returns n distinct free 127.0.0.1 addresses: FreeAddr's port
