@@ -21,9 +21,15 @@ type AdminUser struct {
 	Role     string `gorm:"not null"` // viewer, editor, admin
 	// PasswordHash is an argon2id PHC string; empty for SSO-only accounts.
 	PasswordHash string `gorm:"not null;default:''"`
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	LastLoginAt  *time.Time
+	// SSOSubject is the sub claim of the provider identity the account is
+	// linked to: set at its first SSO sign-in (found by email), after which
+	// only that identity signs in to it, whatever email the provider then
+	// says. nil: not linked. Cleared when the account's email or the SSO
+	// issuer or client_id changes.
+	SSOSubject  *string `gorm:"uniqueIndex"`
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	LastLoginAt *time.Time
 }
 
 // TableName implements gorm's tabler.

@@ -73,6 +73,7 @@ type User struct {
 	Name        string     `json:"name"`
 	Role        string     `json:"role" schema:"enum=viewer|editor|admin"`
 	HasPassword bool       `json:"has_password" doc:"false for SSO-only accounts."`
+	SSOLinked   bool       `json:"sso_linked" doc:"Linked to an identity at the SSO provider (its sub) by an SSO sign-in: only that identity signs in to the account through SSO. Changing the email, or the SSO issuer or client_id, unlinks it."`
 	CreatedAt   time.Time  `json:"created_at"`
 	LastLoginAt *time.Time `json:"last_login_at"`
 }

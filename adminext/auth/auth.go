@@ -94,7 +94,7 @@ func (u *User) Validate() error {
 
 func userView(u *storage.AdminUser) *api.User {
 	return &api.User{ID: u.ID, Email: u.Email, Name: u.Name, Role: u.Role, HasPassword: u.PasswordHash != "",
-		CreatedAt: u.CreatedAt, LastLoginAt: u.LastLoginAt}
+		SSOLinked: u.SSOSubject != nil, CreatedAt: u.CreatedAt, LastLoginAt: u.LastLoginAt}
 }
 
 // AdminStatus tells a client (the dashboard before sign-in) how the admin

@@ -29,6 +29,7 @@ type idpUser struct {
 	Email         string
 	EmailVerified any // nil: no claim
 	Name          string
+	Sub           string // default "sub-" + Email
 }
 
 type pendingCode struct {
@@ -167,8 +168,12 @@ func (p *fakeIDP) token(w http.ResponseWriter, r *http.Request) {
 	if p.Audience != "" {
 		aud = p.Audience
 	}
+	sub := pc.user.Sub
+	if sub == "" {
+		sub = "sub-" + pc.user.Email
+	}
 	claims := map[string]any{
-		"iss": p.Issuer(), "sub": "sub-" + pc.user.Email, "aud": aud,
+		"iss": p.Issuer(), "sub": sub, "aud": aud,
 		"exp": exp.Unix(), "iat": now.Add(-time.Minute).Unix(), "nonce": nonce,
 		"email": pc.user.Email, "name": pc.user.Name,
 	}

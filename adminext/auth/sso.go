@@ -129,11 +129,12 @@ func ssoEndpoints() []*api.Endpoint {
 		{Method: "PUT", Path: "/api/v1/sso/config", Role: api.RoleAdmin, Tag: "sso",
 			Summary: "Configure SSO (OpenID Connect)",
 			Description: "Full replacement, except client_secret: omitted keeps the stored one. The issuer is not contacted here; discovery happens at sign-in. " +
+				"A change of issuer or client_id unlinks every account from its provider identity (see the callback): each is linked again, by email, at its next sign-in. " +
 				ssoFlowDoc + " " + csrfRule,
 			Body: SsoConfig{}, Response: SsoStatus{}, Statuses: []int{400}, Handle: putSSO},
 		{Method: "DELETE", Path: "/api/v1/sso/config", Role: api.RoleAdmin, Tag: "sso",
 			Summary:     "Disable SSO",
-			Description: "Answers {enabled: false, config: null}; pending sign-ins are dropped and the sessions opened by SSO end (password sessions stay). SSO-only accounts cannot sign in until they get a password. " + csrfRule,
+			Description: "Answers {enabled: false, config: null}; pending sign-ins are dropped, the sessions opened by SSO end (password sessions stay) and accounts are unlinked from their provider identities. SSO-only accounts cannot sign in until they get a password. " + csrfRule,
 			Response:    SsoStatus{}, Handle: deleteSSO},
 		{Method: "GET", Path: "/api/v1/auth/sso/start", Role: api.RolePublic, Tag: "auth",
 			Summary:     "Start an SSO sign-in (browser navigation; public)",
@@ -142,9 +143,11 @@ func ssoEndpoints() []*api.Endpoint {
 		{Method: "GET", Path: ssoCallbackPath, Role: api.RolePublic, Tag: "auth",
 			Summary: "SSO callback from the provider (public)",
 			Description: "Exchanges the code with the PKCE verifier, verifies the id_token with the provider's keys (signature, issuer, audience = client_id, expiry) and its nonce, then signs the user in (session cookie) and answers 303 to /. " +
-				"A user is matched by email, ignoring the case of ASCII letters only (an address that equals an account's only by Unicode case folding, such as the Kelvin sign for k, is not_provisioned). Unknown users are created only when auto_provision_role is set and their email domain is in allowed_domains (when not empty). " +
+				"The account is the one linked to the token's sub (the provider identity), whatever email the token now carries. Otherwise it is matched by email, ignoring the case of ASCII letters only (an address that equals an account's only by Unicode case folding, such as the Kelvin sign for k, is not_provisioned), " +
+				"and linked to the sub: an account linked to another identity at the provider is refused (identity_mismatch), so once an account has signed in through SSO, a provider identity merely claiming its email cannot. " +
+				"Changing the account's email, or the SSO issuer or client_id, unlinks it. Unknown users are created (and linked) only when auto_provision_role is set and their email domain is in allowed_domains (when not empty). " +
 				"An email_verified claim that is false is refused. Every failure answers 303 to /?sso_error=<reason>, reason one of: " +
-				"provider error code (e.g. access_denied), invalid_state, not_configured, provider_unavailable, missing_code, exchange_failed, missing_id_token, invalid_id_token, id_token_expired, nonce_mismatch, email_missing, email_not_verified, not_provisioned, domain_not_allowed, server_error. " + sessionDoc,
+				"provider error code (e.g. access_denied), invalid_state, not_configured, provider_unavailable, missing_code, exchange_failed, missing_id_token, invalid_id_token, id_token_expired, nonce_mismatch, email_missing, email_not_verified, not_provisioned, domain_not_allowed, identity_mismatch, server_error. " + sessionDoc,
 			Query: []api.QueryParam{
 				{Name: "code", Type: "string"}, {Name: "state", Type: "string"},
 				{Name: "error", Type: "string"}, {Name: "error_description", Type: "string"},
@@ -185,6 +188,15 @@ func putSSO(c *api.Call) (any, error) {
 		if err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, UpdateAll: true}).Create(row).Error; err != nil {
 			return err
 		}
+		if old != nil && (old.Issuer != row.Issuer || old.ClientID != row.ClientID) {
+			// A sub is the provider's (and with pairwise subjects the
+			// client's): links to another provider's identities mean
+			// nothing here. Accounts are linked again at their next
+			// sign-in, by email.
+			if err := unlinkAll(tx); err != nil {
+				return err
+			}
+		}
 		out = row
 		return nil
 	})
@@ -208,6 +220,9 @@ func deleteSSO(c *api.Call) (any, error) {
 		if err := tx.Where("method = ?", "sso").Delete(&storage.AdminSession{}).Error; err != nil {
 			return err
 		}
+		if err := unlinkAll(tx); err != nil {
+			return err
+		}
 		return tx.Where("1 = 1").Delete(&storage.SSOState{}).Error
 	})
 	if err != nil {
@@ -215,6 +230,11 @@ func deleteSSO(c *api.Call) (any, error) {
 	}
 	s.oidc.forget()
 	return &SsoStatus{}, nil
+}
+
+// unlinkAll forgets every account's link to a provider identity.
+func unlinkAll(tx *gorm.DB) error {
+	return tx.Model(&storage.AdminUser{}).Where("sso_subject IS NOT NULL").Update("sso_subject", nil).Error
 }
 
 // ---- provider discovery ----
@@ -491,7 +511,11 @@ func ssoCallback(c *api.Call) {
 		fail("email_not_verified", nil)
 		return
 	}
-	u, reason, err := ssoUser(db, cfg, &cl)
+	if idt.Subject == "" {
+		fail("invalid_id_token", errors.New("the id_token has no sub claim"))
+		return
+	}
+	u, reason, err := ssoUser(db, cfg, idt.Subject, &cl)
 	if reason != "" {
 		fail(reason, err)
 		return
@@ -506,13 +530,20 @@ func ssoCallback(c *api.Call) {
 	http.Redirect(c.W, c.R, "/", http.StatusSeeOther)
 }
 
-// ssoUser finds the user with the claims' email, or provisions one when the
-// configuration allows it. A non-empty reason is a refusal.
-func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, cl *ssoClaims) (*storage.AdminUser, string, error) {
+// ssoUser finds the account of the provider identity sub: the account
+// linked to it, else the account with the claims' email, which is then
+// linked to it; or it provisions one when the configuration allows it. A
+// non-empty reason is a refusal.
+//
+// The link is what keeps a provider identity from signing in to an account
+// by claiming its email (providers that let users set an unverified email
+// and send no email_verified claim, Entra's "nOAuth"): once an account has
+// signed in through SSO, another identity with its email is refused.
+func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, sub string, cl *ssoClaims) (*storage.AdminUser, string, error) {
 	key := emailKey(cl.Email)
-	find := func() (*storage.AdminUser, error) {
+	find := func(column, value string) (*storage.AdminUser, error) {
 		var rows []storage.AdminUser
-		if err := db.Where("email_key = ?", key).Limit(1).Find(&rows).Error; err != nil {
+		if err := db.Where(column+" = ?", value).Limit(1).Find(&rows).Error; err != nil {
 			return nil, err
 		}
 		if len(rows) == 0 {
@@ -520,7 +551,13 @@ func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, cl *ssoClaims) (*storage.Admin
 		}
 		return &rows[0], nil
 	}
-	u, err := find()
+	if u, err := find("sso_subject", sub); err != nil || u != nil {
+		if err != nil {
+			return nil, "server_error", err
+		}
+		return u, "", nil
+	}
+	u, err := find("email_key", key)
 	if err != nil {
 		return nil, "server_error", err
 	}
@@ -531,7 +568,7 @@ func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, cl *ssoClaims) (*storage.Admin
 		if !asciiEqualFold(u.Email, cl.Email) {
 			return nil, "not_provisioned", fmt.Errorf("the provider's email %q differs from user %d's beyond ASCII case", cl.Email, u.ID)
 		}
-		return u, "", nil
+		return linkSubject(db, u, sub)
 	}
 	if cfg.AutoProvisionRole == nil {
 		return nil, "not_provisioned", nil
@@ -551,7 +588,7 @@ func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, cl *ssoClaims) (*storage.Admin
 			return nil, "domain_not_allowed", nil
 		}
 	}
-	row := storage.AdminUser{Email: cl.Email, EmailKey: key, Name: cl.Name, Role: *cfg.AutoProvisionRole}
+	row := storage.AdminUser{Email: cl.Email, EmailKey: key, Name: cl.Name, Role: *cfg.AutoProvisionRole, SSOSubject: &sub}
 	err = db.Transaction(func(tx *gorm.DB) error {
 		if lockout, err := wouldLockOut(tx, row.Role); err != nil {
 			return err
@@ -564,8 +601,8 @@ func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, cl *ssoClaims) (*storage.Admin
 	case errors.Is(err, errNoAdmin):
 		return nil, "not_provisioned", err
 	case storage.IsConflict(err):
-		// Provisioned by a concurrent sign-in.
-		if u, err := find(); err == nil && u != nil {
+		// Provisioned by a concurrent sign-in of the same identity.
+		if u, err := find("sso_subject", sub); err == nil && u != nil {
 			return u, "", nil
 		}
 		return nil, "server_error", err
@@ -573,6 +610,33 @@ func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, cl *ssoClaims) (*storage.Admin
 		return nil, "server_error", err
 	}
 	return &row, "", nil
+}
+
+// linkSubject links u to the provider identity sub, unless u is linked to
+// another one (identity_mismatch). Linking only an unlinked row makes two
+// concurrent first sign-ins of different identities link one of them.
+func linkSubject(db *gorm.DB, u *storage.AdminUser, sub string) (*storage.AdminUser, string, error) {
+	if u.SSOSubject == nil {
+		res := db.Model(&storage.AdminUser{}).Where("id = ? AND sso_subject IS NULL", u.ID).Update("sso_subject", sub)
+		if res.Error != nil {
+			if storage.IsConflict(res.Error) {
+				// sub was linked to another account meanwhile.
+				return nil, "identity_mismatch", res.Error
+			}
+			return nil, "server_error", res.Error
+		}
+		if res.RowsAffected == 1 {
+			u.SSOSubject = &sub
+			return u, "", nil
+		}
+		if err := db.First(u, u.ID).Error; err != nil {
+			return nil, "server_error", err
+		}
+	}
+	if u.SSOSubject == nil || *u.SSOSubject != sub {
+		return nil, "identity_mismatch", fmt.Errorf("user %d is linked to another identity at the provider", u.ID)
+	}
+	return u, "", nil
 }
 
 // asciiEqualFold reports whether a and b are equal but for the case of

@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -264,6 +265,66 @@ func TestSSO(t *testing.T) {
 		}
 	})
 
+	t.Run("identity binding", func(t *testing.T) {
+		// Alice's account was linked to her identity (sub) at her first
+		// SSO sign-in ("success"). Another identity at the provider that
+		// claims her email (a provider letting users set an unverified
+		// email, without an email_verified claim: "nOAuth") is refused;
+		// her own identity signs in whatever email it now has.
+		defer func() { idp.User = idpUser{Email: "alice@example.com", EmailVerified: true, Name: "Alice"} }()
+		alice := userByEmail(t, adm, "Alice@Example.com")
+		if alice["sso_linked"] != true {
+			t.Fatalf("alice after her SSO sign-in: %v", alice)
+		}
+		if bob := userByEmail(t, adm, "kim@example.com"); bob["sso_linked"] != true {
+			t.Fatalf("kim after an SSO sign-in: %v", bob)
+		}
+		idp.User = idpUser{Email: "alice@example.com", Sub: "mallory"}
+		wantSSOError(t, ssoFlow(t, e.browser(), idp, nil), "identity_mismatch")
+
+		idp.User = idpUser{Email: "alice.renamed@example.net", Sub: "sub-alice@example.com", EmailVerified: true}
+		b := e.browser()
+		if a := ssoFlow(t, b, idp, nil); a.Header.Get("Location") != "/" {
+			t.Fatalf("linked identity with a new email: %q", a.Header.Get("Location"))
+		}
+		if me := b.want(200, "GET", "/api/v1/auth/me", nil).m(t); me["user"].(map[string]any)["email"] != "Alice@Example.com" {
+			t.Fatalf("signed in as %v", me)
+		}
+
+		// A new email unlinks (a letter-case change does not); the next
+		// sign-in with that email links the identity it comes from.
+		id := fmt.Sprint(alice["id"])
+		put := map[string]any{"email": "ALICE@example.com", "name": "Alice", "role": "editor"}
+		if u := adm.want(200, "PUT", "/api/v1/users/"+id, put).m(t); u["sso_linked"] != true {
+			t.Fatalf("a letter-case change unlinked: %v", u)
+		}
+		put["email"] = "alice@corp.example.com"
+		if u := adm.want(200, "PUT", "/api/v1/users/"+id, put).m(t); u["sso_linked"] != false {
+			t.Fatalf("an email change kept the link: %v", u)
+		}
+		idp.User = idpUser{Email: "alice@corp.example.com", Sub: "alice-corp", EmailVerified: true}
+		if a := ssoFlow(t, e.browser(), idp, nil); a.Header.Get("Location") != "/" {
+			t.Fatalf("relinking by email: %q", a.Header.Get("Location"))
+		}
+		idp.User = idpUser{Email: "alice@corp.example.com", Sub: "sub-alice@example.com", EmailVerified: true}
+		wantSSOError(t, ssoFlow(t, e.browser(), idp, nil), "identity_mismatch")
+
+		// Another client (or issuer) unlinks every account.
+		cfg := map[string]any{"issuer": idp.Issuer(), "client_id": idp.ClientID, "auto_provision_role": "editor"}
+		adm.want(200, "PUT", "/api/v1/sso/config", cfg)
+		if u := userByEmail(t, adm, "alice@corp.example.com"); u["sso_linked"] != true {
+			t.Fatalf("the same provider and client unlinked: %v", u)
+		}
+		idp.ClientID = "another-client"
+		cfg["client_id"] = idp.ClientID
+		adm.want(200, "PUT", "/api/v1/sso/config", cfg)
+		for _, email := range []string{"alice@corp.example.com", "kim@example.com"} {
+			if u := userByEmail(t, adm, email); u["sso_linked"] != false {
+				t.Fatalf("%s still linked after a client change: %v", email, u)
+			}
+		}
+	})
+
 	t.Run("disable", func(t *testing.T) {
 		// Disabling SSO (say, the provider was compromised) ends the
 		// sessions it opened; password sessions stay.
@@ -285,7 +346,28 @@ func TestSSO(t *testing.T) {
 		if sso := e.status()["sso"].(map[string]any); sso["enabled"] != false {
 			t.Fatalf("status after delete: %v", sso)
 		}
+		var users []map[string]any
+		adm.want(200, "GET", "/api/v1/users", nil).decode(t, &users)
+		for _, u := range users {
+			if u["sso_linked"] != false {
+				t.Fatalf("linked after SSO was disabled: %v", u)
+			}
+		}
 	})
 
 	e.noSecret(idp.ClientSecret, "alice-first-password", "$argon2id$")
+}
+
+// userByEmail is the user with email in GET /api/v1/users.
+func userByEmail(t *testing.T, adm *client, email string) map[string]any {
+	t.Helper()
+	var users []map[string]any
+	adm.want(200, "GET", "/api/v1/users", nil).decode(t, &users)
+	for _, u := range users {
+		if u["email"] == email {
+			return u
+		}
+	}
+	t.Fatalf("no user %s in %v", email, users)
+	return nil
 }

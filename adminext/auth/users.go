@@ -27,6 +27,7 @@ func userEndpoints() []*api.Endpoint {
 		{Method: "PUT", Path: "/api/v1/users/{id}", Role: api.RoleAdmin, Tag: "users",
 			Summary: "Replace a user",
 			Description: "Full replacement; an omitted (or null) password keeps the current one; supplying a password ends all of that user's sessions. " +
+				"Changing the email (beyond letter case) unlinks the account from its SSO provider identity (sso_linked). " +
 				"Demoting the last admin user is refused (400). Role changes apply to the user's sessions at once. " + csrfRule,
 			Body: User{}, Response: api.User{}, Statuses: []int{400, 404}, Handle: updateUser},
 		{Method: "DELETE", Path: "/api/v1/users/{id}", Role: api.RoleAdmin, Tag: "users",
@@ -184,6 +185,11 @@ func updateUser(c *api.Call) (any, error) {
 		key := emailKey(in.Email)
 		if err := emailTaken(tx, key, id); err != nil {
 			return err
+		}
+		if key != u.EmailKey {
+			// The account is someone else's now, or theirs under another
+			// address: its next SSO sign-in links it again, by email.
+			u.SSOSubject = nil
 		}
 		u.Email, u.EmailKey, u.Name, u.Role = in.Email, key, in.Name, in.Role
 		if in.Password != nil {

@@ -1361,7 +1361,7 @@
         tbl.replaceChildren(h('table', { id: 'users-table' },
           h('tr', {}, ['ID', 'E-mail', 'Name', 'Role', 'Sign-in', 'Last sign-in', 'Created', ''].map(x => txt('th', x))),
           us.map(u => h('tr', { 'data-id': u.id }, txt('td', u.id), h('td', {}, h('strong', {}, u.email)), txt('td', u.name || '–'), h('td', {}, txt('span', u.role, 'chip')),
-            txt('td', u.has_password ? 'password' : 'SSO only', u.has_password ? '' : 'muted'), txt('td', u.last_login_at ? new Date(u.last_login_at).toLocaleString() : 'never', u.last_login_at ? '' : 'off'),
+            txt('td', (u.has_password ? 'password' : 'SSO only') + (u.sso_linked ? ' · SSO linked' : ''), u.has_password ? '' : 'muted'), txt('td', u.last_login_at ? new Date(u.last_login_at).toLocaleString() : 'never', u.last_login_at ? '' : 'off'),
             txt('td', new Date(u.created_at).toLocaleString()),
             h('td', { className: 'actions' },
               admBtn('Edit', 'small', () => editForm(u)),
