@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 )
 
@@ -171,6 +172,7 @@ func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The request's gateway state and its recording writer: one allocation.
 	st := &requestState{info: gwctx.Info{Start: time.Now(), RecordBuilt: true}}
 	st.rw.ResponseWriter = w
+	st.rw.Sanitize = guard.DropAdminSetCookies
 	info, rw := &st.info, &st.rw
 	r = gwctx.With(r, info)
 	repl := caddy.NewReplacer()

@@ -3,6 +3,7 @@ package tests
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -119,6 +120,53 @@ func TestProxyDropsAdminCookies(t *testing.T) {
 	st, b := adminAs(t, g, "GET", "/api/v1/auth/me", "", "Cookie", session)
 	if st != 200 || !strings.Contains(string(b), `"role":"admin"`) {
 		t.Fatalf("session: %d %s", st, b)
+	}
+}
+
+// TestProxyDropsAdminSetCookies: the browser's cookie jar ignores ports,
+// so a Set-Cookie for gateway_session from an upstream (or a plugin's
+// header) at 127.0.0.1:8080 would replace the administrator's session for
+// the dashboard at 127.0.0.1:9080: with the upstream owner's own session
+// (fixation), an SSO binding (login CSRF), or nothing (sign-out). The
+// proxy removes those lines, the nameless spelling included, and keeps
+// every other cookie.
+func TestProxyDropsAdminSetCookies(t *testing.T) {
+	g := testgw.Start(t, nil)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, c := range []string{
+			"gateway_session=planted; Path=/; HttpOnly",
+			"app=1; Path=/",
+			"=gateway_session=nameless; Path=/",
+			" gateway_sso=bound",
+			"gateway_session=; Max-Age=0",
+			"gateway_sessions=2",
+		} {
+			w.Header().Add("Set-Cookie", c)
+		}
+		if r.URL.Path == "/x/flush" {
+			// the header goes out with a flush, before any body
+			http.NewResponseController(w).Flush()
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(up.Close)
+	svc := g.Service("s", testgw.Addr(up))
+	g.Route("r", svc, testgw.Paths("/x"))
+	rid := g.Route("plugin", svc, testgw.Paths("/p"))
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "response-transform", "scope": "route", "route_id": rid,
+		"config": map[string]any{"set_headers": map[string]string{"Set-Cookie": "gateway_session=from-a-plugin"}}})
+	for path, want := range map[string][]string{
+		"/x":       {"app=1; Path=/", "gateway_sessions=2"},
+		"/x/flush": {"app=1; Path=/", "gateway_sessions=2"},
+		"/p":       nil,
+	} {
+		a := g.Proxy(t, "GET", path, nil)
+		if a.Status != 200 || a.Body != "ok" {
+			t.Fatalf("%s: %d %q", path, a.Status, a.Body)
+		}
+		if got := a.Header.Values("Set-Cookie"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: the client got Set-Cookie %q, want %q", path, got, want)
+		}
 	}
 }
 

@@ -47,8 +47,42 @@ func DropAdminCookies(h http.Header) {
 	h["Cookie"] = kept
 }
 
-// hasAdminCookie tells, without allocating, whether a Cookie header may
-// carry one of the admin cookies (both names start with "gateway_s").
+// DropAdminSetCookies removes from a proxied response's header the
+// Set-Cookie lines that would set, replace or delete the admin API's
+// cookies. The browser keeps one cookie jar per host name whatever the
+// port, so an upstream (or a plugin's header) could otherwise plant its
+// owner's session in an administrator's browser (the dashboard then acts
+// as that account: session fixation), plant an SSO binding (login CSRF),
+// or sign the administrator out. A nameless cookie ("=gateway_session=x")
+// counts too: browsers send it as its value alone, which reads as the
+// named one.
+func DropAdminSetCookies(h http.Header) {
+	vals, ok := h["Set-Cookie"]
+	if !ok || !hasAdminCookie(vals) {
+		return
+	}
+	kept := make([]string, 0, len(vals))
+	for _, v := range vals {
+		pair, _, _ := strings.Cut(v, ";")
+		pair = textproto.TrimString(pair)
+		if rest, nameless := strings.CutPrefix(pair, "="); nameless {
+			pair = textproto.TrimString(rest)
+		}
+		name, _, _ := strings.Cut(pair, "=")
+		if name = textproto.TrimString(name); name == SessionCookie || name == SSOCookie {
+			continue
+		}
+		kept = append(kept, v)
+	}
+	if len(kept) == 0 {
+		delete(h, "Set-Cookie")
+		return
+	}
+	h["Set-Cookie"] = kept
+}
+
+// hasAdminCookie tells, without allocating, whether a Cookie or Set-Cookie
+// header may carry one of the admin cookies (both names start with "gateway_s").
 func hasAdminCookie(vals []string) bool {
 	for _, v := range vals {
 		if strings.Contains(v, "gateway_s") {

@@ -99,6 +99,12 @@ type RecordingWriter struct {
 	Status int   // the final status (a 1xx until a final one is written)
 	Bytes  int64 // body bytes written
 
+	// Sanitize, when set, edits the response header just before every
+	// status line (1xx included) is written, after the hooks: what no
+	// upstream or plugin may send (the proxy listener's
+	// guard.DropAdminSetCookies).
+	Sanitize func(http.Header)
+
 	ext *writerHooks // allocated by the first plugin that uses it
 }
 
@@ -223,6 +229,9 @@ func (w *RecordingWriter) runHooks(code int) {
 // WriteHeader notes the first status, replaced by a final one after 1xx.
 func (w *RecordingWriter) WriteHeader(code int) {
 	w.runHooks(code)
+	if w.Sanitize != nil {
+		w.Sanitize(w.Header())
+	}
 	if w.Status == 0 || (w.Status < 200 && code >= 200) {
 		w.Status = code
 	}
@@ -231,12 +240,7 @@ func (w *RecordingWriter) WriteHeader(code int) {
 
 // Write counts the body.
 func (w *RecordingWriter) Write(b []byte) (int, error) {
-	if w.Status < 200 && w.pending() {
-		w.WriteHeader(http.StatusOK)
-	}
-	if w.Status == 0 {
-		w.Status = http.StatusOK
-	}
+	w.implicitHeader()
 	n, err := w.ResponseWriterWrapper.Write(b)
 	w.Bytes += int64(n)
 	return n, err
@@ -244,22 +248,28 @@ func (w *RecordingWriter) Write(b []byte) (int, error) {
 
 // ReadFrom counts the body copied by the wrapper's ReadFrom (sendfile).
 func (w *RecordingWriter) ReadFrom(r io.Reader) (int64, error) {
-	if w.Status < 200 && w.pending() {
+	w.implicitHeader()
+	n, err := w.ResponseWriterWrapper.ReadFrom(r)
+	w.Bytes += n
+	return n, err
+}
+
+// implicitHeader is net/http's 200 at the first body byte, written
+// through WriteHeader when hooks or Sanitize must see the header first.
+func (w *RecordingWriter) implicitHeader() {
+	if w.Status < 200 && (w.pending() || w.Sanitize != nil) {
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.Status == 0 {
 		w.Status = http.StatusOK
 	}
-	n, err := w.ResponseWriterWrapper.ReadFrom(r)
-	w.Bytes += n
-	return n, err
 }
 
 // FlushError implements the interface http.ResponseController looks for:
 // a flush before any status writes a 200 header, the hooks' changes
 // included.
 func (w *RecordingWriter) FlushError() error {
-	if w.Status < 200 && w.pending() {
+	if w.Status < 200 && (w.pending() || w.Sanitize != nil) {
 		w.WriteHeader(http.StatusOK)
 	}
 	return http.NewResponseController(w.ResponseWriter).Flush()
