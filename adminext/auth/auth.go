@@ -228,15 +228,30 @@ func (s *service) Authenticate(r *http.Request, ep *api.Endpoint) (*api.Principa
 		}
 		return nil, unauthenticated("the admin token is not valid")
 	}
-	ck, err := r.Cookie(cookieName)
-	if err != nil || ck.Value == "" {
-		return nil, api.ErrUnauthenticated
+	cookie, err := sessionCookie(r)
+	if err != nil {
+		return nil, err
 	}
-	u, _, err := sessionUser(db, ck.Value)
+	u, _, err := sessionUser(db, cookie)
 	if err != nil {
 		return nil, err
 	}
 	return &api.Principal{Role: u.Role, Method: "session", User: userView(u)}, nil
+}
+
+// sessionCookie is the value of the request's session cookie. Two or more
+// of that name mean a page on the same host name (on any port: a proxied
+// upstream) set its own, with a longer Path that the browser sends first
+// or a parent Domain (cookie tossing): none is trusted.
+func sessionCookie(r *http.Request) (string, error) {
+	cks := r.CookiesNamed(cookieName)
+	switch {
+	case len(cks) == 0 || cks[0].Value == "":
+		return "", api.ErrUnauthenticated
+	case len(cks) > 1:
+		return "", unauthenticated("the request carries more than one " + cookieName + " cookie (another page on this host name set one): clear this site's cookies and sign in again")
+	}
+	return cks[0].Value, nil
 }
 
 // sessionUser resolves a session cookie value. The lookup is by the SHA-256

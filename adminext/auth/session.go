@@ -183,11 +183,11 @@ func changePassword(c *api.Call) (any, error) {
 		return nil, err
 	}
 	db := svc(c).db(c.Ctx())
-	ck, err := c.R.Cookie(cookieName)
+	cookie, err := sessionCookie(c.R)
 	if err != nil {
 		return nil, unauthorized("authentication required")
 	}
-	u, sess, err := sessionUser(db, ck.Value)
+	u, sess, err := sessionUser(db, cookie)
 	if errors.Is(err, api.ErrUnauthenticated) {
 		return nil, unauthorized(err.Error())
 	}

@@ -53,6 +53,20 @@ func TestSessions(t *testing.T) {
 		t.Fatal("planted session id adopted")
 	}
 
+	// Cookie tossing: a page on this host name (any port: an upstream
+	// behind the proxy) sets a gateway_session of its own with a longer
+	// Path, which the browser sends before the real one. Two are never
+	// trusted, whichever comes first.
+	for _, cookie := range []string{
+		"gateway_session=attacker-session; gateway_session=" + second,
+		"gateway_session=" + second + "; gateway_session=attacker-session",
+	} {
+		if msg := e.anon().want(401, "GET", "/api/v1/auth/me", nil, "Cookie", cookie).errText(t); !strings.Contains(msg, "more than one gateway_session") {
+			t.Fatalf("two session cookies: %q", msg)
+		}
+	}
+	e.anon().want(200, "GET", "/api/v1/auth/me", nil, "Cookie", "gateway_session="+second)
+
 	// Server-side only the hash is stored.
 	db := e.db()
 	var rows []storage.AdminSession

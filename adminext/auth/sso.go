@@ -448,8 +448,10 @@ func ssoCallback(c *api.Call) {
 		fail("invalid_state", nil)
 		return
 	}
-	bc, err := c.R.Cookie(ssoBindCookie)
-	if err != nil || subtle.ConstantTimeCompare([]byte(sha256Hex(bc.Value)), []byte(st.BindingHash)) != 1 {
+	// One binding cookie only: another of a longer Path or a parent
+	// Domain would be a page's on this host name (login CSRF).
+	bc := c.R.CookiesNamed(ssoBindCookie)
+	if len(bc) != 1 || subtle.ConstantTimeCompare([]byte(sha256Hex(bc[0].Value)), []byte(st.BindingHash)) != 1 {
 		fail("invalid_state", errors.New("the state was not started by this browser"))
 		return
 	}
