@@ -42,7 +42,8 @@ type Updated struct {
 
 const sessionDoc = "The session cookie gateway_session is HttpOnly, SameSite=Lax, Path=/, Max-Age 7 days, Secure when settings.public_url is https. " +
 	"It carries a 32-byte random token; only its SHA-256 is stored server-side, with a fixed expiry 7 days after sign-in. " +
-	"Every sign-in creates a new session (a session cookie sent along is ended: no fixation). Expired sessions are refused and deleted on use, and all expired sessions are purged at every sign-in and at start."
+	"Every sign-in creates a new session (a session cookie sent along is ended: no fixation). Expired sessions are refused and deleted on use, and all expired sessions are purged at every sign-in and at start. " +
+	"A request carrying more than one gateway_session cookie is 401 (another page on the host name set one: cookie tossing); the proxy never forwards the cookie to an upstream, nor an upstream's Set-Cookie for it to the client."
 
 func sessionEndpoints() []*api.Endpoint {
 	return []*api.Endpoint{
