@@ -11,7 +11,6 @@ package auth
 
 import (
 	"fmt"
-	"github.com/caddy-gateway/gateway/schema"
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/schema"
 )
 
 // The package's plugin types (each type's struct is in its own file),
