@@ -20,31 +20,15 @@ const (
 // would hand it to the upstream, whose owner (an editor may point a route
 // anywhere) could then call the admin API as that user.
 func DropAdminCookies(h http.Header) {
-	vals, ok := h["Cookie"]
-	if !ok || !hasAdminCookie(vals) {
-		return
-	}
-	kept := make([]string, 0, len(vals))
-	for _, v := range vals {
+	rewrite(h, "Cookie", func(v string) string {
 		var pairs []string
 		for p := range strings.SplitSeq(v, ";") {
-			name, _, _ := strings.Cut(p, "=")
-			if name = textproto.TrimString(name); name == SessionCookie || name == SSOCookie {
-				continue
-			}
-			if p = textproto.TrimString(p); p != "" {
+			if p = textproto.TrimString(p); p != "" && !isAdminCookie(p) {
 				pairs = append(pairs, p)
 			}
 		}
-		if len(pairs) > 0 {
-			kept = append(kept, strings.Join(pairs, "; "))
-		}
-	}
-	if len(kept) == 0 {
-		delete(h, "Cookie")
-		return
-	}
-	h["Cookie"] = kept
+		return strings.Join(pairs, "; ")
+	})
 }
 
 // DropAdminSetCookies removes from a proxied response's header the
@@ -57,28 +41,46 @@ func DropAdminCookies(h http.Header) {
 // counts too: browsers send it as its value alone, which reads as the
 // named one.
 func DropAdminSetCookies(h http.Header) {
-	vals, ok := h["Set-Cookie"]
+	rewrite(h, "Set-Cookie", func(v string) string {
+		pair, _, _ := strings.Cut(v, ";")
+		pair = textproto.TrimString(pair)
+		if rest, nameless := strings.CutPrefix(pair, "="); nameless {
+			pair = rest
+		}
+		if isAdminCookie(pair) {
+			return ""
+		}
+		return v
+	})
+}
+
+// rewrite replaces each value of h[key] by edit's result, dropping empty
+// ones (and the key when none is left), when a value may name an admin
+// cookie: the common case costs a substring test and no allocation.
+func rewrite(h http.Header, key string, edit func(string) string) {
+	vals, ok := h[key]
 	if !ok || !hasAdminCookie(vals) {
 		return
 	}
 	kept := make([]string, 0, len(vals))
 	for _, v := range vals {
-		pair, _, _ := strings.Cut(v, ";")
-		pair = textproto.TrimString(pair)
-		if rest, nameless := strings.CutPrefix(pair, "="); nameless {
-			pair = textproto.TrimString(rest)
+		if v = edit(v); v != "" {
+			kept = append(kept, v)
 		}
-		name, _, _ := strings.Cut(pair, "=")
-		if name = textproto.TrimString(name); name == SessionCookie || name == SSOCookie {
-			continue
-		}
-		kept = append(kept, v)
 	}
 	if len(kept) == 0 {
-		delete(h, "Set-Cookie")
+		delete(h, key)
 		return
 	}
-	h["Set-Cookie"] = kept
+	h[key] = kept
+}
+
+// isAdminCookie tells whether a cookie pair (name=value) is one of the
+// admin API's cookies.
+func isAdminCookie(pair string) bool {
+	name, _, _ := strings.Cut(pair, "=")
+	name = textproto.TrimString(name)
+	return name == SessionCookie || name == SSOCookie
 }
 
 // hasAdminCookie tells, without allocating, whether a Cookie or Set-Cookie
