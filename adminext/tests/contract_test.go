@@ -32,7 +32,7 @@ func checkAnswer(t *testing.T, g *testgw.Gateway, method, path string, status in
 // method, user), and the document says so.
 func TestOpenAPIPrincipalUserIsUserOrNull(t *testing.T) {
 	g := testgw.Start(t, nil)
-	user := `{"id":1,"email":"a@example.com","name":"","role":"admin","has_password":true,"created_at":"2026-01-01T00:00:00Z","last_login_at":null}`
+	user := `{"id":1,"email":"a@example.com","name":"","role":"admin","has_password":true,"sso_linked":false,"created_at":"2026-01-01T00:00:00Z","last_login_at":null}`
 	for _, c := range []struct {
 		body string
 		ok   bool
@@ -41,7 +41,7 @@ func TestOpenAPIPrincipalUserIsUserOrNull(t *testing.T) {
 		{`{"role":"admin","method":"session","user":` + user + `}`, true},
 		{`{"role":"admin","method":"session","user":{"id":"x"}}`, false},
 		{`{"role":"admin","method":"session","user":5}`, false},
-		{`{"role":"admin","method":"session","user":{"id":1,"email":"a@example.com","name":"","role":"root","has_password":true,"created_at":"2026-01-01T00:00:00Z","last_login_at":null}}`, false},
+		{`{"role":"admin","method":"session","user":{"id":1,"email":"a@example.com","name":"","role":"root","has_password":true,"sso_linked":false,"created_at":"2026-01-01T00:00:00Z","last_login_at":null}}`, false},
 	} {
 		if got := checkAnswer(t, g, "GET", "/api/v1/auth/me", 200, c.body); got != c.ok {
 			t.Errorf("answer %s: passed the check = %v, want %v", c.body, got, c.ok)
