@@ -1,8 +1,13 @@
 package tests
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/modules/guard"
@@ -102,5 +107,72 @@ func TestStreamRouteTraffic(t *testing.T) {
 	g.Must("PUT", fmt.Sprintf("/api/v1/stream-routes/%d", id), map[string]any{"name": "tcp", "listen_addr": listen, "service_id": s2, "enabled": false})
 	if got, err := testgw.TCPSay(listen, "x"); err == nil && got != "" {
 		t.Fatalf("a disabled stream route answered %q", got)
+	}
+}
+
+// An open stream connection is the route's too: disabling or deleting the
+// route (say, to cut a client off) ends the connections it carries, not
+// only new ones; a change of its service leaves them open.
+func TestStreamRouteRemovalCutsOpenConnections(t *testing.T) {
+	g := testgw.Start(t, nil)
+	one, two := testgw.TCPEcho(t, "one"), testgw.TCPEcho(t, "two")
+	s1, s2 := g.Service("one", one), g.Service("two", two)
+	listen := testgw.FreeAddr(t)
+	id := testgw.ID(g.Must("POST", "/api/v1/stream-routes", map[string]any{"name": "tcp", "listen_addr": listen, "service_id": s1}))
+	dsn := g.DSN
+	if err := stopGateway(); err != nil {
+		t.Fatal(err)
+	}
+	g = testgw.Start(t, &testgw.Options{DSN: dsn})
+	path := fmt.Sprintf("/api/v1/stream-routes/%d", id)
+
+	open := func() (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", listen, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	say := func(c net.Conn, r *bufio.Reader, line string) (string, error) {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := fmt.Fprintf(c, "%s\n", line); err != nil {
+			return "", err
+		}
+		got, err := r.ReadString('\n')
+		return strings.TrimSpace(got), err
+	}
+	// cut reports whether the gateway ended the connection (EOF or reset,
+	// not our deadline).
+	cut := func(c net.Conn, r *bufio.Reader) bool {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err := r.ReadString('\n')
+		var ne net.Error
+		return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	}
+
+	c, r := open()
+	if got, err := say(c, r, "a"); err != nil || got != "one: a" {
+		t.Fatalf("through the stream route: %q %v", got, err)
+	}
+	// A service change applies to new connections; the open one stays.
+	g.Must("PUT", path, map[string]any{"name": "tcp", "listen_addr": listen, "service_id": s2})
+	if got, err := say(c, r, "b"); err != nil || got != "one: b" {
+		t.Fatalf("an open connection after a service change: %q %v", got, err)
+	}
+	g.Must("PUT", path, map[string]any{"name": "tcp", "listen_addr": listen, "service_id": s2, "enabled": false})
+	if !cut(c, r) {
+		t.Fatal("a connection of a disabled stream route stayed open")
+	}
+
+	g.Must("PUT", path, map[string]any{"name": "tcp", "listen_addr": listen, "service_id": s2})
+	c, r = open()
+	if got, err := say(c, r, "c"); err != nil || got != "two: c" {
+		t.Fatalf("re-enabled: %q %v", got, err)
+	}
+	g.Must("DELETE", path, nil)
+	if !cut(c, r) {
+		t.Fatal("a connection of a deleted stream route stayed open")
 	}
 }

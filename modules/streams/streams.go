@@ -6,7 +6,9 @@
 // Listeners bind once, when the gateway first loads its stored config (the
 // spec: stream-route listener addresses bind only at process start); every
 // later config only swaps the route table, so changing a route's service
-// applies live while listen_addr changes wait for a restart. The Server
+// applies live (to new connections) while listen_addr changes wait for a
+// restart; a route that leaves the table (deleted, disabled, or moved to
+// another listen_addr) has its open connections closed. The Server
 // belongs to the gateway app's control plane, which outlives reloads, so
 // listeners and counters survive them.
 //
@@ -59,6 +61,22 @@ type Server struct {
 	logger    atomic.Pointer[zap.Logger]
 	conns     sync.WaitGroup
 	health    lb.HealthSource
+
+	// open are the proxied connections, so that a route's removal (and
+	// Close, past its deadline) can end them: a disabled or deleted
+	// route carries nothing, open connections included.
+	openMu sync.Mutex
+	open   map[*stream]struct{}
+}
+
+// stream is one proxied connection: the route it was accepted for and its
+// two ends (upstream nil until dialled).
+type stream struct {
+	addr     string
+	routeID  int64
+	client   net.Conn
+	upstream net.Conn
+	cut      bool
 }
 
 type liveRoute struct {
@@ -70,7 +88,7 @@ type counter struct{ active, total atomic.Int64 }
 
 // NewServer returns a server with no listeners that steers by health.
 func NewServer(health lb.HealthSource) *Server {
-	s := &Server{listeners: map[string]net.Listener{}, health: health}
+	s := &Server{listeners: map[string]net.Listener{}, health: health, open: map[*stream]struct{}{}}
 	empty := map[string]*liveRoute{}
 	s.table.Store(&empty)
 	s.logger.Store(zap.NewNop())
@@ -91,6 +109,10 @@ func (s *Server) Apply(routes []Route, logger *zap.Logger) {
 			Algorithm: r.Algorithm, ServiceID: r.ServiceID, Weights: r.Weights, Health: s.health}}
 	}
 	s.table.Store(&table)
+	s.cutWhere(func(st *stream) bool {
+		r := table[st.addr]
+		return r == nil || r.ID != st.routeID
+	})
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,6 +184,7 @@ func (s *Server) Close(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		s.cutWhere(func(*stream) bool { return true })
 	}
 	s.counts.Range(func(k, _ any) bool { s.counts.Delete(k); return true })
 }
@@ -184,12 +207,41 @@ func (s *Server) accept(addr string, ln net.Listener) {
 	}
 }
 
+// cutWhere closes the connections that match, both ends.
+func (s *Server) cutWhere(match func(*stream) bool) {
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
+	for st := range s.open {
+		if match(st) {
+			st.cut = true
+			_ = st.client.Close()
+			if st.upstream != nil {
+				_ = st.upstream.Close()
+			}
+			delete(s.open, st)
+		}
+	}
+}
+
 func (s *Server) serve(addr string, client net.Conn) {
 	defer client.Close()
+	// The route is looked up and the connection registered under openMu,
+	// which Apply's sweep also takes after storing a table: a connection
+	// either sees the new table or is swept by it.
+	s.openMu.Lock()
 	r := (*s.table.Load())[addr]
 	if r == nil {
+		s.openMu.Unlock()
 		return // the route was deleted or disabled: its listener stays until restart
 	}
+	st := &stream{addr: addr, routeID: r.ID, client: client}
+	s.open[st] = struct{}{}
+	s.openMu.Unlock()
+	defer func() {
+		s.openMu.Lock()
+		delete(s.open, st)
+		s.openMu.Unlock()
+	}()
 	c := s.counter(r.ID)
 	c.total.Add(1)
 	c.active.Add(1)
@@ -201,6 +253,13 @@ func (s *Server) serve(addr string, client net.Conn) {
 		return
 	}
 	defer upstream.Close()
+	s.openMu.Lock()
+	st.upstream = upstream
+	cut := st.cut
+	s.openMu.Unlock()
+	if cut {
+		return // removed while dialling
+	}
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
