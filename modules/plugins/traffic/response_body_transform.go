@@ -28,7 +28,8 @@ import (
 // the result with a corrected Content-Length (re-encoded as it came; the
 // ETag, which no longer matches, is dropped). Other responses, and any that
 // turn out larger than max_body_bytes while being read, stream through
-// unchanged.
+// unchanged, as does a body the replacements would make larger than
+// maxTransformedBytes.
 //
 // Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile (replace
 // takes the pattern and the replacement; json_set a path and a JSON value,
@@ -216,17 +217,28 @@ func mediaTypeIn(mt string, list []string) bool {
 	return false
 }
 
-// transform applies the rules to a plain body.
-func (h *ResponseBodyTransform) transform(body []byte, mt string) []byte {
+// maxTransformedBytes bounds the body while the replace rules run. Each
+// rule can multiply the body's size (a pattern matching every character,
+// or an empty string, with a long replacement or many $0): without a
+// bound, one response could make the gateway allocate until the process
+// dies. It is the largest max_body_bytes.
+const maxTransformedBytes = 64 << 20
+
+// transform applies the rules to a plain body; ok is false (and the body
+// is to be sent unchanged) when a replacement would make it larger than
+// maxTransformedBytes.
+func (h *ResponseBodyTransform) transform(body []byte, mt string) (out []byte, ok bool) {
 	for i, re := range h.res {
-		body = re.ReplaceAll(body, []byte(h.Replace[i].With))
+		if body, ok = replaceBounded(re, body, h.Replace[i].With, maxTransformedBytes); !ok {
+			return nil, false
+		}
 	}
 	if (len(h.JSONRemove) == 0 && len(h.setKeys) == 0) || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-		return body
+		return body, true
 	}
 	doc, err := decodeOrdered(body)
 	if err != nil {
-		return body // not JSON after all: leave it
+		return body, true // not JSON after all (or nested too deeply): leave it
 	}
 	for _, p := range h.JSONRemove {
 		doc = jsonRemove(doc, strings.Split(p, "."))
@@ -236,7 +248,31 @@ func (h *ResponseBodyTransform) transform(body []byte, mt string) []byte {
 	}
 	var buf bytes.Buffer
 	encodeOrdered(&buf, doc)
-	return buf.Bytes()
+	return buf.Bytes(), true
+}
+
+// replaceBounded is re.ReplaceAll(body, with), unless its result could be
+// larger than limit (then ok is false and nothing large was allocated).
+// A match's replacement is at most len(with) bytes plus, for each "$" in
+// with, one submatch, which is no longer than the match: when even a match
+// at every position stays within limit, no count is needed; otherwise a
+// first pass (ReplaceAllFunc finds the same matches as ReplaceAll) adds
+// up that bound match by match.
+func replaceBounded(re *regexp.Regexp, body []byte, with string, limit int) ([]byte, bool) {
+	n, lit, refs := len(body), len(with), strings.Count(with, "$")
+	if n+(n+1)*lit+refs*n > limit {
+		total := n
+		re.ReplaceAllFunc(body, func(m []byte) []byte {
+			if total <= limit {
+				total += lit + refs*len(m)
+			}
+			return nil
+		})
+		if total > limit {
+			return nil, false
+		}
+	}
+	return re.ReplaceAll(body, []byte(with)), true
 }
 
 // ---- the buffering response writer ----
@@ -329,9 +365,11 @@ func (w *bodyBuffer) finish() error {
 	if err != nil {
 		return w.passThrough()
 	}
-	out := w.h.transform(plain, mediaType(hdr))
-	if bytes.Equal(out, plain) {
-		return w.passThrough() // nothing changed: the original bytes, ETag kept
+	out, ok := w.h.transform(plain, mediaType(hdr))
+	if !ok || bytes.Equal(out, plain) {
+		// too large once transformed, or nothing changed: the original
+		// bytes (ETag kept)
+		return w.passThrough()
 	}
 	if out, err = encodeBody(encoding, out); err != nil {
 		return w.passThrough()
@@ -425,7 +463,7 @@ type object struct {
 func decodeOrdered(b []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	v, err := decodeValue(dec)
+	v, err := decodeValue(dec, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -435,12 +473,24 @@ func decodeOrdered(b []byte) (any, error) {
 	return v, nil
 }
 
-var errTrailing = errors.New("trailing data after JSON value")
+var (
+	errTrailing = errors.New("trailing data after JSON value")
+	errTooDeep  = errors.New("JSON nested too deeply")
+)
 
-func decodeValue(dec *json.Decoder) (any, error) {
+// maxJSONDepth is the deepest nesting decodeValue follows (encoding/json's
+// own limit). Each level is a recursive call: an upstream body of a few
+// MiB of "[" would otherwise exhaust the goroutine's stack, a fatal error
+// that ends the process.
+const maxJSONDepth = 10000
+
+func decodeValue(dec *json.Decoder, depth int) (any, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
+	}
+	if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') && depth >= maxJSONDepth {
+		return nil, errTooDeep
 	}
 	switch tok {
 	case json.Delim('{'):
@@ -451,7 +501,7 @@ func decodeValue(dec *json.Decoder) (any, error) {
 				return nil, err
 			}
 			k := kt.(string)
-			v, err := decodeValue(dec)
+			v, err := decodeValue(dec, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -465,7 +515,7 @@ func decodeValue(dec *json.Decoder) (any, error) {
 	case json.Delim('['):
 		arr := []any{}
 		for dec.More() {
-			v, err := decodeValue(dec)
+			v, err := decodeValue(dec, depth+1)
 			if err != nil {
 				return nil, err
 			}

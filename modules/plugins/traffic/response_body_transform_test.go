@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,5 +144,40 @@ func TestResponseBodyTransformCompressed(t *testing.T) {
 		if res.ContentLength != int64(len(res.Body)) {
 			t.Fatalf("%s: Content-Length %d for %d bytes", enc, res.ContentLength, len(res.Body))
 		}
+	}
+}
+
+// TestResponseBodyTransformBounded: a body that the rules would make
+// unboundedly large, or JSON nested deeper than the decoder follows, is sent
+// unchanged instead of exhausting the process's memory or a goroutine's
+// stack (both ended the gateway).
+func TestResponseBodyTransformBounded(t *testing.T) {
+	long := strings.Repeat("x", 65536)
+	rules := func(extra string) string {
+		return `{"replace":[{"pattern":"a","with":"` + long + `"}],"content_types":["text/plain"],"max_body_bytes":` + extra + `}`
+	}
+	// 1100 matches of a 64 KiB replacement: over 64 MiB.
+	many := strings.Repeat("a", 1100)
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "response-body-transform", rules("1048576"))},
+		plugintest.WithUpstreamFunc(fixed("text/plain", many, false)))
+	if res := g.Get("/"); res.Body != many || res.Header.Get("ETag") != `"v1"` {
+		t.Fatalf("a body over 64 MiB once transformed: %d bytes, want the original %d", len(res.Body), len(many))
+	}
+	// Two matches in 100 KB (counted, within the bound): transformed.
+	two := "a" + strings.Repeat("b", 100000) + "a"
+	g = startGW(t, []string{plugintest.HandlerJSON(t, "response-body-transform", rules("1048576"))},
+		plugintest.WithUpstreamFunc(fixed("text/plain", two, false)))
+	if res := g.Get("/"); res.Body != strings.ReplaceAll(two, "a", long) {
+		t.Fatalf("two replacements: %d bytes, want %d", len(res.Body), 2*len(long)+100000)
+	}
+
+	// JSON nested 1 Mi levels deep: left alone (with a 64 MiB stack the
+	// recursive decoder overflowed it, a fatal error).
+	defer debug.SetMaxStack(debug.SetMaxStack(64 << 20))
+	deep := strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20)
+	g = startGW(t, []string{plugintest.HandlerJSON(t, "response-body-transform", `{"json_remove":["a"],"max_body_bytes":4194304}`)},
+		plugintest.WithUpstreamFunc(fixed("application/json", deep, false)))
+	if res := g.Get("/"); res.Body != deep {
+		t.Fatalf("deeply nested JSON changed: %d bytes", len(res.Body))
 	}
 }
