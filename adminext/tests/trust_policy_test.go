@@ -411,3 +411,37 @@ func TestTrustPluginSecretsRedacted(t *testing.T) {
 	}
 	leaks("the viewer's plugin", item)
 }
+
+// hostUpstream answers with the Host it received.
+func hostUpstream(t *testing.T) string {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Host)
+	}))
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://")
+}
+
+// TestTrustHostWithExtraColons: a Host with more than one colon
+// (secure.example.com:1:2), which nginx and Express read as the host before
+// the first colon, is matched as that host: it does not pass by the host's
+// route (and its key-auth) to a host-less route whose upstream would serve
+// it as that host (preserve_host).
+func TestTrustHostWithExtraColons(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", hostUpstream(t))
+	secure := g.Route("secure", sid, map[string]any{"hosts": []string{"secure.example.com"}, "preserve_host": true})
+	wild := g.Route("wild", sid, map[string]any{"hosts": []string{"*.corp.example.com"}, "preserve_host": true})
+	g.Route("any", sid, map[string]any{"preserve_host": true})
+	addPlugin(t, g, "key-auth", "route", secure, nil)
+	addPlugin(t, g, "key-auth", "route", wild, nil)
+	for _, host := range []string{"secure.example.com:1:2", "SECURE.example.com:80:", "a.corp.example.com:1:x"} {
+		wantGatewayError(t, send(t, g, "GET", "/", nil, "Host", host), 401, "")
+	}
+	if p := send(t, g, "GET", "/", nil, "Host", "other.example.com:1:2"); p.Status != 200 || p.Body != "other.example.com:1:2" {
+		t.Fatalf("other host: %d %q", p.Status, p.Body)
+	}
+	res := g.Must("GET", "/api/v1/router/test?path=/&host="+url.QueryEscape("secure.example.com:1:2"), nil)
+	if res["route_name"] != "secure" {
+		t.Fatalf("router test: %v", res)
+	}
+}

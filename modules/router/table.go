@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -720,10 +721,15 @@ func normalizeHost(host string) string {
 		if end := strings.IndexByte(host, ']'); end > 0 {
 			host = host[1:end]
 		}
-	} else if i := strings.LastIndexByte(host, ':'); i >= 0 && strings.IndexByte(host, ':') == i {
-		// Exactly one colon: host:port. More than one without brackets is a
-		// bare IPv6 address, which has no port.
-		host = host[:i]
+	} else if i := strings.IndexByte(host, ':'); i >= 0 {
+		// host:port, or a bare IPv6 address, which has no port. Any other
+		// host with more colons ("secure.example.com:1:2") ends at the
+		// first one, as nginx and Express read it: an upstream that gets
+		// it (preserve_host) serves it as that host, so it must not pass
+		// by that host's route (and its auth plugins) to a host-less one.
+		if strings.IndexByte(host[i+1:], ':') < 0 || !isIPv6(host) {
+			host = host[:i]
+		}
 	}
 	// A fully qualified name's trailing dot names the same host: without
 	// this, "secure.example.com." would pass by that host's route (and its
@@ -735,6 +741,12 @@ func normalizeHost(host string) string {
 		}
 	}
 	return host
+}
+
+// isIPv6 reports whether host is a bare IPv6 address.
+func isIPv6(host string) bool {
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Is6()
 }
 
 // hostMatch is the scanning form of the host buckets, for Explain (host

@@ -122,6 +122,11 @@ func TestMatch(t *testing.T) {
 		{"bare IPv6 is not split at a colon",
 			[]Route{{ID: 1, Hosts: []string{"fe80::1"}}},
 			Request{Host: "fe80::1", Path: "/"}, 1, ""},
+		// nginx and Express read a host up to its first colon.
+		{"more colons: the host ends at the first", hostClasses,
+			Request{Host: "a.example.com:1:2", Path: "/x"}, 3, "/"},
+		{"more colons, wildcard", hostClasses,
+			Request{Host: "b.example.com:80:x", Path: "/x"}, 2, "/"},
 
 		// Literal paths.
 		{"longest literal prefix wins", prefixes,
