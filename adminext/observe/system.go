@@ -151,7 +151,10 @@ func routerTest(c *api.Call) (any, error) {
 		return out, nil
 	}
 	req := router.Request{Host: q.Get("host"), Path: path, Method: strings.ToUpper(method), Header: hdr}
-	m := rt.Table().Match(req)
+	m, err := rt.Table().MatchChecked(req)
+	if err != nil {
+		return nil, api.BadRequest("path: " + err.Error())
+	}
 	if m.Route == nil {
 		out.Reason = ptr(rt.Table().Explain(req))
 		return out, nil

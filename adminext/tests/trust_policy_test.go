@@ -445,3 +445,39 @@ func TestTrustHostWithExtraColons(t *testing.T) {
 		t.Fatalf("router test: %v", res)
 	}
 }
+
+// TestTrustPathParameters: a path whose ";parameters" make Tomcat, Jetty
+// and Spring (which cut them from each segment before resolving dot
+// segments) serve another route's path is 400: /public/..;/private,
+// /;/private and /private;x/secret (for a /private/ route) reached the
+// catch-all route without private's key. Parameters that leave the route
+// as it is are forwarded unchanged.
+func TestTrustPathParameters(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", uriUpstream(t))
+	g.Route("public", sid, testgw.Paths("/public"))
+	g.Route("any", sid, nil)
+	private := g.Route("private", sid, testgw.Paths("/private/"))
+	addPlugin(t, g, "key-auth", "route", private, nil)
+	for _, p := range []string{
+		"/public/..;/private/secret",
+		"/public/..;x=1/private/secret",
+		"/public/.;/..;/private/secret",
+		"/;/private/secret",
+		"/;x/private/secret",
+		"/private;x/secret",
+		"/public/..%3B/private/secret", // the router reads the decoded path
+		"/public/..;/..;/etc/passwd",   // /etc/passwd: the catch-all route, not public
+	} {
+		wantGatewayError(t, send(t, g, "GET", p, nil), 400, "invalid request path: the path's ;parameters change the route it matches")
+	}
+	for _, p := range []string{"/private/secret;jsessionid=1", "/private/a;x/b"} {
+		wantGatewayError(t, send(t, g, "GET", p, nil), 401, "")
+	}
+	for _, p := range []string{"/public;v=1/x", "/x;y/z", "/public/a;b=c"} {
+		if r := send(t, g, "GET", p, nil); r.Status != 200 || r.Body != p {
+			t.Errorf("%s: %d %q, want it forwarded unchanged", p, r.Status, r.Body)
+		}
+	}
+	g.WantError(400, "GET", "/api/v1/router/test?path="+url.QueryEscape("/public/..;/private/x"), nil, "path", ";parameters")
+}

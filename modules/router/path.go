@@ -9,6 +9,7 @@ import (
 var (
 	ErrPathControl   = errors.New("the path has control characters")
 	ErrPathBackslash = errors.New("the path has a dot segment delimited by a backslash")
+	ErrPathParams    = errors.New("the path's ;parameters change the route it matches")
 )
 
 // NormalizePath is the path the router matches and forwards: the decoded
@@ -102,4 +103,23 @@ func hasDotSegment(p, seps string) bool {
 		}
 	}
 	return false
+}
+
+// cutParams removes each segment's ";parameters" (/a;x=1/..;/b is
+// /a/../b), as Tomcat, Jetty and Spring read a path before they resolve
+// its dot segments.
+func cutParams(p string) string {
+	b := make([]byte, 0, len(p))
+	for i := 0; i < len(p); i++ {
+		if p[i] == ';' {
+			for i < len(p) && p[i] != '/' {
+				i++
+			}
+			if i == len(p) {
+				break
+			}
+		}
+		b = append(b, p[i])
+	}
+	return string(b)
 }

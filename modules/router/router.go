@@ -516,7 +516,12 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		r.URL.Path, r.URL.RawPath = path, ""
 	}
 
-	m := rt.table.Match(Request{Host: r.Host, Path: r.URL.Path, Method: r.Method, Header: r.Header})
+	m, err := rt.table.MatchChecked(Request{Host: r.Host, Path: r.URL.Path, Method: r.Method, Header: r.Header})
+	if err != nil {
+		info.Status = http.StatusBadRequest
+		gwctx.WriteError(w, http.StatusBadRequest, "invalid request path: "+err.Error())
+		return nil
+	}
 	if m.Route == nil {
 		info.Status = http.StatusNotFound
 		gwctx.WriteError(w, http.StatusNotFound, "no route matched")

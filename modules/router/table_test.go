@@ -619,3 +619,31 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestMatchChecked: a path whose ";parameters", cut as Tomcat, Jetty and
+// Spring cut them, pick another route (or none) is ErrPathParams.
+func TestMatchChecked(t *testing.T) {
+	tbl := newTestTable(t, []Route{
+		{ID: 1, Paths: []string{"/public"}},
+		{ID: 2, Paths: []string{"/admin/"}},
+		{ID: 3},
+	})
+	for path, want := range map[string]int64{
+		"/admin/x;jsessionid=1": 2,
+		"/admin/a;b/c":          2,
+		"/public;v=1/x":         1,
+		"/x;y":                  3,
+		"/public/..;/admin/x":   0,
+		"/;/admin/x":            0,
+		"/admin;x/y":            0,
+		"/public\\..;\\admin":   0, // a backslash dot segment once cut
+	} {
+		m, err := tbl.MatchChecked(Request{Path: path})
+		switch {
+		case want == 0 && err == nil:
+			t.Errorf("%s: route %v, want an error", path, m.Route)
+		case want != 0 && (err != nil || m.Route == nil || m.Route.ID != want):
+			t.Errorf("%s: %v, %v; want route %d", path, m.Route, err, want)
+		}
+	}
+}
