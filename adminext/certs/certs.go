@@ -12,6 +12,7 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/tls"
@@ -32,7 +33,7 @@ import (
 	"github.com/caddy-gateway/gateway/schema"
 )
 
-const description = "Manual: cert (PEM chain, leaf first) and key (PEM private key, write-only, must match the leaf); " +
+const description = "Manual: cert (PEM chain, leaf first; the leaf's key RSA of 1024..8192 bits, ECDSA P-256, P-384 or P-521, or Ed25519: what TLS can serve) and key (PEM private key, write-only, must match the leaf); " +
 	"domains are the leaf's SANs; a valid certificate is active, one past not_after expired. " +
 	"ACME: acme true, domains (1..100 public DNS names, no IP addresses; wildcards only with challenge dns-01), challenge (http-01 default, tls-alpn-01, dns-01); " +
 	"the certificate is pending until Caddy's automation has issued it (from settings.acme_directory_url with settings.acme_email), then active; " +
@@ -312,6 +313,9 @@ func parsePair(certPEM, keyPEM string) (*x509.Certificate, error) {
 			return nil, schema.Errorf("cert", "the leaf certificate's name %q is not a DNS name (control characters or longer than 253 characters)", n)
 		}
 	}
+	if err := usableKey(leaf); err != nil {
+		return nil, err
+	}
 	kb, _ := pem.Decode([]byte(keyPEM))
 	if kb == nil || !strings.Contains(kb.Type, "PRIVATE KEY") {
 		return nil, schema.Errorf("key", "must be a PEM private key")
@@ -323,6 +327,32 @@ func parsePair(certPEM, keyPEM string) (*x509.Certificate, error) {
 		return nil, schema.Errorf("key", "does not match the leaf certificate: %v", err)
 	}
 	return leaf, nil
+}
+
+// usableKey refuses a leaf whose public key the HTTPS listener cannot
+// serve: crypto/tls signs with no RSA key under 1024 bits (so every
+// handshake for its names failed while the certificate showed active),
+// TLS has no ECDSA curve but P-256, P-384 and P-521 (x509 also parses
+// P-224), and clients refuse RSA keys over 8192 bits (Go's crypto/tls
+// among them), whose every handshake would also cost the server a
+// private-key operation many times that of a 2048-bit key.
+func usableKey(leaf *x509.Certificate) error {
+	switch k := leaf.PublicKey.(type) {
+	case *rsa.PublicKey:
+		if n := k.N.BitLen(); n < 1024 || n > 8192 {
+			return schema.Errorf("cert", "the leaf certificate's RSA key has %d bits; TLS needs 1024 to 8192 (2048 or more recommended)", n)
+		}
+	case *ecdsa.PublicKey:
+		switch k.Curve {
+		case elliptic.P256(), elliptic.P384(), elliptic.P521():
+		default:
+			return schema.Errorf("cert", "the leaf certificate's ECDSA key uses curve %s; TLS supports P-256, P-384 and P-521", k.Curve.Params().Name)
+		}
+	case ed25519.PublicKey:
+	default:
+		return schema.Errorf("cert", "the leaf certificate's key type %T is not supported (RSA, ECDSA or Ed25519)", leaf.PublicKey)
+	}
+	return nil
 }
 
 func parseKey(der []byte) (crypto.PrivateKey, error) {
