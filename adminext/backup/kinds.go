@@ -62,6 +62,9 @@ var certificatesKind = Kind{
 			if err != nil {
 				return prefix(it.path, err)
 			}
+			if err := certs.DomainsFree(r.Tx, row); err != nil {
+				return prefix(it.path, err)
+			}
 			return r.create(it.path, "certificates", row)
 		})
 	},

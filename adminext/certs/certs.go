@@ -53,7 +53,7 @@ const description = "Manual: cert (PEM chain, leaf first; the leaf's key RSA of 
 type Certificate struct {
 	ID                int64      `json:"id" schema:"readonly"`
 	ACME              bool       `json:"acme" doc:"true for an ACME-managed certificate; default false (manual upload)."`
-	Domains           []string   `json:"domains" doc:"ACME, required on input: 1..100 public DNS names; wildcards (*.example.com) only with challenge dns-01. IP addresses and local names (localhost, *.local, *.internal, *.home.arpa) are 400: no public CA issues for them. Manual: the leaf's SANs, from the chain (400 on input; an import ignores them)."`
+	Domains           []string   `json:"domains" doc:"ACME, required on input: 1..100 public DNS names; wildcards (*.example.com) only with challenge dns-01. IP addresses and local names (localhost, *.local, *.internal, *.home.arpa) are 400: no public CA issues for them; so is a name another ACME certificate already has. Manual: the leaf's SANs, from the chain (400 on input; an import ignores them)."`
 	Challenge         *string    `json:"challenge,omitempty" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"ACME only; default http-01. Not in answers (export documents carry it)."`
 	Cert              *string    `json:"cert,omitempty" schema:"text,minLength=1,maxLength=1048576" doc:"Manual only, required: the PEM certificate chain, leaf first (at most 1 MiB and 10 certificates). Not in answers (export documents carry it)."`
 	Key               *string    `json:"key,omitempty" schema:"text,minLength=1,writeonly" doc:"Manual only, required: the PEM private key of the leaf; never returned (export documents carry it only with include_secrets; without it an import skips the certificate)."`
@@ -226,13 +226,47 @@ func create(c *api.Call) (any, error) {
 			return nil, schema.Errorf("challenge", "dns-01 uses the Cloudflare API token: set it first (PUT /api/v1/acme/cloudflare-token)")
 		}
 	}
-	if err := c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error { return tx.Create(row).Error }); err != nil {
+	err = c.CP.Mutate(c.Ctx(), func(tx *gorm.DB) error {
+		if err := DomainsFree(tx, row); err != nil {
+			return err
+		}
+		return tx.Create(row).Error
+	})
+	if err != nil {
 		return nil, err
 	}
 	if row.ACME {
 		replay(c.CP, row.Domains)
 	}
 	return View(row, time.Now()), nil
+}
+
+// DomainsFree refuses an ACME row naming a domain another ACME
+// certificate in tx already names (400 naming domains): Caddy takes one
+// automation policy per name and rejects the whole configuration
+// otherwise, with an error about policies; and a dns-01 certificate, left
+// out of the configuration while no Cloudflare token is set, would let a
+// duplicate in, and then make setting the token fail.
+func DomainsFree(tx *gorm.DB, row *Row) error {
+	if !row.ACME {
+		return nil
+	}
+	var rows []Row
+	if err := tx.Select("id", "domains").Where("acme = ?", true).Order("id").Find(&rows).Error; err != nil {
+		return fmt.Errorf("reading ACME certificates: %w", err)
+	}
+	owner := map[string]int64{}
+	for _, r := range rows {
+		for _, d := range r.Domains {
+			owner[d] = r.ID
+		}
+	}
+	for _, d := range row.Domains {
+		if id, ok := owner[d]; ok {
+			return schema.Errorf("domains", "%q is already managed by ACME certificate %d (a name has one ACME certificate; renew or delete that one)", d, id)
+		}
+	}
+	return nil
 }
 
 func allDigits(s string) bool {

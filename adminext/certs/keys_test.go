@@ -98,3 +98,26 @@ func TestUnusableCertificateKeysRefused(t *testing.T) {
 		t.Fatalf("%d certificates stored, want 1", n)
 	}
 }
+
+// TestACMEDomainOnce: a name another ACME certificate has is 400 naming
+// domains, on create and in an import. It used to be a 400 about Caddy's
+// automation policies; and with dns-01 (left out of the configuration
+// while no Cloudflare token is set) the duplicate was stored, and setting
+// the token then failed.
+func TestACMEDomainOnce(t *testing.T) {
+	g := testgw.Start(t, nil)
+	g.Must("PUT", "/api/v1/acme/cloudflare-token", map[string]any{"token": "t"})
+	g.Must("POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{"dup.example.com"}, "challenge": "dns-01"})
+	g.Must("DELETE", "/api/v1/acme/cloudflare-token", nil)
+	g.WantError(400, "POST", "/api/v1/certificates", map[string]any{"acme": true, "domains": []string{"other.example.com", "DUP.example.com."}}, "domains", "dup.example.com", "already managed")
+	g.Must("PUT", "/api/v1/acme/cloudflare-token", map[string]any{"token": "t"})
+
+	// An import holding the name twice.
+	doc := g.Must("GET", "/api/v1/export?include_secrets=true", nil)
+	list := doc["certificates"].([]any)
+	doc["certificates"] = append(list, list[0])
+	g.WantError(400, "POST", "/api/v1/import", doc, "certificates[1]", "domains", "already managed")
+	if n := len(g.List("/api/v1/certificates")); n != 1 {
+		t.Fatalf("%d certificates after the refused import, want 1", n)
+	}
+}
