@@ -46,7 +46,7 @@ type Credential struct {
 	Password  *string `json:"password" schema:"minLength=1,maxLength=72,writeonly" doc:"basic-auth only, required; at most 72 bytes; stored as a bcrypt hash, never returned."`
 	Algorithm *string `json:"algorithm" schema:"enum=@jwt-algorithm" doc:"jwt only; default HS256."`
 	Secret    *string `json:"secret" schema:"minLength=1,maxLength=1024,writeonly" doc:"jwt with HS256, HS384 or HS512 only, required: the HMAC secret; never in answers (in exports only with include_secrets)."`
-	PublicKey *string `json:"public_key" schema:"text,minLength=1,maxLength=16384" doc:"jwt with RS256 or ES256 only, required: the PEM public key (RSA for RS256, ECDSA P-256 for ES256)."`
+	PublicKey *string `json:"public_key" schema:"text,minLength=1,maxLength=16384" doc:"jwt with RS256 or ES256 only, required: the PEM public key (RSA of at least 1024 bits, 2048 recommended, for RS256; ECDSA P-256 for ES256); a text holding a private key is 400 (answers show public_key)."`
 }
 
 // Validate implements schema.Validator: the rules of the credential's

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +186,34 @@ func TestIdentityLookalikeHeadersStripped(t *testing.T) {
 		if path == "/ka" && (e.Headers["X-Consumer-Username"] == nil || e.Headers["X-Consumer-Username"][0] != "bob") {
 			t.Errorf("%s: identity headers: %v", path, e.Headers)
 		}
+	}
+}
+
+// TestJWTPublicKeyRules: a public_key holding a private key too (a pasted
+// key pair: only the first PEM block was read) is 400, as answers and
+// exports without secrets would show it whole, to viewers too; an RSA key
+// under 1024 bits, with which no token can ever verify, is 400.
+func TestJWTPublicKeyRules(t *testing.T) {
+	g := testgw.Start(t, nil)
+	c := g.Consumer("erin")
+	cred := "/api/v1/consumers/" + itoa(c) + "/credentials"
+	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
+	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	pub := func(k any) string {
+		der, _ := x509.MarshalPKIXPublicKey(k)
+		return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	}
+	ecDER, _ := x509.MarshalECPrivateKey(ecKey)
+	ecPriv := string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: ecDER}))
+	rsaPriv := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(rsaKey)}))
+
+	g.WantError(400, "POST", cred, map[string]any{"type": "jwt", "algorithm": "RS256", "public_key": pub(&rsaKey.PublicKey) + rsaPriv}, "public_key", "private key")
+	g.WantError(400, "POST", cred, map[string]any{"type": "jwt", "algorithm": "ES256", "public_key": pub(&ecKey.PublicKey) + "\n" + ecPriv}, "public_key", "private key")
+	small := new(big.Int).Lsh(big.NewInt(1), 511)
+	g.WantError(400, "POST", cred, map[string]any{"type": "jwt", "algorithm": "RS256", "public_key": pub(&rsa.PublicKey{N: small.Or(small, big.NewInt(1)), E: 65537})}, "public_key", "512-bit")
+	g.Must("POST", cred, map[string]any{"type": "jwt", "algorithm": "RS256", "public_key": pub(&rsaKey.PublicKey)})
+	st, b := g.Do("GET", "/api/v1/export", nil)
+	if st != 200 || strings.Contains(string(b), "PRIVATE KEY") {
+		t.Fatalf("export without secrets: %d %.300s", st, b)
 	}
 }

@@ -235,6 +235,12 @@ var jwtKind = consumers.Kind{
 		}
 	},
 	Check: func(c *consumers.Credential) error {
+		if holdsPrivateKey(c.PublicKey) {
+			// Only the first PEM block is read, so a pasted key pair
+			// passed, and answers (to viewers too) and exports without
+			// secrets show public_key whole.
+			return schema.Errorf("public_key", "holds a private key: give only the public key (public_key is shown in answers)")
+		}
 		_, err := verificationKey(c)
 		return err
 	},
@@ -306,6 +312,11 @@ func verificationKey(cr *consumers.Credential) (any, error) {
 		if err != nil {
 			return nil, schema.Errorf("public_key", "must be a PEM-encoded RSA public key (PKIX, PKCS#1 or a certificate)")
 		}
+		// crypto/rsa verifies with no key under 1024 bits: every token
+		// would be refused. RFC 7518 (3.3) asks for 2048 or more.
+		if n := k.N.BitLen(); n < 1024 {
+			return nil, schema.Errorf("public_key", "is a %d-bit RSA key; RS256 needs at least 1024 bits (2048 or more recommended)", n)
+		}
 		return k, nil
 	}
 	k, err := jwt.ParseECPublicKeyFromPEM([]byte(cr.PublicKey))
@@ -317,6 +328,11 @@ func verificationKey(cr *consumers.Credential) (any, error) {
 	}
 	return k, nil
 }
+
+// holdsPrivateKey reports whether a PEM text has a private key in it (a
+// block's type or armor line, whole or not: a public key never says
+// PRIVATE KEY).
+func holdsPrivateKey(text string) bool { return strings.Contains(text, "PRIVATE KEY") }
 
 // SetDefaults implements schema.Defaulter.
 func (j *JWT) SetDefaults() {
