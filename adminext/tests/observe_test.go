@@ -21,6 +21,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/adminext/observe"
 	"github.com/caddy-gateway/gateway/internal/poll"
+	"github.com/caddy-gateway/gateway/modules/gwctx"
 )
 
 func TestRecentRequests(t *testing.T) {
@@ -330,5 +331,45 @@ func TestHTTPLogThroughTheGateway(t *testing.T) {
 	}
 	if el := time.Since(start); el > 3*time.Second {
 		t.Fatalf("50 requests took %v with the collector down", el)
+	}
+}
+
+// TestRecordFieldsBounded: a client without an account controls a record's
+// method, host, path and user agent, each up to the proxy's 1 MB header
+// limit. Kept whole, the 500 recent records alone would hold about 500 MB
+// (and every event-stream subscriber's buffer and http-log queue more): a
+// record keeps at most gwctx's bounds of each, cut at a UTF-8 boundary.
+func TestRecordFieldsBounded(t *testing.T) {
+	g, sid := echoGateway(t)
+	g.Route("r", sid, nil)
+	longPath := "/" + strings.Repeat("é", 100_000) // 600 kB percent-encoded
+	longUA := strings.Repeat("u", 150_000)
+	longHost := strings.Repeat("h", 100_000) + ".example"
+	if p := send(t, g, "GET", longPath, nil, "User-Agent", longUA, "Host", longHost); p.Status != 200 {
+		t.Fatalf("proxied: %d %.200s", p.Status, p.Body)
+	}
+	if p := send(t, g, strings.Repeat("M", 200_000), "/x", nil); p.Status == 0 {
+		t.Fatal("no answer")
+	}
+	var recs []map[string]any
+	g.JSON("GET", "/api/v1/requests", nil, &recs)
+	if len(recs) != 2 {
+		t.Fatalf("records: %d", len(recs))
+	}
+	method, _ := recs[0]["method"].(string)
+	path, _ := recs[1]["path"].(string)
+	ua, _ := recs[1]["user_agent"].(string)
+	host, _ := recs[1]["host"].(string)
+	if len(method) == 0 || len(method) > gwctx.MaxRecordShort || strings.Trim(method, "M") != "" {
+		t.Fatalf("method: %d bytes", len(method))
+	}
+	if len(path) == 0 || len(path) > gwctx.MaxRecordPath || !strings.HasPrefix(longPath, path) {
+		t.Fatalf("path: %d bytes, a prefix of the request's: %v", len(path), strings.HasPrefix(longPath, path))
+	}
+	if len(ua) == 0 || len(ua) > gwctx.MaxRecordShort || !strings.HasPrefix(longUA, ua) {
+		t.Fatalf("user_agent: %d bytes", len(ua))
+	}
+	if len(host) == 0 || len(host) > gwctx.MaxRecordShort || !strings.HasPrefix(longHost, host) {
+		t.Fatalf("host: %d bytes", len(host))
 	}
 }

@@ -3,8 +3,10 @@ package gwctx
 import (
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -18,6 +20,28 @@ var lastRecordID atomic.Int64
 
 // NextRecordID returns the next request record id (increasing).
 func NextRecordID() int64 { return lastRecordID.Add(1) }
+
+// The most bytes of a client-given string a record keeps: the path, and
+// the method, host and user agent. A client without an account picks
+// them up to the listener's 1 MB header limit, and records are kept (500
+// recent ones, every event-stream subscriber's buffer, http-log queues of
+// up to 10,000): whole, a burst of large requests would hold gigabytes.
+const (
+	MaxRecordPath  = 2048
+	MaxRecordShort = 256
+)
+
+// bounded is s cut to at most n bytes at a UTF-8 boundary, copied when
+// cut so the record does not keep the request's whole string alive.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.Clone(s[:n])
+}
 
 // NewRecord builds the record of a completed request: the one place where
 // a record's fields are decided, so every sink (recent requests, the event
@@ -38,10 +62,10 @@ func NewRecord(r *http.Request, info *Info, status int, bytes int64, end time.Ti
 	rc := &a.rec
 	*rc = records.Record{
 		Time:      end.UTC(),
-		Method:    r.Method,
+		Method:    bounded(r.Method, MaxRecordShort),
 		Scheme:    scheme,
-		Host:      r.Host,
-		Path:      requestPath(r),
+		Host:      bounded(r.Host, MaxRecordShort),
+		Path:      bounded(requestPath(r), MaxRecordPath),
 		Status:    status,
 		LatencyMS: float64(end.Sub(info.Start).Microseconds()) / 1000,
 		BytesSent: bytes,
@@ -59,7 +83,7 @@ func NewRecord(r *http.Request, info *Info, status int, bytes int64, end time.Ti
 		a.consumerID = info.Consumer.ID
 		rc.ConsumerID = &a.consumerID
 	}
-	if a.userAgent = r.UserAgent(); a.userAgent != "" {
+	if a.userAgent = bounded(r.UserAgent(), MaxRecordShort); a.userAgent != "" {
 		rc.UserAgent = &a.userAgent
 	}
 	if info.RequestID != "" {
