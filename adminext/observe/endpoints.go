@@ -58,10 +58,12 @@ func recorderEndpoints(rec *Recorder) []*api.Endpoint {
 			Summary: "Live stream of completed requests (Server-Sent Events)",
 			Description: "text/event-stream that never ends on its own: one event per request completed by this node (per node on a cluster), `id:` the record id and one `data:` line with " +
 				"the record as JSON (the shape of GET /api/v1/requests items); a `: keep-alive` comment every 15 s. A client that falls behind loses events. " +
-				"Besides the Authorization and X-Admin-Token headers, the admin token may be given as the access_token query parameter (for browser EventSource clients), on this endpoint only.",
+				"Besides the Authorization and X-Admin-Token headers, the admin token may be given as the access_token query parameter (for browser EventSource clients), on this endpoint only. " +
+				"A caller (a user, the admin token, open mode) may hold at most 16 streams open at once on a node; one more is 429.",
 			Query:          []api.QueryParam{{Name: "access_token", Type: "string", Description: "the admin token (this endpoint only)"}},
 			ContentType:    "text/event-stream",
 			ResponseSchema: map[string]any{"type": "string"},
+			Statuses:       []int{429},
 			Raw:            func(c *api.Call) { rec.eventStream(c) }},
 	}
 }
@@ -103,10 +105,26 @@ func (rec *Recorder) recentRequests(c *api.Call) (any, error) {
 	return rec.Recent(limit), nil
 }
 
+// streamCaller names the caller an event stream counts against.
+func streamCaller(p *api.Principal) string {
+	switch {
+	case p == nil:
+		return "open"
+	case p.User != nil:
+		return "user " + strconv.FormatInt(p.User.ID, 10)
+	}
+	return p.Method
+}
+
 func (rec *Recorder) eventStream(c *api.Call) {
 	w := c.W
 	rc := http.NewResponseController(w)
-	ch, cancel := rec.Subscribe(256)
+	ch, cancel, ok := rec.Subscribe(streamCaller(api.PrincipalFrom(c.Ctx())), 256)
+	if !ok {
+		api.WriteJSON(w, http.StatusTooManyRequests, map[string]string{"error": fmt.Sprintf(
+			"at most %d event streams at once per user (or admin token) on this node: close one first", MaxStreamsPerCaller)})
+		return
+	}
 	defer cancel()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

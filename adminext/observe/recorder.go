@@ -16,6 +16,13 @@ import (
 // RingSize is how many recent request records are kept (500, docs/operations.md).
 const RingSize = 500
 
+// MaxStreamsPerCaller is how many event streams one caller (a user, the
+// admin token, open mode) may hold open at once on a node. Every stream is
+// a goroutine and a 256-record buffer, and every proxied request is handed
+// to every stream under the recorder's lock: unbounded, a viewer opening
+// streams by the thousand would slow the proxy path for everyone.
+const MaxStreamsPerCaller = 16
+
 // Recorder turns completed requests into records: the recent-requests ring,
 // live subscribers (the event stream) and the request's own sinks (http-log).
 type Recorder struct {
@@ -27,13 +34,15 @@ type Recorder struct {
 	n      int // records in the ring
 	head   int // next write position
 	subs   map[chan *records.Record]struct{}
+	perKey map[string]int // open subscriptions by caller
 	closed bool
 }
 
 // NewRecorder returns an empty recorder whose metrics also report live's
 // target health and stream connections.
 func NewRecorder(live Live) *Recorder {
-	return &Recorder{Metrics: NewMetrics(live), History: NewHistory(), subs: map[chan *records.Record]struct{}{}}
+	return &Recorder{Metrics: NewMetrics(live), History: NewHistory(), subs: map[chan *records.Record]struct{}{},
+		perKey: map[string]int{}}
 }
 
 // Observe records one completed request (its record built once, by
@@ -81,12 +90,19 @@ func (rec *Recorder) Recent(limit int) []*records.Record {
 	return out
 }
 
-// Subscribe returns a channel of new records; cancel ends the subscription.
-func (rec *Recorder) Subscribe(buffer int) (ch <-chan *records.Record, cancel func()) {
+// Subscribe returns a channel of new records; cancel ends the
+// subscription. ok is false (and nothing subscribed) when caller already
+// holds MaxStreamsPerCaller subscriptions.
+func (rec *Recorder) Subscribe(caller string, buffer int) (ch <-chan *records.Record, cancel func(), ok bool) {
 	c := make(chan *records.Record, buffer)
 	rec.mu.Lock()
+	if rec.perKey[caller] >= MaxStreamsPerCaller {
+		rec.mu.Unlock()
+		return nil, nil, false
+	}
 	if !rec.closed {
 		rec.subs[c] = struct{}{}
+		rec.perKey[caller]++
 	}
 	rec.mu.Unlock()
 	return c, func() {
@@ -94,9 +110,12 @@ func (rec *Recorder) Subscribe(buffer int) (ch <-chan *records.Record, cancel fu
 		if _, ok := rec.subs[c]; ok {
 			delete(rec.subs, c)
 			close(c)
+			if rec.perKey[caller]--; rec.perKey[caller] <= 0 {
+				delete(rec.perKey, caller)
+			}
 		}
 		rec.mu.Unlock()
-	}
+	}, true
 }
 
 // Close ends every subscription.
@@ -108,4 +127,5 @@ func (rec *Recorder) Close() {
 		delete(rec.subs, c)
 		close(c)
 	}
+	clear(rec.perKey)
 }

@@ -373,3 +373,65 @@ func TestRecordFieldsBounded(t *testing.T) {
 		t.Fatalf("host: %d bytes", len(host))
 	}
 }
+
+// TestEventStreamsPerCaller: every event stream is a goroutine and a
+// buffer that each proxied request is handed to under one lock, so one
+// caller may hold observe.MaxStreamsPerCaller at once; one more is 429,
+// other callers keep theirs, and closing one frees its place.
+func TestEventStreamsPerCaller(t *testing.T) {
+	g, sid := echoGateway(t)
+	g.Route("r", sid, nil)
+	tok := g.Must("POST", "/api/v1/admin/token", nil)["token"].(string)
+	g.Header.Set("Authorization", "Bearer "+tok)
+	g.Must("POST", "/api/v1/users", map[string]any{"email": "viewer@example.com", "role": "viewer", "password": "viewer-pass"})
+	viewer := g.Login("viewer@example.com", "viewer-pass")
+
+	open := func(hdr http.Header) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", g.AdminURL+"/api/v1/events?access_token="+tok, nil)
+		if hdr != nil {
+			req.URL.RawQuery = ""
+			for k, v := range hdr {
+				req.Header[k] = v
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	var streams []*http.Response
+	for i := 0; i < observe.MaxStreamsPerCaller; i++ {
+		resp := open(nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("stream %d: %d", i, resp.StatusCode)
+		}
+		streams = append(streams, resp)
+	}
+	resp := open(nil)
+	if resp.StatusCode != 429 {
+		t.Fatalf("one stream too many: %d", resp.StatusCode)
+	}
+	if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), "event streams") {
+		t.Fatalf("one stream too many: %s", body)
+	}
+	if resp := open(viewer); resp.StatusCode != 200 {
+		t.Fatalf("another caller's stream: %d", resp.StatusCode)
+	}
+	streams[0].Body.Close()
+	poll.Until(t, "a closed stream frees its place", func() bool {
+		resp := open(nil)
+		if resp.StatusCode == 200 {
+			return true
+		}
+		resp.Body.Close()
+		return false
+	})
+	// The streams still open keep receiving.
+	g.Get("", "/after")
+	if _, rec := readEvent(t, bufio.NewScanner(streams[1].Body)); rec["path"] != "/after" {
+		t.Fatalf("event: %v", rec)
+	}
+}
