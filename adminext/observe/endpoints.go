@@ -59,11 +59,10 @@ func recorderEndpoints(rec *Recorder) []*api.Endpoint {
 			Description: "text/event-stream that never ends on its own: one event per request completed by this node (per node on a cluster), `id:` the record id and one `data:` line with " +
 				"the record as JSON (the shape of GET /api/v1/requests items); a `: keep-alive` comment every 15 s. A client that falls behind loses events. " +
 				"Besides the Authorization and X-Admin-Token headers, the admin token may be given as the access_token query parameter (for browser EventSource clients), on this endpoint only. " +
-				"A caller (a user, the admin token, open mode) may hold at most 16 streams open at once on a node; one more is 429.",
+				"A caller (a user, the admin token, open mode) holds at most 16 streams open at once on a node: opening one more ends the caller's oldest.",
 			Query:          []api.QueryParam{{Name: "access_token", Type: "string", Description: "the admin token (this endpoint only)"}},
 			ContentType:    "text/event-stream",
 			ResponseSchema: map[string]any{"type": "string"},
-			Statuses:       []int{429},
 			Raw:            func(c *api.Call) { rec.eventStream(c) }},
 	}
 }
@@ -119,12 +118,7 @@ func streamCaller(p *api.Principal) string {
 func (rec *Recorder) eventStream(c *api.Call) {
 	w := c.W
 	rc := http.NewResponseController(w)
-	ch, cancel, ok := rec.Subscribe(streamCaller(api.PrincipalFrom(c.Ctx())), 256)
-	if !ok {
-		api.WriteJSON(w, http.StatusTooManyRequests, map[string]string{"error": fmt.Sprintf(
-			"at most %d event streams at once per user (or admin token) on this node: close one first", MaxStreamsPerCaller)})
-		return
-	}
+	ch, cancel := rec.Subscribe(streamCaller(api.PrincipalFrom(c.Ctx())), 256)
 	defer cancel()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -143,7 +137,7 @@ func (rec *Recorder) eventStream(c *api.Call) {
 			return
 		case r, ok := <-ch:
 			if !ok {
-				return // the gateway is shutting down
+				return // the gateway is shutting down, or the caller opened too many streams
 			}
 			b, _ := json.Marshal(r)
 			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", r.ID, b); err != nil {

@@ -6,6 +6,7 @@
 package observe
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -17,10 +18,11 @@ import (
 const RingSize = 500
 
 // MaxStreamsPerCaller is how many event streams one caller (a user, the
-// admin token, open mode) may hold open at once on a node. Every stream is
-// a goroutine and a 256-record buffer, and every proxied request is handed
-// to every stream under the recorder's lock: unbounded, a viewer opening
-// streams by the thousand would slow the proxy path for everyone.
+// admin token, open mode) holds open at once on a node; a newer one ends
+// the caller's oldest. Every stream is a goroutine and a 256-record
+// buffer, and every proxied request is handed to every stream under the
+// recorder's lock: unbounded, a viewer opening streams by the thousand
+// would slow the proxy path for everyone.
 const MaxStreamsPerCaller = 16
 
 // Recorder turns completed requests into records: the recent-requests ring,
@@ -29,20 +31,21 @@ type Recorder struct {
 	Metrics *Metrics
 	History *History
 
-	mu     sync.Mutex
-	ring   [RingSize]*records.Record
-	n      int // records in the ring
-	head   int // next write position
-	subs   map[chan *records.Record]struct{}
-	perKey map[string]int // open subscriptions by caller
-	closed bool
+	mu   sync.Mutex
+	ring [RingSize]*records.Record
+	n    int // records in the ring
+	head int // next write position
+	subs map[chan *records.Record]struct{}
+	// byCaller are each caller's subscriptions, oldest first.
+	byCaller map[string][]chan *records.Record
+	closed   bool
 }
 
 // NewRecorder returns an empty recorder whose metrics also report live's
 // target health and stream connections.
 func NewRecorder(live Live) *Recorder {
 	return &Recorder{Metrics: NewMetrics(live), History: NewHistory(), subs: map[chan *records.Record]struct{}{},
-		perKey: map[string]int{}}
+		byCaller: map[string][]chan *records.Record{}}
 }
 
 // Observe records one completed request (its record built once, by
@@ -90,32 +93,40 @@ func (rec *Recorder) Recent(limit int) []*records.Record {
 	return out
 }
 
-// Subscribe returns a channel of new records; cancel ends the
-// subscription. ok is false (and nothing subscribed) when caller already
-// holds MaxStreamsPerCaller subscriptions.
-func (rec *Recorder) Subscribe(caller string, buffer int) (ch <-chan *records.Record, cancel func(), ok bool) {
+// Subscribe returns a channel of new records for caller; cancel ends the
+// subscription. When caller already holds MaxStreamsPerCaller
+// subscriptions, its oldest ends (its channel is closed).
+func (rec *Recorder) Subscribe(caller string, buffer int) (ch <-chan *records.Record, cancel func()) {
 	c := make(chan *records.Record, buffer)
 	rec.mu.Lock()
-	if rec.perKey[caller] >= MaxStreamsPerCaller {
-		rec.mu.Unlock()
-		return nil, nil, false
-	}
 	if !rec.closed {
+		if held := rec.byCaller[caller]; len(held) >= MaxStreamsPerCaller {
+			rec.drop(caller, held[0])
+		}
 		rec.subs[c] = struct{}{}
-		rec.perKey[caller]++
+		rec.byCaller[caller] = append(rec.byCaller[caller], c)
 	}
 	rec.mu.Unlock()
 	return c, func() {
 		rec.mu.Lock()
-		if _, ok := rec.subs[c]; ok {
-			delete(rec.subs, c)
-			close(c)
-			if rec.perKey[caller]--; rec.perKey[caller] <= 0 {
-				delete(rec.perKey, caller)
-			}
-		}
+		rec.drop(caller, c)
 		rec.mu.Unlock()
-	}, true
+	}
+}
+
+// drop ends caller's subscription c, if it is still open (rec.mu held).
+func (rec *Recorder) drop(caller string, c chan *records.Record) {
+	if _, ok := rec.subs[c]; !ok {
+		return
+	}
+	delete(rec.subs, c)
+	close(c)
+	held := slices.DeleteFunc(rec.byCaller[caller], func(x chan *records.Record) bool { return x == c })
+	if len(held) == 0 {
+		delete(rec.byCaller, caller)
+	} else {
+		rec.byCaller[caller] = held
+	}
 }
 
 // Close ends every subscription.
@@ -127,5 +138,5 @@ func (rec *Recorder) Close() {
 		delete(rec.subs, c)
 		close(c)
 	}
-	clear(rec.perKey)
+	clear(rec.byCaller)
 }
