@@ -56,22 +56,38 @@ func TestStreamRoutesAPI(t *testing.T) {
 	wantError(t, st, body, 404, "not found")
 }
 
-func TestStreamRouteTraffic(t *testing.T) {
+// streamSetup is a gateway whose stream route "tcp" (id) on listen
+// proxies to the TCP echo service s1 ("one"); s2 is a second one ("two",
+// at two).
+type streamSetup struct {
+	g           *testgw.Gateway
+	s1, s2, id  int64
+	two, listen string
+}
+
+// boundStreamRoute starts a streamSetup's gateway, then restarts it so
+// that the stored route binds (a new listen_addr binds only at start).
+func boundStreamRoute(t *testing.T) streamSetup {
+	t.Helper()
 	g := testgw.Start(t, nil)
 	one, two := testgw.TCPEcho(t, "one"), testgw.TCPEcho(t, "two")
-	s1, s2 := g.Service("one", one), g.Service("two", two)
-	listen := testgw.FreeAddr(t)
-	id := testgw.ID(g.Must("POST", "/api/v1/stream-routes", map[string]any{"name": "tcp", "listen_addr": listen, "service_id": s1}))
-	if _, err := testgw.TCPSay(listen, "hi"); err == nil {
+	st := streamSetup{s1: g.Service("one", one), s2: g.Service("two", two), two: two, listen: testgw.FreeAddr(t)}
+	st.id = testgw.ID(g.Must("POST", "/api/v1/stream-routes", map[string]any{"name": "tcp", "listen_addr": st.listen, "service_id": st.s1}))
+	if _, err := testgw.TCPSay(st.listen, "hi"); err == nil {
 		t.Fatal("a new listen_addr was bound before a restart")
 	}
-
-	// Restart: the stored stream route binds.
 	dsn := g.DSN
 	if err := stopGateway(); err != nil {
 		t.Fatal(err)
 	}
-	g = testgw.Start(t, &testgw.Options{DSN: dsn})
+	st.g = testgw.Start(t, &testgw.Options{DSN: dsn})
+	return st
+}
+
+func TestStreamRouteTraffic(t *testing.T) {
+	// After a restart the stored stream route is bound.
+	st := boundStreamRoute(t)
+	g, s2, two, listen, id := st.g, st.s2, st.two, st.listen, st.id
 	if got, err := testgw.TCPSay(listen, "hello"); err != nil || got != "one: hello" {
 		t.Fatalf("through the stream route: %q %v", got, err)
 	}
@@ -114,16 +130,8 @@ func TestStreamRouteTraffic(t *testing.T) {
 // route (say, to cut a client off) ends the connections it carries, not
 // only new ones; a change of its service leaves them open.
 func TestStreamRouteRemovalCutsOpenConnections(t *testing.T) {
-	g := testgw.Start(t, nil)
-	one, two := testgw.TCPEcho(t, "one"), testgw.TCPEcho(t, "two")
-	s1, s2 := g.Service("one", one), g.Service("two", two)
-	listen := testgw.FreeAddr(t)
-	id := testgw.ID(g.Must("POST", "/api/v1/stream-routes", map[string]any{"name": "tcp", "listen_addr": listen, "service_id": s1}))
-	dsn := g.DSN
-	if err := stopGateway(); err != nil {
-		t.Fatal(err)
-	}
-	g = testgw.Start(t, &testgw.Options{DSN: dsn})
+	st := boundStreamRoute(t)
+	g, s2, listen, id := st.g, st.s2, st.listen, st.id
 	path := fmt.Sprintf("/api/v1/stream-routes/%d", id)
 
 	open := func() (net.Conn, *bufio.Reader) {

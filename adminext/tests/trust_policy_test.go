@@ -78,8 +78,14 @@ func TestTrustCORSCredentialsNeedOrigins(t *testing.T) {
 // uriUpstream answers with the request target it received, as sent on the
 // wire.
 func uriUpstream(t *testing.T) string {
+	return tellingUpstream(t, func(r *http.Request) string { return r.RequestURI })
+}
+
+// tellingUpstream answers every request with what tell reads from it; its
+// address.
+func tellingUpstream(t *testing.T, tell func(*http.Request) string) string {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, r.RequestURI)
+		_, _ = io.WriteString(w, tell(r))
 	}))
 	t.Cleanup(s.Close)
 	return strings.TrimPrefix(s.URL, "http://")
@@ -414,11 +420,7 @@ func TestTrustPluginSecretsRedacted(t *testing.T) {
 
 // hostUpstream answers with the Host it received.
 func hostUpstream(t *testing.T) string {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, r.Host)
-	}))
-	t.Cleanup(s.Close)
-	return strings.TrimPrefix(s.URL, "http://")
+	return tellingUpstream(t, func(r *http.Request) string { return r.Host })
 }
 
 // TestTrustHostWithExtraColons: a Host with more than one colon
