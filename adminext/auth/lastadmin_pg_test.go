@@ -22,6 +22,7 @@ func TestLastAdminConcurrentDemotion(t *testing.T) {
 	adm := e.withToken(e.anon().token())
 	a := adm.user("a@example.com", "admin", "a-password")
 	b := adm.user("b@example.com", "admin", "b-password")
+	email := map[int64]string{a: "a@example.com", b: "b@example.com"}
 	for round := 0; round < 20; round++ {
 		var wg sync.WaitGroup
 		status := make([]int, 2)
@@ -29,8 +30,7 @@ func TestLastAdminConcurrentDemotion(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				email := map[int64]string{a: "a@example.com", b: "b@example.com"}[id]
-				status[i] = adm.do("PUT", fmt.Sprintf("/api/v1/users/%d", id), map[string]any{"email": email, "role": "editor"}).Status
+				status[i] = adm.do("PUT", fmt.Sprintf("/api/v1/users/%d", id), map[string]any{"email": email[id], "role": "editor"}).Status
 			}()
 		}
 		wg.Wait()
@@ -46,8 +46,7 @@ func TestLastAdminConcurrentDemotion(t *testing.T) {
 			t.Fatalf("round %d: concurrent demotions answered %v and left %d admin users, want 200+400 and 1", round, status, admins)
 		}
 		for _, id := range []int64{a, b} {
-			email := map[int64]string{a: "a@example.com", b: "b@example.com"}[id]
-			adm.want(200, "PUT", fmt.Sprintf("/api/v1/users/%d", id), map[string]any{"email": email, "role": "admin"})
+			adm.want(200, "PUT", fmt.Sprintf("/api/v1/users/%d", id), map[string]any{"email": email[id], "role": "admin"})
 		}
 	}
 }

@@ -141,14 +141,14 @@ func (l *limiter) fail(db *gorm.DB, key string) error {
 	})
 }
 
-// limitKey is the limiter's key for a client address: the address itself,
-// or the /64 of an IPv6 address.
 // clientKey is the limiter's key of the client of r (trusted_proxies
 // honoured).
 func clientKey(r *http.Request, db *gorm.DB) string {
 	return limitKey(clientIP(r, settingsRow(db).TrustedProxies))
 }
 
+// limitKey is the limiter's key for a client address: the address itself,
+// or the /64 of an IPv6 address.
 func limitKey(ip string) string {
 	a, err := netip.ParseAddr(ip)
 	if err != nil {

@@ -553,13 +553,14 @@ func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, sub string, cl *ssoClaims) (*s
 		}
 		return &rows[0], nil
 	}
-	if u, err := find("sso_subject", sub); err != nil || u != nil {
-		if err != nil {
-			return nil, "server_error", err
-		}
+	u, err := find("sso_subject", sub)
+	if err != nil {
+		return nil, "server_error", err
+	}
+	if u != nil {
 		return u, "", nil
 	}
-	u, err := find("email_key", key)
+	u, err = find("email_key", key)
 	if err != nil {
 		return nil, "server_error", err
 	}

@@ -35,17 +35,15 @@ type Recorder struct {
 	ring [RingSize]*records.Record
 	n    int // records in the ring
 	head int // next write position
-	subs map[chan *records.Record]struct{}
-	// byCaller are each caller's subscriptions, oldest first.
-	byCaller map[string][]chan *records.Record
-	closed   bool
+	// subs are the live subscribers, by caller, oldest first.
+	subs   map[string][]chan *records.Record
+	closed bool
 }
 
 // NewRecorder returns an empty recorder whose metrics also report live's
 // target health and stream connections.
 func NewRecorder(live Live) *Recorder {
-	return &Recorder{Metrics: NewMetrics(live), History: NewHistory(), subs: map[chan *records.Record]struct{}{},
-		byCaller: map[string][]chan *records.Record{}}
+	return &Recorder{Metrics: NewMetrics(live), History: NewHistory(), subs: map[string][]chan *records.Record{}}
 }
 
 // Observe records one completed request (its record built once, by
@@ -64,10 +62,12 @@ func (rec *Recorder) Observe(rc *records.Record, info *gwctx.Info) {
 	if rec.n < RingSize {
 		rec.n++
 	}
-	for ch := range rec.subs {
-		select {
-		case ch <- rc:
-		default: // a subscriber that falls behind loses events
+	for _, held := range rec.subs {
+		for _, ch := range held {
+			select {
+			case ch <- rc:
+			default: // a subscriber that falls behind loses events
+			}
 		}
 	}
 	rec.mu.Unlock()
@@ -100,11 +100,10 @@ func (rec *Recorder) Subscribe(caller string, buffer int) (ch <-chan *records.Re
 	c := make(chan *records.Record, buffer)
 	rec.mu.Lock()
 	if !rec.closed {
-		if held := rec.byCaller[caller]; len(held) >= MaxStreamsPerCaller {
+		if held := rec.subs[caller]; len(held) >= MaxStreamsPerCaller {
 			rec.drop(caller, held[0])
 		}
-		rec.subs[c] = struct{}{}
-		rec.byCaller[caller] = append(rec.byCaller[caller], c)
+		rec.subs[caller] = append(rec.subs[caller], c)
 	}
 	rec.mu.Unlock()
 	return c, func() {
@@ -116,16 +115,16 @@ func (rec *Recorder) Subscribe(caller string, buffer int) (ch <-chan *records.Re
 
 // drop ends caller's subscription c, if it is still open (rec.mu held).
 func (rec *Recorder) drop(caller string, c chan *records.Record) {
-	if _, ok := rec.subs[c]; !ok {
+	held := rec.subs[caller]
+	i := slices.Index(held, c)
+	if i < 0 {
 		return
 	}
-	delete(rec.subs, c)
 	close(c)
-	held := slices.DeleteFunc(rec.byCaller[caller], func(x chan *records.Record) bool { return x == c })
-	if len(held) == 0 {
-		delete(rec.byCaller, caller)
+	if held = slices.Delete(held, i, i+1); len(held) == 0 {
+		delete(rec.subs, caller)
 	} else {
-		rec.byCaller[caller] = held
+		rec.subs[caller] = held
 	}
 }
 
@@ -134,9 +133,10 @@ func (rec *Recorder) Close() {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	rec.closed = true
-	for c := range rec.subs {
-		delete(rec.subs, c)
-		close(c)
+	for _, held := range rec.subs {
+		for _, c := range held {
+			close(c)
+		}
 	}
-	clear(rec.byCaller)
+	clear(rec.subs)
 }

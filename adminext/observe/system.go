@@ -151,7 +151,7 @@ func routerTest(c *api.Call) (any, error) {
 		return out, nil
 	}
 	req := router.Request{Host: q.Get("host"), Path: path, Method: strings.ToUpper(method), Header: hdr}
-	m, err := rt.Table().MatchChecked(req)
+	_, m, err := rt.Table().Resolve(req) // the path is normalized already
 	if err != nil {
 		return nil, api.BadRequest("path: " + err.Error())
 	}

@@ -506,7 +506,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	// Match, authorize and forward the path without dot segments or runs of
 	// slashes, so that /public/../private is never a /public request, nor
 	// //private a request of a catch-all route.
-	path, err := NormalizePath(r.URL.Path)
+	path, m, err := rt.table.Resolve(Request{Host: r.Host, Path: r.URL.Path, Method: r.Method, Header: r.Header})
 	if err != nil {
 		info.Status = http.StatusBadRequest
 		gwctx.WriteError(w, http.StatusBadRequest, "invalid request path: "+err.Error())
@@ -514,13 +514,6 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	if path != r.URL.Path {
 		r.URL.Path, r.URL.RawPath = path, ""
-	}
-
-	m, err := rt.table.MatchChecked(Request{Host: r.Host, Path: r.URL.Path, Method: r.Method, Header: r.Header})
-	if err != nil {
-		info.Status = http.StatusBadRequest
-		gwctx.WriteError(w, http.StatusBadRequest, "invalid request path: "+err.Error())
-		return nil
 	}
 	if m.Route == nil {
 		info.Status = http.StatusNotFound

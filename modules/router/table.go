@@ -460,31 +460,35 @@ func (t *Table) Len() int {
 	return len(t.entries)
 }
 
-// MatchChecked is Match for a request on its way upstream (req.Path
-// normalized): when the path has ";" it is matched a second time the way
-// Tomcat, Jetty and Spring read it, with each segment's ";parameters" cut
-// (/public/..;/admin is /admin there, /;/admin is //admin, /admin;x/y is
-// /admin/y), and ErrPathParams says that the two readings pick different
-// routes: such a request would pass by the plugins of the route its
-// upstream serves. An error of NormalizePath on the cut path is returned
-// as it is.
-func (t *Table) MatchChecked(req Request) (Match, error) {
-	m := t.Match(req)
-	if m.Route == nil || strings.IndexByte(req.Path, ';') < 0 {
-		return m, nil
+// Resolve is how a request on its way upstream is matched, by the proxy
+// and by the dry run alike: req.Path (decoded) is normalized
+// (NormalizePath; the path to forward is returned), then matched. When the
+// path has ";" it is matched a second time the way Tomcat, Jetty and
+// Spring read it, with each segment's ";parameters" cut (/public/..;/admin
+// is /admin there, /;/admin is //admin, /admin;x/y is /admin/y), and
+// ErrPathParams says that the two readings pick different routes: such a
+// request would pass by the plugins of the route its upstream serves.
+func (t *Table) Resolve(req Request) (path string, m Match, err error) {
+	if req.Path, err = NormalizePath(req.Path); err != nil {
+		return "", Match{}, err
 	}
-	cut, err := NormalizePath(cutParams(req.Path))
+	path = req.Path
+	m = t.Match(req)
+	if m.Route == nil || strings.IndexByte(path, ';') < 0 {
+		return path, m, nil
+	}
+	cut, err := NormalizePath(cutParams(path))
 	if err != nil {
-		return Match{}, err
+		return "", Match{}, err
 	}
-	if cut == req.Path {
-		return m, nil
+	if cut == path {
+		return path, m, nil
 	}
 	req.Path = cut
 	if m2 := t.Match(req); m2.Route != m.Route {
-		return Match{}, ErrPathParams
+		return "", Match{}, ErrPathParams
 	}
-	return m, nil
+	return path, m, nil
 }
 
 // Match finds the winning route for req. It does not allocate unless the

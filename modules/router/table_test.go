@@ -620,9 +620,9 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// TestMatchChecked: a path whose ";parameters", cut as Tomcat, Jetty and
+// TestResolveParams: a path whose ";parameters", cut as Tomcat, Jetty and
 // Spring cut them, pick another route (or none) is ErrPathParams.
-func TestMatchChecked(t *testing.T) {
+func TestResolveParams(t *testing.T) {
 	tbl := newTestTable(t, []Route{
 		{ID: 1, Paths: []string{"/public"}},
 		{ID: 2, Paths: []string{"/admin/"}},
@@ -638,7 +638,7 @@ func TestMatchChecked(t *testing.T) {
 		"/admin;x/y":            0,
 		"/public\\..;\\admin":   0, // a backslash dot segment once cut
 	} {
-		m, err := tbl.MatchChecked(Request{Path: path})
+		_, m, err := tbl.Resolve(Request{Path: path})
 		switch {
 		case want == 0 && err == nil:
 			t.Errorf("%s: route %v, want an error", path, m.Route)
