@@ -35,12 +35,16 @@ func recorderEndpoints(rec *Recorder) []*api.Endpoint {
 			Summary: "Prometheus metrics (text exposition format)",
 			Description: "gateway_requests_total, gateway_responses_total{class}, gateway_unmatched_requests_total, gateway_request_duration_seconds (histogram), " +
 				"gateway_recent_latency_seconds{quantile}, gateway_route_requests_total{route_id,route}, gateway_route_errors_total{route_id,route}, " +
-				"gateway_consumer_requests_total{consumer_id,consumer}, gateway_target_healthy{service_id,target}. Counts live in memory and start at zero with the process. " +
+				"gateway_consumer_requests_total{consumer_id,consumer}, gateway_target_healthy{service_id,target}, gateway_stream_connections_active{stream_route_id}, gateway_stream_connections_total{stream_route_id}. " +
+				"Counts live in memory and start at zero with the process. Per route, consumer and stream route series follow the running configuration: " +
+				"they carry the current name, and a route or stream route that is deleted or disabled, or a consumer that is deleted, leaves them (no stale series). " +
 				"Every series carries a node label (the node id of GET /api/v1/cluster): on a cluster each node counts its own traffic and is scraped on its own.",
 			ContentType: "text/plain", Raw: func(c *api.Call) { rec.prometheusMetrics(c) }},
 		{Method: "GET", Path: "/api/v1/metrics", Role: api.RoleViewer, Tag: "observability",
 			Summary:     "In-memory snapshot of traffic counts and recent latency",
-			Description: "latency_ms percentiles cover the last latency_window (1024) requests; route errors are responses with status 500 or above, from the upstream or the proxy. Per node: on a cluster, this node's traffic only.",
+			Description: "latency_ms percentiles cover the last latency_window (1024) requests; route errors are responses with status 500 or above, from the upstream or the proxy. " +
+				"routes and consumers list those of the running configuration (a deleted or disabled route and a deleted consumer leave the lists); streams counts every connection since the process started. " +
+				"Per node: on a cluster, this node's traffic only.",
 			Response:    MetricsSnapshot{}, Handle: func(c *api.Call) (any, error) { return rec.Metrics.Snapshot(), nil }},
 		{Method: "GET", Path: "/api/v1/metrics/history", Role: api.RoleViewer, Tag: "observability",
 			Summary: "Traffic over the last hour: one point per 10 s",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/modules/streams"
 )
 
@@ -20,6 +21,12 @@ const LatencyWindow = 1024
 // Metrics counts proxied traffic for GET /api/v1/metrics (JSON) and
 // /metrics (Prometheus). It belongs to the control plane, so counts survive
 // config reloads.
+//
+// Per route and per consumer counts follow the running configuration: a
+// route that leaves the routing table (deleted or disabled) or a deleted
+// consumer leaves both answers, and a series is labelled with the current
+// name, so renames and deletions leave no stale series behind and the
+// counts' memory is that of the live configuration.
 type Metrics struct {
 	started time.Time
 	live    Live
@@ -32,24 +39,25 @@ type Metrics struct {
 	wn, wpos  int
 	routes    map[int64]*routeCount
 	consumers map[int64]int64
+	pruneAt   int // len(routes)+len(consumers) at which observe prunes
 
 	registry   *prometheus.Registry
 	requests   prometheus.Counter
 	unmatchedC prometheus.Counter
 	responses  *prometheus.CounterVec
 	duration   prometheus.Histogram
-	routeReqs  *prometheus.CounterVec
-	routeErrs  *prometheus.CounterVec
-	consReqs   *prometheus.CounterVec
 }
 
 type routeCount struct{ requests, errors int64 }
 
 // Live is the state the metrics read when asked, not counted from records:
-// the control plane's target health and TCP stream connections.
+// the control plane's target health, TCP stream connections and the
+// running router (its routes and consumers name the per route and per
+// consumer counts).
 type Live interface {
 	Health() *health.Registry
 	Streams() *streams.Server
+	Router() *router.Router
 }
 
 // NewMetrics returns zeroed metrics with their Prometheus registry.
@@ -59,6 +67,7 @@ func NewMetrics(live Live) *Metrics {
 		live:      live,
 		routes:    map[int64]*routeCount{},
 		consumers: map[int64]int64{},
+		pruneAt:   minPruneAt,
 		registry:  prometheus.NewRegistry(),
 		requests:  prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_requests_total", Help: "Proxied requests."}),
 		unmatchedC: prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_unmatched_requests_total",
@@ -67,16 +76,14 @@ func NewMetrics(live Live) *Metrics {
 			Help: "Responses by status class."}, []string{"class"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gateway_request_duration_seconds",
 			Help: "Time from request to the end of the response.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
-		routeReqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_route_requests_total",
-			Help: "Requests per route."}, []string{"route_id", "route"}),
-		routeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_route_errors_total",
-			Help: "Responses with status 500 or above per route."}, []string{"route_id", "route"}),
-		consReqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_consumer_requests_total",
-			Help: "Requests per authenticated consumer."}, []string{"consumer_id", "consumer"}),
 	}
-	m.registry.MustRegister(m.requests, m.unmatchedC, m.responses, m.duration, m.routeReqs, m.routeErrs, m.consReqs, scrapeCollector{m})
+	m.registry.MustRegister(m.requests, m.unmatchedC, m.responses, m.duration, scrapeCollector{m})
 	return m
 }
+
+// minPruneAt is the number of per route and per consumer counts below
+// which observe never prunes.
+const minPruneAt = 1024
 
 // observe counts one completed request.
 func (m *Metrics) observe(info *gwctx.Info, status int, latency time.Duration) {
@@ -109,6 +116,13 @@ func (m *Metrics) observe(info *gwctx.Info, status int, latency time.Duration) {
 	if info.Consumer != nil {
 		m.consumers[info.Consumer.ID]++
 	}
+	// Counts of routes and consumers gone from the configuration are
+	// dropped when asked for (Snapshot, a scrape) and, without anyone
+	// asking, whenever the counts have doubled since the last pruning.
+	if n := len(m.routes) + len(m.consumers); n >= m.pruneAt {
+		m.pruneLocked()
+		m.pruneAt = max(minPruneAt, 2*(len(m.routes)+len(m.consumers)))
+	}
 	m.mu.Unlock()
 
 	m.requests.Inc()
@@ -118,15 +132,29 @@ func (m *Metrics) observe(info *gwctx.Info, status int, latency time.Duration) {
 	}
 	if !info.Matched {
 		m.unmatchedC.Inc()
+	}
+}
+
+// pruneLocked drops the counts of routes that left the routing table and of
+// consumers that were deleted. m.mu is held.
+func (m *Metrics) pruneLocked() { m.pruneBy(m.live.Router()) }
+
+// pruneBy prunes by the configuration rt runs (nil: nothing runs yet,
+// nothing to compare with).
+func (m *Metrics) pruneBy(rt *router.Router) {
+	if rt == nil {
 		return
 	}
-	id := strconv.FormatInt(info.RouteID, 10)
-	m.routeReqs.WithLabelValues(id, info.RouteName).Inc()
-	if status >= 500 {
-		m.routeErrs.WithLabelValues(id, info.RouteName).Inc()
+	table, cons := rt.Table(), rt.ConsumerTable()
+	for id := range m.routes {
+		if table.Route(id) == nil {
+			delete(m.routes, id)
+		}
 	}
-	if c := info.Consumer; c != nil {
-		m.consReqs.WithLabelValues(strconv.FormatInt(c.ID, 10), c.Username).Inc()
+	for id := range m.consumers {
+		if cons.ByID(id) == nil {
+			delete(m.consumers, id)
+		}
 	}
 }
 
@@ -193,6 +221,7 @@ func (m *Metrics) Snapshot() MetricsSnapshot {
 	p50, p95, p99 := m.percentiles()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.pruneLocked()
 	s := MetricsSnapshot{
 		StartedAt: m.started, UptimeS: time.Since(m.started).Seconds(),
 		TotalRequests: m.total, UnmatchedRequests: m.unmatched,
@@ -211,15 +240,13 @@ func (m *Metrics) Snapshot() MetricsSnapshot {
 		s.Consumers = append(s.Consumers, ConsumerMetric{id, n})
 	}
 	sort.Slice(s.Consumers, func(i, j int) bool { return s.Consumers[i].ConsumerID < s.Consumers[j].ConsumerID })
-	for _, c := range m.live.Streams().AllCounts() {
-		s.Streams.Active += c.Active
-		s.Streams.Total += c.Total
-	}
+	s.Streams = StreamMetrics(m.live.Streams().Totals())
 	return s
 }
 
 // scrapeCollector adds the series computed at scrape time: recent latency
-// quantiles and target health.
+// quantiles, target health, stream connections, and the per route and per
+// consumer counters with their current names.
 type scrapeCollector struct{ m *Metrics }
 
 var (
@@ -231,6 +258,12 @@ var (
 		"Open TCP connections per stream route.", []string{"stream_route_id"}, nil)
 	streamTotalDesc = prometheus.NewDesc("gateway_stream_connections_total",
 		"TCP connections accepted per stream route.", []string{"stream_route_id"}, nil)
+	routeRequestsDesc = prometheus.NewDesc("gateway_route_requests_total",
+		"Requests per route.", []string{"route_id", "route"}, nil)
+	routeErrorsDesc = prometheus.NewDesc("gateway_route_errors_total",
+		"Responses with status 500 or above per route.", []string{"route_id", "route"}, nil)
+	consumerRequestsDesc = prometheus.NewDesc("gateway_consumer_requests_total",
+		"Requests per authenticated consumer.", []string{"consumer_id", "consumer"}, nil)
 )
 
 func (c scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -238,6 +271,9 @@ func (c scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- targetHealthyDesc
 	ch <- streamActiveDesc
 	ch <- streamTotalDesc
+	ch <- routeRequestsDesc
+	ch <- routeErrorsDesc
+	ch <- consumerRequestsDesc
 }
 
 func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -260,5 +296,39 @@ func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		label := strconv.FormatInt(id, 10)
 		ch <- prometheus.MustNewConstMetric(streamActiveDesc, prometheus.GaugeValue, float64(n.Active), label)
 		ch <- prometheus.MustNewConstMetric(streamTotalDesc, prometheus.CounterValue, float64(n.Total), label)
+	}
+	c.m.collectCounts(ch)
+}
+
+// collectCounts sends the per route and per consumer counters, labelled
+// with the names the running configuration gives them. The counts are
+// copied under the lock and sent after it: a slow scrape never holds up
+// the requests being counted.
+func (m *Metrics) collectCounts(ch chan<- prometheus.Metric) {
+	rt := m.live.Router()
+	if rt == nil {
+		return
+	}
+	type count struct {
+		id, requests, errors int64
+		name                 string
+	}
+	var routes, cons []count
+	m.mu.Lock()
+	m.pruneBy(rt)
+	for id, rc := range m.routes {
+		routes = append(routes, count{id, rc.requests, rc.errors, rt.Table().Route(id).Name})
+	}
+	for id, n := range m.consumers {
+		cons = append(cons, count{id, n, 0, rt.ConsumerTable().ByID(id).Username})
+	}
+	m.mu.Unlock()
+	for _, c := range routes {
+		id := strconv.FormatInt(c.id, 10)
+		ch <- prometheus.MustNewConstMetric(routeRequestsDesc, prometheus.CounterValue, float64(c.requests), id, c.name)
+		ch <- prometheus.MustNewConstMetric(routeErrorsDesc, prometheus.CounterValue, float64(c.errors), id, c.name)
+	}
+	for _, c := range cons {
+		ch <- prometheus.MustNewConstMetric(consumerRequestsDesc, prometheus.CounterValue, float64(c.requests), strconv.FormatInt(c.id, 10), c.name)
 	}
 }

@@ -167,6 +167,81 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// TestMetricsFollowTheConfiguration: per route and per consumer counts
+// carry the names the configuration gives now, and a deleted route or
+// consumer leaves both GET /api/v1/metrics and /metrics (a gateway whose
+// routes are renamed and deleted by automation would otherwise grow a
+// stale series per change, for ever).
+func TestMetricsFollowTheConfiguration(t *testing.T) {
+	g, sid := echoGateway(t)
+	keep := g.Route("keep", sid, testgw.Paths("/keep"))
+	gone := g.Route("gone", sid, testgw.Paths("/gone"))
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "key-auth", "scope": "route", "route_id": keep, "config": map[string]any{}})
+	alice := g.Consumer("alice", map[string]any{"type": "key-auth", "key": "alice-key"})
+	bob := g.Consumer("bob", map[string]any{"type": "key-auth", "key": "bob-key"})
+	for _, key := range []string{"alice-key", "alice-key", "bob-key"} {
+		if a := g.Proxy(t, "GET", "/keep", nil, "apikey", key); a.Status != 200 {
+			t.Fatalf("GET /keep with %s: %d", key, a.Status)
+		}
+	}
+	g.Get("", "/gone")
+	prom := func() string {
+		t.Helper()
+		resp, err := http.Get(g.AdminURL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	node := controlplane.Current().NodeID()
+	series := func(name, idLabel string, id int64, label, value string, n int) string { // labels sorted, as exposed
+		labels := []string{fmt.Sprintf("%s=%q", label, value), fmt.Sprintf("node=%q", node), fmt.Sprintf("%s=\"%d\"", idLabel, id)}
+		slices.Sort(labels)
+		return fmt.Sprintf("%s{%s} %d", name, strings.Join(labels, ","), n)
+	}
+	if body := prom(); !strings.Contains(body, series("gateway_route_requests_total", "route_id", gone, "route", "gone", 1)) ||
+		!strings.Contains(body, series("gateway_consumer_requests_total", "consumer_id", bob, "consumer", "bob", 1)) {
+		t.Fatalf("series before the changes:\n%s", body)
+	}
+
+	g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", keep), map[string]any{"name": "kept", "service_id": sid, "paths": []string{"/keep"}})
+	g.Must("PUT", fmt.Sprintf("/api/v1/consumers/%d", alice), map[string]any{"username": "alicia"})
+	if st, body := g.Do("DELETE", fmt.Sprintf("/api/v1/routes/%d", gone), nil); st != 200 {
+		t.Fatalf("delete route: %d %s", st, body)
+	}
+	if st, body := g.Do("DELETE", fmt.Sprintf("/api/v1/consumers/%d", bob), nil); st != 200 {
+		t.Fatalf("delete consumer: %d %s", st, body)
+	}
+
+	body := prom()
+	for _, want := range []string{
+		series("gateway_route_requests_total", "route_id", keep, "route", "kept", 3),
+		series("gateway_route_errors_total", "route_id", keep, "route", "kept", 0),
+		series("gateway_consumer_requests_total", "consumer_id", alice, "consumer", "alicia", 2),
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, stale := range []string{`route="keep"`, `route="gone"`, `consumer="alice"`, `consumer="bob"`,
+		fmt.Sprintf("route_id=%q", fmt.Sprint(gone)), fmt.Sprintf("consumer_id=%q", fmt.Sprint(bob))} {
+		if strings.Contains(body, stale) {
+			t.Errorf("/metrics still has a series with %s", stale)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("/metrics:\n%s", body)
+	}
+	var m observe.MetricsSnapshot
+	g.JSON("GET", "/api/v1/metrics", nil, &m)
+	if len(m.Routes) != 1 || m.Routes[0] != (observe.RouteMetrics{RouteID: keep, Requests: 3}) ||
+		len(m.Consumers) != 1 || m.Consumers[0] != (observe.ConsumerMetric{ConsumerID: alice, Requests: 2}) || m.TotalRequests != 4 {
+		t.Fatalf("GET /api/v1/metrics after the changes: %+v", m)
+	}
+}
+
 // TestMetricsHistory: the points of GET /api/v1/metrics/history add up to
 // what the requests did (status classes, unmatched, per route and per
 // consumer requests and errors, by name), one point per 10 s without gaps,

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/adminext/observe"
 	"github.com/caddy-gateway/gateway/modules/guard"
 )
 
@@ -182,5 +185,20 @@ func TestStreamRouteRemovalCutsOpenConnections(t *testing.T) {
 	g.Must("DELETE", path, nil)
 	if !cut(c, r) {
 		t.Fatal("a connection of a deleted stream route stayed open")
+	}
+	// The deleted route leaves the per-route series; the process totals
+	// keep its connections.
+	resp, err := http.Get(g.AdminURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	prom, _ := io.ReadAll(resp.Body)
+	if label := fmt.Sprintf("stream_route_id=\"%d\"", id); strings.Contains(string(prom), label) {
+		t.Fatalf("/metrics still has a series with %s:\n%s", label, prom)
+	}
+	var m observe.MetricsSnapshot
+	if g.JSON("GET", "/api/v1/metrics", nil, &m); m.Streams != (observe.StreamMetrics{Active: 0, Total: 2}) {
+		t.Fatalf("streams after the deletion: %+v", m.Streams)
 	}
 }

@@ -685,6 +685,10 @@ func (rt *Router) ServiceProxy(serviceID int64) caddyhttp.MiddlewareHandler {
 // Table returns the compiled match table (for the admin dry run).
 func (rt *Router) Table() *Table { return rt.table }
 
+// ConsumerTable returns the consumers the auth plugins authenticate
+// against (metrics name their counts by it).
+func (rt *Router) ConsumerTable() *consumers.Table { return rt.consumers }
+
 // PickService applies a route's splits the way traffic does.
 func (rt *Router) PickService(routeID int64) int64 {
 	if i, ok := rt.table.find(routeID); ok {

@@ -58,6 +58,7 @@ type Server struct {
 	bound     bool
 	table     atomic.Pointer[map[string]*liveRoute] // by listen address
 	counts    sync.Map                              // route id → *counter
+	accepted  atomic.Int64                          // connections of every route, deleted ones included
 	logger    atomic.Pointer[zap.Logger]
 	conns     sync.WaitGroup
 	health    lb.HealthSource
@@ -104,14 +105,24 @@ func (s *Server) Apply(routes []Route, logger *zap.Logger) {
 		s.logger.Store(logger)
 	}
 	table := make(map[string]*liveRoute, len(routes))
+	ids := make(map[int64]bool, len(routes))
 	for _, r := range routes {
 		table[r.ListenAddr] = &liveRoute{Route: r, balancer: &lb.Balancer{
 			Algorithm: r.Algorithm, ServiceID: r.ServiceID, Weights: r.Weights, Health: s.health}}
+		ids[r.ID] = true
 	}
 	s.table.Store(&table)
 	s.cutWhere(func(st *stream) bool {
 		r := table[st.addr]
 		return r == nil || r.ID != st.routeID
+	})
+	// A route that left the table leaves the counters too (its connections
+	// were just cut): no stale series for deleted or disabled routes.
+	s.counts.Range(func(k, _ any) bool {
+		if !ids[k.(int64)] {
+			s.counts.Delete(k)
+		}
+		return true
 	})
 
 	s.mu.Lock()
@@ -145,13 +156,17 @@ func (s *Server) Bound() map[string]string {
 	return out
 }
 
-// Counts returns the connection counters of a stream route.
-func (s *Server) Counts(routeID int64) Counts {
-	c := s.counter(routeID)
-	return Counts{Active: c.active.Load(), Total: c.total.Load()}
+// Totals counts the open connections of the process and every connection
+// it accepted for a route, those of routes since removed included.
+func (s *Server) Totals() Counts {
+	s.openMu.Lock()
+	active := int64(len(s.open))
+	s.openMu.Unlock()
+	return Counts{Active: active, Total: s.accepted.Load()}
 }
 
-// AllCounts returns the counters of every route that had a connection.
+// AllCounts returns the counters of every route in the table that had a
+// connection.
 func (s *Server) AllCounts() map[int64]Counts {
 	out := map[int64]Counts{}
 	s.counts.Range(func(k, v any) bool {
@@ -242,6 +257,7 @@ func (s *Server) serve(addr string, client net.Conn) {
 		delete(s.open, st)
 		s.openMu.Unlock()
 	}()
+	s.accepted.Add(1)
 	c := s.counter(r.ID)
 	c.total.Add(1)
 	c.active.Add(1)
