@@ -167,6 +167,13 @@ func (n *node) syncer(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		var se *controlplane.SyncError
+		if errors.As(err, &se) {
+			// The store answered; the configuration is what failed (logged
+			// at each try, which backs off).
+			n.logger.Error("serving the last configuration that loaded", zap.Int64("config_version", n.cp.AppliedConfigVersion()), zap.Error(err))
+			err = nil
+		}
 		n.storeState("configuration check", err)
 		if changed {
 			n.logger.Info("loaded a configuration change from the store", zap.Int64("config_version", n.cp.AppliedConfigVersion()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -127,10 +128,56 @@ func (cp *ControlPlane) SyncFromStore(ctx context.Context) (bool, error) {
 	if stored == cp.AppliedConfigVersion() {
 		return false, nil // a mutation of this node got there first
 	}
-	if err := cp.reloadLocked(); err != nil {
+	failed := &cp.syncFailed
+	if failed.version == stored && time.Now().Before(failed.retryAt) {
+		return false, nil
+	}
+	cp.store.VerifyRoutes()
+	snap, err := cp.readSnapshot()
+	if err != nil {
 		return false, err
 	}
+	if err := cp.applyLocked(snap); err != nil {
+		if failed.version != stored {
+			*failed = failedSync{version: stored}
+		}
+		failed.retryAt = time.Now().Add(min(syncRetryFirst<<failed.attempts, syncRetryMax))
+		failed.attempts = min(failed.attempts+1, 16)
+		return false, &SyncError{Version: stored, Err: err}
+	}
+	*failed = failedSync{}
 	return true, nil
+}
+
+// SyncError is a stored configuration this node could not compile or load:
+// the store answered, but what another node committed does not run here
+// (during a rolling upgrade, a newer node may store what an older one
+// cannot load). The node keeps serving its configuration and tries the
+// same version again after syncRetryFirst, doubling up to syncRetryMax
+// (each try compiles the whole configuration); a newer version is tried at
+// once.
+type SyncError struct {
+	Version int64 // the stored version that failed
+	Err     error
+}
+
+func (e *SyncError) Error() string {
+	return fmt.Sprintf("the stored configuration version %d does not load on this node: %v", e.Version, e.Err)
+}
+
+func (e *SyncError) Unwrap() error { return e.Err }
+
+const (
+	syncRetryFirst = 5 * time.Second
+	syncRetryMax   = 5 * time.Minute
+)
+
+// failedSync is the stored version that last failed to load and when it
+// may be tried again (cp.mu held).
+type failedSync struct {
+	version  int64
+	attempts int
+	retryAt  time.Time
 }
 
 // readSnapshot reads the store's configuration. On PostgreSQL it is one

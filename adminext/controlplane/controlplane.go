@@ -98,7 +98,8 @@ type ControlPlane struct {
 	ready     chan struct{}
 	isClosed  atomic.Bool
 
-	services servicesState // cluster.go
+	services   servicesState // cluster.go
+	syncFailed failedSync    // cluster.go (cp.mu)
 }
 
 // Observer is handed the record of every completed proxied request
@@ -488,11 +489,23 @@ func (cp *ControlPlane) reloadLocked() error {
 	if err != nil {
 		return err
 	}
+	return cp.applyLocked(snap)
+}
+
+// applyLocked compiles and loads a snapshot of the store (cp.mu held).
+// When that fails, the store is told that the routes it read did not go
+// live: the next snapshot reads them again, rather than building on a
+// table that lacks them (the routing table is updated from the changed
+// rows only).
+func (cp *ControlPlane) applyLocked(snap *storage.Snapshot) error {
 	out, version, err := cp.compile(snap)
-	if err != nil {
-		return err
+	if err == nil {
+		err = cp.load(out, version)
 	}
-	return cp.load(out, version)
+	if err != nil {
+		cp.store.RolledBack()
+	}
+	return err
 }
 
 // load loads a compiled config; the values it references (package

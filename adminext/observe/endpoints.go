@@ -41,11 +41,11 @@ func recorderEndpoints(rec *Recorder) []*api.Endpoint {
 				"Every series carries a node label (the node id of GET /api/v1/cluster): on a cluster each node counts its own traffic and is scraped on its own.",
 			ContentType: "text/plain", Raw: func(c *api.Call) { rec.prometheusMetrics(c) }},
 		{Method: "GET", Path: "/api/v1/metrics", Role: api.RoleViewer, Tag: "observability",
-			Summary:     "In-memory snapshot of traffic counts and recent latency",
+			Summary: "In-memory snapshot of traffic counts and recent latency",
 			Description: "latency_ms percentiles cover the last latency_window (1024) requests; route errors are responses with status 500 or above, from the upstream or the proxy. " +
 				"routes and consumers list those of the running configuration (a deleted or disabled route and a deleted consumer leave the lists); streams counts every connection since the process started. " +
 				"Per node: on a cluster, this node's traffic only.",
-			Response:    MetricsSnapshot{}, Handle: func(c *api.Call) (any, error) { return rec.Metrics.Snapshot(), nil }},
+			Response: MetricsSnapshot{}, Handle: func(c *api.Call) (any, error) { return rec.Metrics.Snapshot(), nil }},
 		{Method: "GET", Path: "/api/v1/metrics/history", Role: api.RoleViewer, Tag: "observability",
 			Summary: "Traffic over the last hour: one point per 10 s",
 			Description: "In memory for the process (it survives configuration changes and starts empty with the process): requests by status class, " +

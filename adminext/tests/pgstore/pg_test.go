@@ -4,14 +4,20 @@
 package pgstore
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/internal/pgtest"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
@@ -72,4 +78,77 @@ func TestGatewayOnPostgres(t *testing.T) {
 	if len(routes) != 0 || len(plugins) != 0 {
 		t.Fatalf("cascade on postgres: routes %v plugins %v", routes, plugins)
 	}
+}
+
+// TestStoredVersionThatDoesNotLoad: a configuration another node committed
+// that does not load on this one (written here straight into the store, as
+// a newer node might during a rolling upgrade) leaves the node serving what
+// it has, and the node tries that version again only after a backoff (each
+// try compiles the whole configuration), not at every check, and fails
+// again; a newer version is tried at once.
+func TestStoredVersionThatDoesNotLoad(t *testing.T) {
+	dsn := pgtest.Start(t).DSN
+	g := testgw.Start(t, &testgw.Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("up")) }))
+	defer up.Close()
+	rid := g.Route("r", g.Service("s", strings.TrimPrefix(up.URL, "http://")), testgw.Paths("/ok"))
+	cp := controlplane.Current()
+	applied := cp.AppliedConfigVersion()
+
+	commit := func(paths string) {
+		t.Helper()
+		err := cp.Store().DB.Transaction(func(tx *gorm.DB) error {
+			if _, err := cp.Store().BumpConfigVersion(tx); err != nil {
+				return err
+			}
+			return tx.Exec("UPDATE routes SET paths = ?, updated_at = ? WHERE id = ?", paths, time.Now().UTC(), rid).Error
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(`["/ok", "~("]`) // a regex RE2 refuses
+	failures := 0
+	for i := 0; i < 5; i++ {
+		changed, err := cp.SyncFromStore(context.Background())
+		var se *controlplane.SyncError
+		switch {
+		case errors.As(err, &se):
+			failures++
+		case err != nil || changed:
+			t.Fatalf("check %d: changed %v, %v", i, changed, err)
+		}
+	}
+	// One try at most: the node's own syncer may have made it first.
+	if failures > 1 {
+		t.Fatalf("the version that does not load was compiled %d times in a row, want once and then a backoff", failures)
+	}
+	if v := cp.AppliedConfigVersion(); v != applied {
+		t.Fatalf("applied version %d, want %d (the last that loaded)", v, applied)
+	}
+	g.WantGet("", "/ok", 200, "up")
+
+	// After the backoff the version is tried again and fails again: the
+	// routes that did not load are read again, not taken as loaded (the
+	// table is updated from changed rows only).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		changed, err := cp.SyncFromStore(context.Background())
+		if changed || cp.AppliedConfigVersion() != applied {
+			t.Fatalf("a retry loaded the version that does not load (applied %d): the table missed its routes", cp.AppliedConfigVersion())
+		}
+		var se *controlplane.SyncError
+		if errors.As(err, &se) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the version that does not load was not tried again")
+		}
+	}
+	g.WantGet("", "/ok", 200, "up")
+
+	commit(`["/fixed"]`)
+	if changed, err := cp.SyncFromStore(context.Background()); err != nil || (!changed && cp.AppliedConfigVersion() == applied) {
+		t.Fatalf("a newer version after a failed one: changed %v, %v", changed, err)
+	}
+	g.WantGet("", "/fixed", 200, "up")
 }
