@@ -118,7 +118,7 @@ type Route struct {
 	Service      *Service          `json:"-" gorm:"constraint:OnDelete:CASCADE"`
 	Priority     int32             `json:"priority" doc:"Higher wins before any other tie-break."`
 	Hosts        []string          `json:"hosts" gorm:"serializer:json" schema:"host,maxItems=100" doc:"Exact hosts or wildcard patterns with a leading *. (port and a trailing dot ignored, case-insensitive)."`
-	Paths        []string          `json:"paths" gorm:"serializer:json" schema:"path,maxItems=100" doc:"Literal prefixes starting with / (longest match wins) or ~regex (RE2, anchored at the start of the path)."`
+	Paths        []string          `json:"paths" gorm:"serializer:json" schema:"path,maxItems=100" doc:"Literal prefixes starting with / (longest match wins) or ~regex (RE2, anchored at the start of the path; compiling to at most 10000 instructions, where a counted repetition such as x{100} is that many copies of x)."`
 	Methods      []string          `json:"methods" gorm:"serializer:json" schema:"maxItems=32,maxLength=32"`
 	Headers      map[string]string `json:"headers" gorm:"serializer:json" schema:"keys=header_name,header_value,maxItems=100" doc:"Every listed header must match; names case-insensitive; value * means present."`
 	Splits       []RouteSplit      `json:"splits" gorm:"serializer:json" schema:"maxItems=100" doc:"When non-empty, a service is picked per request by weighted random choice, overriding service_id."`

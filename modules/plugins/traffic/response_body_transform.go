@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/caddy-gateway/gateway/internal/regexsize"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )
@@ -57,7 +58,7 @@ type ResponseBodyTransform struct {
 
 // BodyReplacement is one replace rule of response-body-transform.
 type BodyReplacement struct {
-	Pattern string `json:"pattern" schema:"required,minLength=1" doc:"RE2 regular expression."`
+	Pattern string `json:"pattern" schema:"required,minLength=1" doc:"RE2 regular expression, compiling to at most 10000 instructions (a counted repetition such as x{100} is that many copies of x)."`
 	With    string `json:"with" schema:"text" doc:"Replacement; $1 or ${name} insert submatches."`
 }
 
@@ -100,6 +101,9 @@ func (h *ResponseBodyTransform) Provision(caddy.Context) error {
 // Validate implements schema.Validator and caddy.Validator.
 func (h *ResponseBodyTransform) Validate() error {
 	for i, rp := range h.Replace {
+		if err := regexsize.Check(rp.Pattern); err != nil {
+			return schema.Errorf(idx("replace", i)+".pattern", "must be a valid RE2 regular expression: %v", err)
+		}
 		if _, err := regexp.Compile(rp.Pattern); err != nil {
 			return schema.Errorf(idx("replace", i)+".pattern", "must be a valid RE2 regular expression: %v", err)
 		}

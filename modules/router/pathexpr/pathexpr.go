@@ -12,12 +12,18 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/caddy-gateway/gateway/internal/regexsize"
 )
 
 // Compile compiles a path expression (without its "~") anchored at the
 // start of the path, and returns the literal prefix every match starts
-// with.
+// with. An expression whose program would exceed regexsize.MaxProgram
+// instructions is an error, found before anything is compiled.
 func Compile(expr string) (re *regexp.Regexp, prefix string, err error) {
+	if err := regexsize.Check(expr); err != nil {
+		return nil, "", err
+	}
 	// Compile the bare expression first: it validates it on its own (so
 	// "a)(b" cannot sneak through the wrapping below, where it would read
 	// as "^(?:a)(b)"), and its LiteralPrefix is the literal prefix of every
