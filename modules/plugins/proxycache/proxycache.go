@@ -41,7 +41,7 @@ type ProxyCache struct {
 	Methods           []string `json:"methods" schema:"minItems=1,maxItems=32,maxLength=32" doc:"Request methods whose responses are cached."`
 	StatusCodes       []int    `json:"status_codes" schema:"minItems=1,min=100,max=599" doc:"Response statuses that are cached."`
 	ContentTypes      []string `json:"content_types" schema:"maxItems=100,maxLength=255" doc:"Media types cached (type/subtype or type/*); empty: any."`
-	MaxBodyBytes      int64    `json:"max_body_bytes" schema:"min=0,max=1073741824" doc:"Larger responses are not cached."`
+	MaxBodyBytes      int64    `json:"max_body_bytes" schema:"min=0,max=1073741824" doc:"Larger responses are not cached. The cache of the process holds at most 128 MiB and 50000 entries (least recently used out), and never stores a response over a quarter of that (32 MiB), whatever this says; a body of unknown length (chunked) is kept only while it could still be stored, the rest streams through."`
 	VaryHeaders       []string `json:"vary_headers" schema:"header_name,minLength=1,maxItems=32" doc:"Request headers whose values are part of the cache key."`
 	HonorCacheControl bool     `json:"honor_cache_control" doc:"Obey Cache-Control: a request's no-cache/no-store bypasses the cache; a response's no-store, private, no-cache are not stored, its s-maxage/max-age set the TTL."`
 
@@ -137,7 +137,10 @@ func (p *ProxyCache) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 
 	w.Header().Set(Header, "Miss")
 	before := w.Header().Clone()
-	rec := &recorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, p: p, before: before}
+	// A body is kept while it can still be stored: up to max_body_bytes,
+	// and never past what the store accepts (the rest streams through).
+	limit := min(p.MaxBodyBytes, store.MaxEntryBytes())
+	rec := &recorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, p: p, before: before, limit: limit}
 	if err := next.ServeHTTP(rec, r); err != nil {
 		return err
 	}
@@ -307,6 +310,7 @@ type recorder struct {
 	*caddyhttp.ResponseWriterWrapper
 	p      *ProxyCache
 	before http.Header
+	limit  int64 // the most body bytes kept
 
 	wroteHeader bool
 	status      int
@@ -329,7 +333,7 @@ func (rec *recorder) WriteHeader(status int) {
 	rec.wroteHeader = true
 	rec.status = status
 	h := rec.ResponseWriter.Header()
-	rec.storable, rec.ttl, rec.varyNames = rec.p.storable(status, h)
+	rec.storable, rec.ttl, rec.varyNames = rec.p.storable(status, h, rec.limit)
 	if rec.storable {
 		rec.header = storableHeaders(rec.before, h)
 	} else {
@@ -343,7 +347,7 @@ func (rec *recorder) Write(b []byte) (int, error) {
 		rec.WriteHeader(http.StatusOK)
 	}
 	if rec.storable && !rec.overflow {
-		if int64(rec.buf.Len()+len(b)) > rec.p.MaxBodyBytes {
+		if int64(rec.buf.Len()+len(b)) > rec.limit {
 			rec.overflow = true
 			rec.buf = bytes.Buffer{}
 		} else {
@@ -361,9 +365,9 @@ func (rec *recorder) ReadFrom(r io.Reader) (int64, error) {
 
 type writerOnly struct{ io.Writer }
 
-// storable decides whether a response may be stored, for how long, and the
-// request headers it varies on.
-func (p *ProxyCache) storable(status int, h http.Header) (bool, time.Duration, []string) {
+// storable decides whether a response whose body may be up to limit bytes
+// may be stored, for how long, and the request headers it varies on.
+func (p *ProxyCache) storable(status int, h http.Header, limit int64) (bool, time.Duration, []string) {
 	if !slices.Contains(p.StatusCodes, status) {
 		return false, 0, nil
 	}
@@ -371,7 +375,7 @@ func (p *ProxyCache) storable(status int, h http.Header) (bool, time.Duration, [
 		return false, 0, nil
 	}
 	if cl := h.Get("Content-Length"); cl != "" {
-		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n > p.MaxBodyBytes {
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n > limit {
 			return false, 0, nil
 		}
 	}

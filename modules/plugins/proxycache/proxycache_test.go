@@ -2,13 +2,16 @@ package proxycache
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
+	"github.com/caddy-gateway/gateway/modules/plugins/proxycache/cachestore"
 )
 
 // The in-process Caddy of these tests is plugintest's.
@@ -244,4 +247,44 @@ http://127.0.0.1:{PORT} {
 	cacheStatus(t, plugintest.Do(t, "GET", base+"/nostore"), "Miss")
 	cacheStatus(t, plugintest.Do(t, "GET", base+"/nostore"), "Hit")
 	cacheStatus(t, plugintest.Do(t, "GET", base+"/404"), "Bypass")
+}
+
+// TestBodyBufferedOnlyWhileStorable: a body of unknown length (chunked)
+// is kept while it could still be stored, up to max_body_bytes and never
+// past the largest entry the store accepts (a quarter of its bytes). With
+// max_body_bytes at its 1 GiB maximum, a client asking for a large
+// chunked response made the gateway buffer all of it (and copy it) before
+// the store refused it: one request, the response's size in memory.
+func TestBodyBufferedOnlyWhileStorable(t *testing.T) {
+	cache.SetLimits(4<<20, 0) // entries up to 1 MiB
+	t.Cleanup(func() { cache.SetLimits(cachestore.DefaultMaxBytes, cachestore.DefaultMaxEntries) })
+	const size = 48 << 20
+	up := plugintest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		chunk := []byte(strings.Repeat("c", 64<<10))
+		for n := 0; n < size; n += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	base := plugintest.Start(t, []any{map[string]any{"handler": "gateway_proxy_cache", "instance_id": 3, "max_body_bytes": 1 << 30}}, plugintest.WithUpstream(up)).URL
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	resp, err := plugintest.Client.Get(base + "/huge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || n != size || resp.Header.Get("X-Cache-Status") != "Miss" || len(resp.TransferEncoding) == 0 {
+		t.Fatalf("%d bytes, %v, %q, %v", n, err, resp.Header.Get("X-Cache-Status"), resp.TransferEncoding)
+	}
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/2 {
+		t.Fatalf("%d MiB allocated proxying a %d MiB response the cache cannot store", alloc>>20, size>>20)
+	}
+	if st := cache.Stats(); st.Entries != 0 {
+		t.Fatalf("stored: %+v", st)
+	}
 }

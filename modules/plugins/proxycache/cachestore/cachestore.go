@@ -88,6 +88,14 @@ func (s *Store) SetLimits(maxBytes int64, maxEntries int) {
 	s.evict(0, 0)
 }
 
+// MaxEntryBytes is the size of the largest entry Set accepts (a quarter
+// of the byte bound), for callers that gather an entry before storing it.
+func (s *Store) MaxEntryBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxBytes / 4
+}
+
 // Get returns the live entry under key. Expired entries are removed.
 func (s *Store) Get(key string) (*Entry, bool) {
 	s.mu.Lock()
