@@ -24,7 +24,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "http-log", Ordering: 1500, Outer: true, Doc: "Sends one JSON record per request, in batches, to a collector URL; records beyond the queue are dropped and counted.", New: func() plugins.Plugin { return new(HTTPLog) }})
+	plugins.Register(plugins.Type{Name: "http-log", Ordering: 1500, Outer: true, Doc: "Sends one JSON record per request, in batches, to a collector URL; records beyond the queue are dropped and counted. A removed plugin sends what it has queued once, 10 s after the change, and gives the rest up (counted as failed) at the first batch the collector does not accept.", New: func() plugins.Plugin { return new(HTTPLog) }})
 }
 
 // HTTPLog is the http-log plugin.

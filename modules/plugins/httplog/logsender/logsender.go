@@ -353,7 +353,7 @@ func (s *Sender) run() {
 			if batch == nil {
 				break
 			}
-			if !s.deliver(batch, cfg, true) {
+			if !s.deliver(batch, cfg) {
 				break // stopping
 			}
 		}
@@ -370,20 +370,43 @@ func (s *Sender) run() {
 	}
 }
 
-// flushOnce sends what is left, one attempt per batch (the plugin is gone).
+// flushOnce sends what is left, one attempt per batch (the plugin is
+// gone), and gives up the rest after a failed attempt: a collector that is
+// down or never answers would otherwise keep the goroutine and the queue
+// of a gone plugin for a timeout per batch (up to 10,000 batches of up to
+// 10 minutes each), and every plugin created and deleted meanwhile would
+// add one more.
 func (s *Sender) flushOnce() {
 	for {
 		batch, cfg := s.take(false)
 		if batch == nil {
 			return
 		}
-		s.deliver(batch, cfg, false)
+		body, err := json.Marshal(batch)
+		if err == nil {
+			err = s.post(body, cfg)
+		}
+		if err != nil {
+			s.giveUp(len(batch))
+			s.giveUpQueue()
+			return
+		}
+		s.delivered(len(batch))
 	}
+}
+
+// giveUpQueue empties the queue, counting its records as failed.
+func (s *Sender) giveUpQueue() {
+	s.mu.Lock()
+	n := len(s.queue)
+	s.queue = nil
+	s.mu.Unlock()
+	s.giveUp(n)
 }
 
 // deliver posts a batch, retrying with exponential backoff for up to the
 // retry window. It returns false when the sender is stopping.
-func (s *Sender) deliver(batch []*records.Record, cfg Config, retry bool) bool {
+func (s *Sender) deliver(batch []*records.Record, cfg Config) bool {
 	body, err := json.Marshal(batch)
 	if err != nil {
 		s.giveUp(len(batch))
@@ -396,9 +419,7 @@ func (s *Sender) deliver(batch []*records.Record, cfg Config, retry bool) bool {
 	for {
 		err := s.post(body, cfg)
 		if err == nil {
-			s.batches.Add(1)
-			s.sent.Add(uint64(len(batch)))
-			s.reg.sent.Add(uint64(len(batch)))
+			s.delivered(len(batch))
 			return true
 		}
 		if errors.Is(err, guard.ErrForbidden) {
@@ -409,7 +430,7 @@ func (s *Sender) deliver(batch []*records.Record, cfg Config, retry bool) bool {
 			s.giveUp(len(batch))
 			return true
 		}
-		if !retry || time.Now().Add(wait).After(deadline) {
+		if time.Now().Add(wait).After(deadline) {
 			s.giveUp(len(batch))
 			return true
 		}
@@ -418,19 +439,25 @@ func (s *Sender) deliver(batch []*records.Record, cfg Config, retry bool) bool {
 		case <-s.stop:
 			t.Stop()
 			// one last try for this batch, then the rest of the queue
+			// (given up too when the collector still fails)
 			if s.post(body, cfg) == nil {
-				s.batches.Add(1)
-				s.sent.Add(uint64(len(batch)))
-				s.reg.sent.Add(uint64(len(batch)))
+				s.delivered(len(batch))
+				s.flushOnce()
 			} else {
 				s.giveUp(len(batch))
+				s.giveUpQueue()
 			}
-			s.flushOnce()
 			return false
 		case <-t.C:
 		}
 		wait = min(wait*2, maxWait)
 	}
+}
+
+func (s *Sender) delivered(n int) {
+	s.batches.Add(1)
+	s.sent.Add(uint64(n))
+	s.reg.sent.Add(uint64(n))
 }
 
 func (s *Sender) giveUp(n int) {

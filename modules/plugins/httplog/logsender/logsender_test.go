@@ -75,3 +75,37 @@ func TestReleaseStopsAfterGrace(t *testing.T) {
 		t.Fatal("still registered")
 	}
 }
+
+// TestGoneSenderGivesUpOnAFailingCollector: a stopped sender (its plugin
+// gone) tries its batches once each, and after a failed attempt gives up
+// the rest of its queue. A collector that never answered kept the
+// goroutine and the queue of a gone plugin for one timeout per batch.
+func TestGoneSenderGivesUpOnAFailingCollector(t *testing.T) {
+	var attempts atomic.Int64
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		attempts.Add(1)
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hang)
+
+	g := NewRegistry(0)
+	g.SetRetry(time.Hour, time.Hour, 2*time.Hour) // one attempt, then the wait the stop interrupts
+	s := g.Acquire("k", Config{Endpoint: srv.URL, BatchMaxSize: 1, FlushInterval: time.Hour, Timeout: 20 * time.Millisecond, QueueMaxSize: 1000})
+	const n = 200
+	for i := 0; i < n; i++ {
+		s.Enqueue(&records.Record{ID: int64(i)})
+	}
+	g.Release(s)
+	<-s.Done()
+	if a := attempts.Load(); a > 2 {
+		t.Fatalf("%d attempts for a gone plugin's %d batches against a collector that never answers", a, n)
+	}
+	if st := s.Stats(); st.Failed != n || st.Queued != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
