@@ -83,6 +83,12 @@ Decisions where the specification is silent:
   host name too); see docs/routing.md.
 - Upstream errors made by the proxy are JSON {"error"} with status 502
   (bad gateway), 503 (no target available) or 504 (timeout).
+- A proxied request whose path is longer than 8192 bytes (decoded) is 414
+  {"error"}, as nginx and Kong answer long request lines (regex routes
+  cost time in proportion to the path); the dry run answers 400.
+- Metrics per route, consumer and stream route follow the running
+  configuration: series carry the current name and end when the route is
+  deleted or disabled or the consumer deleted (no stale series).
 - A target's informational responses (102, 103 Early Hints) reach the
   client before the final response, with the target's 1xx headers only;
   more than 10 before the final response fail the attempt (502). 100

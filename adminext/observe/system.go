@@ -32,7 +32,7 @@ func systemEndpoints() []*api.Endpoint {
 			Response: health.Status{}, ResponseList: true, Handle: targetHealth},
 		{Method: "GET", Path: "/api/v1/router/test", Role: api.RoleViewer, Tag: "observability",
 			Summary:     "Dry run of route matching: the route a request with these properties would take (no upstream is contacted)",
-			Description: "Uses the live router's own match table and path normalization: path is taken as a client sends it (percent-encoding allowed), decoded, its runs of slashes merged and its dot segments removed (RFC 3986; .. at the root stays at the root) before matching; the answer's path is that normalized path. A path with control characters, or with a dot segment delimited by a backslash, is 400 (proxied requests get 400 too). headers is a comma-separated list of Name:value pairs.",
+			Description: "Uses the live router's own match table and path normalization: path is taken as a client sends it (percent-encoding allowed), decoded, its runs of slashes merged and its dot segments removed (RFC 3986; .. at the root stays at the root) before matching; the answer's path is that normalized path. A path with control characters, or with a dot segment delimited by a backslash, is 400 (proxied requests get 400 too); so is one longer than 8192 bytes decoded (proxied requests get 414). headers is a comma-separated list of Name:value pairs.",
 			Query: []api.QueryParam{
 				{Name: "path", Type: "string", Required: true}, {Name: "host", Type: "string"},
 				{Name: "method", Type: "string", Description: "default GET"},

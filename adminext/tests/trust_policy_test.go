@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/modules/router"
 )
 
 // Trust-boundary policies checked through the real gateway: what a plugin
@@ -482,4 +483,29 @@ func TestTrustPathParameters(t *testing.T) {
 		}
 	}
 	g.WantError(400, "GET", "/api/v1/router/test?path="+url.QueryEscape("/public/..;/private/x"), nil, "path", ";parameters")
+}
+
+// TestLongPathRefused: a path longer than router.MaxPathBytes is 414 from
+// the proxy and 400 from the dry run, before any route's regular
+// expression runs over it (matching costs time in proportion to the path,
+// and Go's server takes request lines up to 1 MB); one of exactly that
+// length is proxied.
+func TestLongPathRefused(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", uriUpstream(t))
+	g.Route("regex", sid, testgw.Paths(`~/(.*)/(.*)/(.*)/files/(.*)\.(png|jpg)`))
+	g.Route("any", sid, nil)
+	fits := "/" + strings.Repeat("a/", router.MaxPathBytes/2-1) + "b"
+	if r := send(t, g, "GET", fits, nil); r.Status != 200 || r.Body != fits {
+		t.Fatalf("a path of %d bytes: %d", len(fits), r.Status)
+	}
+	long := fits + "c"
+	tooLong := fmt.Sprintf("invalid request path: the path is longer than %d bytes", router.MaxPathBytes)
+	wantGatewayError(t, send(t, g, "GET", long, nil), 414, tooLong)
+	// Percent-encoding does not count: the router matches the decoded path.
+	if r := send(t, g, "GET", strings.ReplaceAll(fits, "a", "%61"), nil); r.Status != 200 {
+		t.Fatalf("a percent-encoded path of %d bytes decoded: %d", len(fits), r.Status)
+	}
+	wantGatewayError(t, send(t, g, "GET", strings.ReplaceAll(long, "a", "%61"), nil), 414, tooLong)
+	g.WantError(400, "GET", "/api/v1/router/test?path="+url.QueryEscape(long), nil, "path", "longer than")
 }

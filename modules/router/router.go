@@ -8,6 +8,7 @@ package router
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -508,8 +509,12 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	// //private a request of a catch-all route.
 	path, m, err := rt.table.Resolve(Request{Host: r.Host, Path: r.URL.Path, Method: r.Method, Header: r.Header})
 	if err != nil {
-		info.Status = http.StatusBadRequest
-		gwctx.WriteError(w, http.StatusBadRequest, "invalid request path: "+err.Error())
+		status := http.StatusBadRequest
+		if errors.Is(err, ErrPathTooLong) {
+			status = http.StatusRequestURITooLong
+		}
+		info.Status = status
+		gwctx.WriteError(w, status, "invalid request path: "+err.Error())
 		return nil
 	}
 	if path != r.URL.Path {
