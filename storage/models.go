@@ -25,8 +25,8 @@ type Service struct {
 	Name             string    `json:"name" schema:"required,name,minLength=1"`
 	Protocol         string    `json:"protocol" schema:"enum=http|https" doc:"Upstream protocol; default http."`
 	ConnectTimeoutMS int64     `json:"connect_timeout_ms" schema:"min=0,max=3600000" doc:"Dial timeout in milliseconds (at most one hour)."`
-	ReadTimeoutMS    int64     `json:"read_timeout_ms" schema:"min=0,max=3600000" doc:"Response header and read timeout in milliseconds (at most one hour)."`
-	WriteTimeoutMS   int64     `json:"write_timeout_ms" schema:"min=0,max=3600000" doc:"Write timeout in milliseconds (at most one hour)."`
+	ReadTimeoutMS    int64     `json:"read_timeout_ms" schema:"min=0,max=3600000" doc:"Response header and read timeout in milliseconds (at most one hour). For stream routes: a connection on which neither side sends anything for this long is closed; 0 never closes one."`
+	WriteTimeoutMS   int64     `json:"write_timeout_ms" schema:"min=0,max=3600000" doc:"Write timeout in milliseconds (at most one hour). For stream routes: each write to the client or the target must finish within it."`
 	Retries          int32     `json:"retries" schema:"min=0,max=100" doc:"How many other targets are tried after a connection failure."`
 	LBAlgorithm      string    `json:"lb_algorithm" schema:"enum=round_robin|random|consistent|weighted" doc:"round_robin and random ignore weights; weighted is smooth weighted round-robin; consistent hashes the client IP. Default round_robin."`
 	TLSSNI           *string   `json:"tls_sni" schema:"host" doc:"Server name for upstream TLS (https services)."`

@@ -86,6 +86,10 @@ Decisions where the specification is silent:
 - A proxied request whose path is longer than 8192 bytes (decoded) is 414
   {"error"}, as nginx and Kong answer long request lines (regex routes
   cost time in proportion to the path); the dry run answers 400.
+- Stream routes use their service's timeouts as nginx's proxy_timeout and
+  Kong's stream services do: a connection on which neither side sends
+  anything for read_timeout_ms (default 60 s; 0 never) is closed, and each
+  write to either side must finish within write_timeout_ms.
 - Metrics per route, consumer and stream route follow the running
   configuration: series carry the current name and end when the route is
   deleted or disabled or the consumer deleted (no stale series).

@@ -278,7 +278,8 @@ func compileStreams(snap *storage.Snapshot, idx *snapIndex) []streams.Route {
 		}
 		addrs, weights := liveTargets(idx.targets[svc.ID])
 		out = append(out, streams.Route{ID: sr.ID, ListenAddr: sr.ListenAddr, ServiceID: svc.ID, Algorithm: svc.LBAlgorithm,
-			ConnectTimeoutMS: svc.ConnectTimeoutMS, Retries: int(svc.Retries), Targets: addrs, Weights: weights})
+			ConnectTimeoutMS: svc.ConnectTimeoutMS, IdleTimeoutMS: svc.ReadTimeoutMS, WriteTimeoutMS: svc.WriteTimeoutMS,
+			Retries: int(svc.Retries), Targets: addrs, Weights: weights})
 	}
 	return out
 }

@@ -202,3 +202,54 @@ func TestStreamRouteRemovalCutsOpenConnections(t *testing.T) {
 		t.Fatalf("streams after the deletion: %+v", m.Streams)
 	}
 }
+
+// TestStreamIdleTimeout: a stream connection on which neither side sends
+// anything for the service's read_timeout_ms is closed by the gateway
+// (nginx's proxy_timeout, Kong's service timeouts), one that keeps
+// talking is not, and read_timeout_ms 0 never closes an idle one.
+func TestStreamIdleTimeout(t *testing.T) {
+	st := boundStreamRoute(t)
+	g, listen := st.g, st.listen
+	service := fmt.Sprintf("/api/v1/services/%d", st.s1)
+	open := func() (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", listen, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	say := func(c net.Conn, r *bufio.Reader, line string) {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := fmt.Fprintf(c, "%s\n", line); err != nil {
+			t.Fatalf("write %q: %v", line, err)
+		}
+		if got, err := r.ReadString('\n'); err != nil || strings.TrimSpace(got) != "one: "+line {
+			t.Fatalf("say %q: %q %v", line, got, err)
+		}
+	}
+
+	g.Must("PUT", service, map[string]any{"name": "one", "read_timeout_ms": 300})
+	c, r := open()
+	for i := range 12 { // 1.2 s of traffic, four times the timeout
+		say(c, r, fmt.Sprint(i))
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r.ReadString('\n'); err == nil || isDeadline(err) {
+		t.Fatalf("an idle stream connection stayed open: %v", err)
+	}
+
+	g.Must("PUT", service, map[string]any{"name": "one", "read_timeout_ms": 0})
+	c, r = open()
+	say(c, r, "a")
+	time.Sleep(time.Second)
+	say(c, r, "b")
+}
+
+func isDeadline(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -42,7 +42,13 @@ type Route struct {
 	Algorithm        string         `json:"algorithm,omitempty"`
 	Weights          map[string]int `json:"weights,omitempty"`
 	ConnectTimeoutMS int64          `json:"connect_timeout_ms,omitempty"`
-	Retries          int            `json:"retries,omitempty"`
+	// IdleTimeoutMS closes a connection on which neither side sent
+	// anything for that long (the service's read_timeout_ms); 0 never.
+	IdleTimeoutMS int64 `json:"idle_timeout_ms,omitempty"`
+	// WriteTimeoutMS bounds each write to either side (the service's
+	// write_timeout_ms); 0 none.
+	WriteTimeoutMS int64 `json:"write_timeout_ms,omitempty"`
+	Retries        int   `json:"retries,omitempty"`
 }
 
 // Counts are a stream route's connection counters.
@@ -276,18 +282,74 @@ func (s *Server) serve(addr string, client net.Conn) {
 	if cut {
 		return // removed while dialling
 	}
+	relay(client, upstream, time.Duration(r.IdleTimeoutMS)*time.Millisecond, time.Duration(r.WriteTimeoutMS)*time.Millisecond)
+}
+
+// relay copies both ways until both sides have ended, passing a half-close
+// on. When neither side sends anything for idle, both connections are
+// closed (nginx's proxy_timeout; a connection no one uses holds two
+// descriptors and goroutines for ever otherwise), and a write to either
+// side that does not finish within write closes them too (a peer that
+// stops reading holds nothing). Zero durations never expire; with both
+// zero the copies are io.Copy's (splice between TCP connections).
+func relay(client, upstream net.Conn, idle, write time.Duration) {
+	var last atomic.Int64 // when either side last sent data (Unix ns)
+	last.Store(time.Now().UnixNano())
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+		defer func() { done <- struct{}{} }()
+		if idle <= 0 && write <= 0 {
+			_, _ = io.Copy(dst, src)
+		} else if !copyWithin(dst, src, idle, write, &last) {
+			_ = client.Close() // ends the other way too
+			_ = upstream.Close()
+			return
+		}
 		if tc, ok := dst.(*net.TCPConn); ok {
 			_ = tc.CloseWrite() // pass the half-close on
 		}
-		done <- struct{}{}
 	}
 	go pipe(upstream, client)
 	go pipe(client, upstream)
 	<-done
 	<-done
+}
+
+// copyWithin copies src to dst until src ends, and reports false when it
+// stopped because both ways were idle for idle, or a write took longer
+// than write.
+func copyWithin(dst, src net.Conn, idle, write time.Duration, last *atomic.Int64) bool {
+	buf := make([]byte, 32<<10)
+	for {
+		if idle > 0 {
+			_ = src.SetReadDeadline(time.Now().Add(idle))
+		}
+		n, err := src.Read(buf)
+		if n > 0 {
+			last.Store(time.Now().UnixNano())
+			if write > 0 {
+				_ = dst.SetWriteDeadline(time.Now().Add(write))
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return !isTimeout(werr)
+			}
+		}
+		if err == nil {
+			continue
+		}
+		if !isTimeout(err) {
+			return true // the end of src (or the other way's close)
+		}
+		if time.Since(time.Unix(0, last.Load())) < idle {
+			continue // the other way carried data meanwhile
+		}
+		return false
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // dial connects to a target: healthy ones first, other targets after a
