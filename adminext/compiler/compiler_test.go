@@ -23,6 +23,7 @@ import (
 
 	// The plugin types the fixtures configure.
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/httplog"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"
 )
@@ -94,8 +95,9 @@ func fixtures() map[string]store {
 	// and the global instance of its type; a disabled plugin neither
 	// applies nor shadows; ordering overrides the type's default; a route
 	// of another service gets only the global chain; disabled routes are
-	// not compiled; consumers and credentials reach the auth plugins by
-	// reference.
+	// not compiled; consumers and credentials reach the auth plugins, and
+	// the plugin configs (an http-log plugin's credentials and headers
+	// among them) their handlers, by reference.
 	{
 		s := baseSnapshot()
 		s.Services = []storage.Service{service(1, "a"), service(2, "b")}
@@ -120,6 +122,7 @@ func fixtures() map[string]store {
 			plugin(4, "rate-limit", "route", nil, &rid, `{"limit":1,"window_s":1}`),
 			plugin(5, "key-auth", "route", nil, &rid, `{}`),
 			plugin(6, "cors", "service", &two, nil, `{"origins":["https://app.example.org"]}`),
+			plugin(8, "http-log", "global", nil, nil, `{"endpoint":"http://log:log-pass@127.0.0.1:9/","headers":{"Authorization":"Bearer log-token"}}`),
 		}
 		s.Plugins[0].Ordering = ptr(int32(1))
 		disabled := plugin(7, "request-termination", "global", nil, nil, `{"status_code":503}`)
@@ -324,7 +327,7 @@ func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
 // Secrets reach their modules by reference only: nothing of them is in the
 // config Caddy's admin endpoint serves.
 func TestSecretsStayOutOfTheConfig(t *testing.T) {
-	secrets := []string{"alice-key", "$2a$10$hash", "bob-secret", "cf-token", "bWFj", "PRIVATE KEY"}
+	secrets := []string{"alice-key", "$2a$10$hash", "bob-secret", "cf-token", "bWFj", "PRIVATE KEY", "log-pass", "log-token"}
 	for name, fx := range fixtures() {
 		opt := withSteps(fx, goldenVersion)
 		out, err := compiler.Config(fx.snap, opt)

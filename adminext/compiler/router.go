@@ -15,9 +15,9 @@ import (
 	"github.com/caddy-gateway/gateway/storage"
 )
 
-// compileRouter is the gateway_router handler: the routing table and the
-// consumer table by reference, one reverse proxy per routed service, the
-// plugin chains, and one handler per plugin instance some chain runs.
+// compileRouter is the gateway_router handler: the routing table, the
+// consumer table, one reverse proxy per routed service and one handler per
+// plugin instance some chain runs, all by reference, and the plugin chains.
 func compileRouter(snap *storage.Snapshot, idx *snapIndex, opt Options, out *Compiled) (json.RawMessage, error) {
 	version := opt.Version
 	rt := &router.Router{TrustedProxies: snap.Settings.TrustedProxies}
@@ -47,7 +47,9 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex, opt Options, out *Com
 
 	var used map[int64]bool
 	rt.Chains, used = compileChains(snap, table)
-	rt.PluginsRaw = map[string]json.RawMessage{}
+	// Plugin configs hold secrets (http-log headers, a wasm plugin's
+	// configuration): they go by reference.
+	pluginConfigs := router.PluginConfigs{}
 	for i := range snap.Plugins {
 		p := &snap.Plugins[i]
 		if !used[p.ID] {
@@ -57,7 +59,10 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex, opt Options, out *Com
 		if err != nil {
 			return nil, err
 		}
-		rt.PluginsRaw[strconv.FormatInt(p.ID, 10)] = raw
+		pluginConfigs[p.ID] = raw
+	}
+	if len(pluginConfigs) > 0 {
+		rt.PluginsRef = configref.Put(version, "plugins", pluginConfigs)
 	}
 
 	// Credentials are secrets: the table goes by reference.

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +22,10 @@ import (
 // holds and looks for each where an attacker without admin-API credentials
 // could read it: Caddy's running config (its admin endpoint), Caddy's
 // autosaved config and its config folder, GETs as a viewer, and the default
-// export. Secrets reach Caddy's modules by reference only.
+// export. Secrets reach Caddy's modules by reference only; so do plugin
+// configs (an http-log plugin's endpoint credentials and headers, a wasm
+// plugin's configuration), which viewers see redacted where declared
+// secret.
 func TestNoSecretInCaddyConfig(t *testing.T) {
 	g, sid := echoGateway(t)
 	rid := g.Route("r", sid, testgw.Paths("/r"))
@@ -34,6 +39,9 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 		cfToken    = "planted-cloudflare-token-77ab"
 		eabKeyID   = "planted-eab-kid-41c9"
 		ssoSecret  = "planted-sso-client-secret-c0ffee"
+		logPass    = "planted-log-pass-61d2"
+		logHeader  = "planted-log-header-0e94"
+		wasmConfig = "planted-wasm-config-8a3f"
 	)
 	eabMAC := base64.RawURLEncoding.EncodeToString([]byte("planted-eab-hmac-key-0123456789"))
 
@@ -47,6 +55,17 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 	} {
 		g.Must("POST", fmt.Sprintf("/api/v1/consumers/%d/credentials", c), cr)
 	}
+	// Plugins with secrets in their config: http-log's endpoint
+	// credentials and headers, and a wasm plugin's configuration.
+	collector := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer collector.Close()
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "http-log", "scope": "route", "route_id": rid, "config": map[string]any{
+		"endpoint": strings.Replace(collector.URL, "http://", "http://log:"+logPass+"@", 1),
+		"headers":  map[string]string{"Authorization": "Bearer " + logHeader}}})
+	g.Must("POST", "/api/v1/wasm-modules", map[string]any{"name": "filter", "wat": watFile(t, "filter.wat")})
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "wasm", "scope": "route", "route_id": rid,
+		"config": map[string]any{"module": "filter", "config": wasmConfig}})
+
 	// A manual certificate, ACME settings with EAB and a Cloudflare token
 	// for a dns-01 certificate (the directory is a closed local port: no
 	// order is ever placed), and SSO.
@@ -70,6 +89,7 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 		"key-auth key": keyAuthKey, "jwt secret": jwtSecret, "basic-auth password": basicPass,
 		"bcrypt hash": "$2a$", "private key": keyBody, "PEM key header": "PRIVATE KEY",
 		"cloudflare token": cfToken, "EAB key id": eabKeyID, "EAB MAC key": eabMAC, "SSO secret": ssoSecret,
+		"http-log endpoint password": logPass, "http-log header": logHeader,
 	}
 	check := func(where string, body []byte) {
 		t.Helper()
@@ -91,6 +111,9 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 		t.Fatalf("the running config does not reference the gateway's state: %.2000s", cfg)
 	}
 	check("Caddy's /config/", cfg)
+	if strings.Contains(string(cfg), wasmConfig) {
+		t.Error("Caddy's /config/ shows the wasm plugin's configuration")
+	}
 
 	// Caddy's config folder (autosave) must hold no generated config.
 	_ = filepath.WalkDir(caddy.AppConfigDir(), func(path string, d os.DirEntry, err error) error {

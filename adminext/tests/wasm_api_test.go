@@ -8,11 +8,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/modules/configref"
+	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm/pwtest"
 )
@@ -191,8 +194,9 @@ func TestWasmModuleRoles(t *testing.T) {
 
 // TestWasmModuleReferences: a wasm plugin must name an existing module
 // (400 naming config.module); a module is not deleted while plugins
-// reference it (400 listing them); Caddy's JSON config carries the
-// module's sha256, never its bytes.
+// reference it (400 listing them); the plugin's handler config (by
+// reference from Caddy's JSON config) carries the module's sha256, and
+// neither carries its bytes.
 func TestWasmModuleReferences(t *testing.T) {
 	g := testgw.Start(t, nil)
 	up := testgw.Echo(t, "up")
@@ -223,7 +227,8 @@ func TestWasmModuleReferences(t *testing.T) {
 	g.WantError(400, "DELETE", "/api/v1/wasm-modules/"+itoa(m.ID), nil, `module "filter" is referenced by plugin `+itoa(p1)+":")
 	g.WantError(400, "DELETE", "/api/v1/wasm-modules/"+itoa(other.ID), nil, `referenced by plugin `+itoa(p2))
 
-	// Caddy's own config: the sha256, not the module.
+	// The plugins' handler configs (referenced by Caddy's config): the
+	// sha256, not the module; Caddy's config carries no module bytes.
 	g.Must("PUT", "/api/v1/plugins/"+itoa(p1), map[string]any{"type": "wasm", "scope": "route", "route_id": r1,
 		"config": map[string]any{"module": "filter"}})
 	resp, err := http.Get("http://" + g.CaddyAdmin + "/config/")
@@ -233,10 +238,19 @@ func TestWasmModuleReferences(t *testing.T) {
 	var cfg bytes.Buffer
 	_, _ = cfg.ReadFrom(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(cfg.String(), m.SHA256) || !strings.Contains(cfg.String(), other.SHA256) {
-		t.Fatal("Caddy's config does not reference the modules by sha256")
+	ref := regexp.MustCompile(`"plugins_ref":"([^"]+)"`).FindStringSubmatch(cfg.String())
+	if ref == nil {
+		t.Fatalf("Caddy's config references no plugin configs: %.2000s", cfg.String())
 	}
-	if strings.Contains(cfg.String(), base64.StdEncoding.EncodeToString(bin)[:200]) {
+	configs, err := configref.Get[router.PluginConfigs](ref[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlers, _ := json.Marshal(configs)
+	if !strings.Contains(string(handlers), m.SHA256) || !strings.Contains(string(handlers), other.SHA256) {
+		t.Fatalf("the plugin configs do not reference the modules by sha256: %s", handlers)
+	}
+	if strings.Contains(cfg.String()+string(handlers), base64.StdEncoding.EncodeToString(bin)[:200]) {
 		t.Fatal("Caddy's config carries module bytes")
 	}
 

@@ -84,6 +84,12 @@ type Router struct {
 	ServicesRef string `json:"services_ref,omitempty"`
 	// Plugins maps a plugin instance id to its handler module.
 	PluginsRaw map[string]json.RawMessage `json:"plugins,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
+	// PluginsRef references the plugin handler modules instead of
+	// Plugins: a PluginConfigs in package configref. Plugin configs carry
+	// secrets (an http-log plugin's endpoint credentials and headers, a
+	// wasm plugin's configuration), which Caddy's JSON config must not
+	// hold, and can be bulk (ip-restriction lists).
+	PluginsRef string `json:"plugins_ref,omitempty"`
 	// Chains are the plugin chains of routes that do not list their own
 	// (Route.Plugins): by route, else by the route's service, else the
 	// default chain.
@@ -163,6 +169,11 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	if rt.PluginsRef != "" {
+		if err := loadPlugins(ctx, rt.PluginsRef, plugins); err != nil {
+			return err
+		}
+	}
 	rt.consumers = consumers.NewTable(rt.Consumers)
 	if rt.ConsumersRef != "" {
 		tbl, err := configref.Get[*consumers.Table](rt.ConsumersRef)
@@ -201,6 +212,46 @@ func (rt *Router) loadByID(ctx caddy.Context, field string, n int, what string) 
 		out[id] = m.(caddyhttp.MiddlewareHandler)
 	}
 	return out, nil
+}
+
+// PluginConfigs are plugin handler modules by instance id, each as Plugins
+// holds one (with its "handler" key): what PluginsRef references.
+type PluginConfigs map[int64]json.RawMessage
+
+// loadPlugins loads the handler modules of the PluginConfigs ref names
+// into out.
+func loadPlugins(ctx caddy.Context, ref string, out map[int64]caddyhttp.MiddlewareHandler) error {
+	configs, err := configref.Get[PluginConfigs](ref)
+	if err != nil {
+		return fmt.Errorf("plugins_ref: %w", err)
+	}
+	for id, raw := range configs {
+		// As Caddy reads an inline module key: the name, then the
+		// config without it (module configs are decoded strictly).
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return fmt.Errorf("loading plugin %d: %w", id, err)
+		}
+		var name string
+		if err := json.Unmarshal(obj["handler"], &name); err != nil || name == "" {
+			return fmt.Errorf("loading plugin %d: no handler module name", id)
+		}
+		delete(obj, "handler")
+		cfg, err := json.Marshal(obj)
+		if err != nil {
+			return fmt.Errorf("loading plugin %d: %w", id, err)
+		}
+		m, err := ctx.LoadModuleByID("http.handlers."+name, cfg)
+		if err != nil {
+			return fmt.Errorf("loading plugin %d: %w", id, err)
+		}
+		h, ok := m.(caddyhttp.MiddlewareHandler)
+		if !ok {
+			return fmt.Errorf("loading plugin %d: %s is %T, not an HTTP handler", id, name, m)
+		}
+		out[id] = h
+	}
+	return nil
 }
 
 // provisionServices provisions the referenced service proxies: in the
