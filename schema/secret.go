@@ -8,8 +8,9 @@ import (
 )
 
 // Redacted is what Redact puts in place of a secret value: the whole value
-// of a secret string or map entry, or the user information of a secret URL
-// (the url kind): https://<redacted>@collector.example/in. It is not a valid
+// of a secret string or map entry, or the user information and the query's
+// values of a secret URL (the url kind), where collectors take credentials:
+// https://<redacted>@collector.example/in?api_key=<redacted>. It is not a valid
 // value of any field, and Check refuses it in a secret field, so a
 // redacted answer or export sent back is never stored as the real value.
 const Redacted = "<redacted>"
@@ -25,8 +26,22 @@ func Redact(v any) []string {
 		}
 		if f.str.kind == kindURL {
 			u, err := url.Parse(s)
-			if err != nil || u.User == nil {
+			if err != nil || (u.User == nil && u.RawQuery == "") {
 				return s, false
+			}
+			if u.RawQuery != "" {
+				params := strings.Split(u.RawQuery, "&")
+				for i, p := range params {
+					if name, _, ok := strings.Cut(p, "="); ok {
+						params[i] = name + "=" + Redacted
+					} else {
+						params[i] = Redacted // a bare token (?<key>)
+					}
+				}
+				u.RawQuery = strings.Join(params, "&")
+			}
+			if u.User == nil {
+				return u.String(), true
 			}
 			u.User = nil
 			return strings.Replace(u.String(), "://", "://"+Redacted+"@", 1), true

@@ -41,6 +41,7 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 		ssoSecret  = "planted-sso-client-secret-c0ffee"
 		logPass    = "planted-log-pass-61d2"
 		logHeader  = "planted-log-header-0e94"
+		logKey     = "planted-log-query-key-5c07"
 		wasmConfig = "planted-wasm-config-8a3f"
 	)
 	eabMAC := base64.RawURLEncoding.EncodeToString([]byte("planted-eab-hmac-key-0123456789"))
@@ -60,7 +61,7 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 	collector := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer collector.Close()
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "http-log", "scope": "route", "route_id": rid, "config": map[string]any{
-		"endpoint": strings.Replace(collector.URL, "http://", "http://log:"+logPass+"@", 1),
+		"endpoint": strings.Replace(collector.URL, "http://", "http://log:"+logPass+"@", 1) + "/in?api_key=" + logKey,
 		"headers":  map[string]string{"Authorization": "Bearer " + logHeader}}})
 	g.Must("POST", "/api/v1/wasm-modules", map[string]any{"name": "filter", "wat": watFile(t, "filter.wat")})
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "wasm", "scope": "route", "route_id": rid,
@@ -89,7 +90,7 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 		"key-auth key": keyAuthKey, "jwt secret": jwtSecret, "basic-auth password": basicPass,
 		"bcrypt hash": "$2a$", "private key": keyBody, "PEM key header": "PRIVATE KEY",
 		"cloudflare token": cfToken, "EAB key id": eabKeyID, "EAB MAC key": eabMAC, "SSO secret": ssoSecret,
-		"http-log endpoint password": logPass, "http-log header": logHeader,
+		"http-log endpoint password": logPass, "http-log header": logHeader, "http-log endpoint's query key": logKey,
 	}
 	check := func(where string, body []byte) {
 		t.Helper()

@@ -29,7 +29,7 @@ func init() {
 
 // HTTPLog is the http-log plugin.
 type HTTPLog struct {
-	Endpoint        string            `json:"endpoint" schema:"required,url,secret" doc:"Collector URL (http or https) the batches are sent to. Its credentials (user:password@) are a secret: viewers and exports without secrets see <redacted> in their place. Never the gateway admin API or Caddy's admin endpoint (400; refused again when the name is resolved)."`
+	Endpoint        string            `json:"endpoint" schema:"required,url,secret" doc:"Collector URL (http or https) the batches are sent to. Its credentials (user:password@) and the values of its query (where collectors take API keys: ?api_key=...) are secrets: viewers and exports without secrets see <redacted> in their place. Never the gateway admin API or Caddy's admin endpoint (400; refused again when the name is resolved)."`
 	Method          string            `json:"method" schema:"enum=POST|PUT|PATCH" doc:"HTTP method of the batch requests."`
 	Headers         map[string]string `json:"headers" schema:"secret,keys=header_name,header_value,maxItems=100" doc:"Extra request headers of the batch requests (e.g. Authorization). The values are secrets: viewers and exports without secrets see <redacted>. Sent literally (no placeholders)."`
 	BatchMaxSize    int               `json:"batch_max_size" schema:"min=1,max=10000" doc:"Most records per batch; a full batch is sent at once."`
