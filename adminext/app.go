@@ -133,7 +133,7 @@ func (a *App) Validate() error {
 	default:
 		return fmt.Errorf("gateway: database must be sqlite or postgres, got %q", a.Database)
 	}
-	if a.Database == "postgres" && a.DSN == "" {
+	if a.Database == "postgres" && a.StoreDSN() == "" {
 		return fmt.Errorf("gateway: database postgres needs a DSN")
 	}
 	return nil

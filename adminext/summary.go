@@ -46,14 +46,15 @@ func orOff(addr string) string {
 // storeName names the store without its credentials: the SQLite file, or
 // PostgreSQL's host and database.
 func storeName(b controlplane.Bootstrap) string {
+	dsn := b.StoreDSN()
 	if b.Database != "postgres" {
-		return "sqlite " + b.DSN
+		return "sqlite " + dsn
 	}
-	if u, err := url.Parse(b.DSN); err == nil && u.Host != "" {
+	if u, err := url.Parse(dsn); err == nil && u.Host != "" {
 		return "postgres " + u.Host + u.Path
 	}
 	var host, db string
-	for _, kv := range strings.Fields(b.DSN) {
+	for _, kv := range strings.Fields(dsn) {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case "host":

@@ -5,7 +5,8 @@
 //		gateway {
 //			admin_listen 127.0.0.1:9080
 //			database sqlite ./data/gateway.db   # or: database postgres <dsn>
-//			database_postgres <dsn>             # when non-empty, overrides database
+//			database_postgres <dsn>             # when non-empty at start, overrides database
+//			                                    # ({env.VAR} keeps a password out of Caddy's JSON)
 //			http_listen :8080
 //			https_listen :8443
 //			node_http_listen :8081              # optional: this node's own listeners,
@@ -36,7 +37,6 @@ func init() {
 
 func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 	app := new(adminext.App)
-	var postgresDSN string
 	d.Next() // the option name
 	if d.NextArg() {
 		return nil, d.ArgErr()
@@ -56,11 +56,13 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 			app.Database, app.DSN = args[0], args[1]
 		case "database_postgres":
 			// PostgreSQL when a DSN is given, e.g. from an environment
-			// variable that is empty by default.
+			// variable that is empty by default: decided at start when it
+			// is a runtime placeholder ({env.GATEWAY_POSTGRES_DSN}, which
+			// keeps a password out of Caddy's JSON config).
 			// A keyword/value DSN ("host=db port=5432 user=gw", as libpq
 			// users write it) arrives from {$GATEWAY_POSTGRES_DSN} as
 			// several tokens: join them again.
-			postgresDSN = strings.TrimSpace(strings.Join(d.RemainingArgs(), " "))
+			app.PostgresDSN = strings.TrimSpace(strings.Join(d.RemainingArgs(), " "))
 		case "http_listen":
 			if !d.AllArgs(&app.HTTPListen) {
 				return nil, d.ArgErr()
@@ -110,9 +112,6 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 		default:
 			return nil, d.Errf("unknown gateway option %q", d.Val())
 		}
-	}
-	if postgresDSN != "" {
-		app.Database, app.DSN = "postgres", postgresDSN
 	}
 	return httpcaddyfile.App{Name: "gateway", Value: toJSON(app)}, nil
 }

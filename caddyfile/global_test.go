@@ -8,6 +8,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 )
 
 func adapt(t *testing.T, src string) map[string]any {
@@ -45,17 +47,36 @@ func TestShippedCaddyfileDefaults(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, gw[k], v)
 		}
 	}
-	t.Setenv("GATEWAY_POSTGRES_DSN", "postgres://gw@127.0.0.1/gw")
-	t.Setenv("GATEWAY_HTTP_LISTEN", "127.0.0.1:18080")
-	gw = gatewayApp(adapt(t, string(src)))
-	if gw["database"] != "postgres" || gw["dsn"] != "postgres://gw@127.0.0.1/gw" || gw["http_listen"] != "127.0.0.1:18080" {
-		t.Errorf("environment not honoured: %v", gw)
+	// Unset, GATEWAY_POSTGRES_DSN keeps SQLite at start too.
+	var unset controlplane.Bootstrap
+	raw, _ := json.Marshal(gw)
+	_ = json.Unmarshal(raw, &unset)
+	if unset.SetDefaults(); unset.Database != "sqlite" || unset.StoreDSN() != "./data/gateway.db" {
+		t.Errorf("without GATEWAY_POSTGRES_DSN: %+v", unset)
 	}
-	// The keyword/value form of a DSN, with its spaces.
-	t.Setenv("GATEWAY_POSTGRES_DSN", "host=127.0.0.1 port=5432 user=gw dbname=gw connect_timeout=5")
-	gw = gatewayApp(adapt(t, string(src)))
-	if gw["database"] != "postgres" || gw["dsn"] != "host=127.0.0.1 port=5432 user=gw dbname=gw connect_timeout=5" {
-		t.Errorf("keyword/value DSN: %v", gw)
+	// GATEWAY_POSTGRES_DSN is read at start ({env.…}): the store is
+	// PostgreSQL, and the DSN with its password is not in the adapted
+	// config (Caddy's admin endpoint serves it, Caddy autosaves it).
+	t.Setenv("GATEWAY_HTTP_LISTEN", "127.0.0.1:18080")
+	for _, dsn := range []string{
+		"postgres://gw:planted-pw@127.0.0.1/gw",
+		"host=127.0.0.1 port=5432 user=gw password=planted-pw dbname=gw connect_timeout=5", // keyword/value, with its spaces
+	} {
+		t.Setenv("GATEWAY_POSTGRES_DSN", dsn)
+		cfg := adapt(t, string(src))
+		if raw, _ := json.Marshal(cfg); strings.Contains(string(raw), "planted-pw") {
+			t.Errorf("the adapted config holds the DSN's password: %s", raw)
+		}
+		gw = gatewayApp(cfg)
+		var boot controlplane.Bootstrap
+		raw, _ = json.Marshal(gw)
+		if err := json.Unmarshal(raw, &boot); err != nil {
+			t.Fatal(err)
+		}
+		boot.SetDefaults()
+		if boot.Database != "postgres" || boot.StoreDSN() != dsn || gw["http_listen"] != "127.0.0.1:18080" {
+			t.Errorf("environment not honoured: %+v (store DSN %q)", boot, boot.StoreDSN())
+		}
 	}
 }
 

@@ -206,7 +206,7 @@ func (n *node) listen(ctx context.Context) {
 }
 
 func (n *node) listenOnce(ctx context.Context) error {
-	cfg, err := pgx.ParseConfig(n.cp.Boot().DSN)
+	cfg, err := pgx.ParseConfig(n.cp.Boot().StoreDSN())
 	if err != nil {
 		return fmt.Errorf("parsing the PostgreSQL DSN: %w", err)
 	}

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"crypto/tls"
+	"strings"
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
@@ -20,8 +21,16 @@ type Bootstrap struct {
 	// Database is "sqlite" (default) or "postgres".
 	Database string `json:"database,omitempty"`
 	// DSN is the SQLite file (default ./data/gateway.db) or the PostgreSQL
-	// connection string.
+	// connection string. Caddy's global placeholders in it ({env.VAR},
+	// {file.path}) are replaced when the store is opened (StoreDSN), so a
+	// password need not be written into Caddy's JSON config, which
+	// Caddy's admin endpoint serves and Caddy autosaves.
 	DSN string `json:"dsn,omitempty"`
+	// PostgresDSN, when it is not empty once its placeholders are
+	// replaced, makes the store PostgreSQL with this DSN, whatever
+	// Database and DSN say: the shipped Caddyfile's database_postgres
+	// {env.GATEWAY_POSTGRES_DSN}, where an unset variable keeps SQLite.
+	PostgresDSN string `json:"postgres_dsn,omitempty"`
 	// HTTPListen and HTTPSListen seed the settings of a fresh store
 	// (defaults :8080 and :8443); afterwards the settings resource decides.
 	HTTPListen  string `json:"http_listen,omitempty"`
@@ -65,6 +74,9 @@ func (a *Bootstrap) SetDefaults() {
 	if a.AdminListen == "" {
 		a.AdminListen = "127.0.0.1:9080"
 	}
+	if a.PostgresDSN != "" && replacePlaceholders(a.PostgresDSN) != "" {
+		a.Database, a.DSN = "postgres", a.PostgresDSN
+	}
 	if a.Database == "" {
 		a.Database = "sqlite"
 	}
@@ -91,4 +103,14 @@ type Instance struct {
 
 	prev    atomic.Pointer[Instance] // the instance live when this one started, until it stops
 	stopped atomic.Bool              // Stop was called
+}
+
+// StoreDSN is the DSN the store is opened with: DSN with Caddy's global
+// placeholders replaced.
+func (a Bootstrap) StoreDSN() string { return replacePlaceholders(a.DSN) }
+
+// replacePlaceholders replaces Caddy's global placeholders ({env.VAR},
+// {file.path} …) in s, leaving unknown ones as they are.
+func replacePlaceholders(s string) string {
+	return strings.TrimSpace(caddy.NewReplacer().ReplaceKnown(s, ""))
 }

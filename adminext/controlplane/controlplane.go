@@ -117,7 +117,7 @@ func (nopObserver) Observe(*records.Record, *gwctx.Info) {}
 func (nopObserver) Close()                               {}
 
 func newControlPlane(a Bootstrap, logger *zap.Logger) (*ControlPlane, error) {
-	store, err := storage.Open(a.Database, a.DSN)
+	store, err := storage.Open(a.Database, a.StoreDSN())
 	if err != nil {
 		return nil, fmt.Errorf("gateway store: %w", err)
 	}

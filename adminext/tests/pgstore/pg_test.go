@@ -8,13 +8,17 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
@@ -151,4 +155,30 @@ func TestStoredVersionThatDoesNotLoad(t *testing.T) {
 		t.Fatalf("a newer version after a failed one: changed %v, %v", changed, err)
 	}
 	g.WantGet("", "/fixed", 200, "up")
+}
+
+// TestPostgresDSNOutOfCaddyConfig: a DSN given as a runtime placeholder
+// (the shipped Caddyfile's database_postgres {env.GATEWAY_POSTGRES_DSN})
+// opens the PostgreSQL store, and its password is in neither the config
+// Caddy's admin endpoint serves nor Caddy's autosaved config.
+func TestPostgresDSNOutOfCaddyConfig(t *testing.T) {
+	const password = "planted-pg-password-3b9e" // the server trusts 127.0.0.1: any password passes
+	t.Setenv("GATEWAY_TEST_PG_DSN", pgtest.Start(t).DSN+" password="+password)
+	g := testgw.Start(t, &testgw.Options{Gateway: map[string]any{"postgres_dsn": "{env.GATEWAY_TEST_PG_DSN}"}})
+	g.Must("POST", "/api/v1/services", map[string]any{"name": "on-postgres"})
+	if got := g.Must("GET", "/api/v1/cluster", nil); got["mode"] != "postgres" {
+		t.Fatalf("the store is not PostgreSQL: %v", got)
+	}
+	resp, err := caddycmd.AdminAPIRequest(g.CaddyAdmin, "GET", "/config/", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(cfg), password) || !strings.Contains(string(cfg), "{env.GATEWAY_TEST_PG_DSN}") {
+		t.Errorf("Caddy's config: %s", cfg)
+	}
+	if b, err := os.ReadFile(filepath.Join(caddy.AppConfigDir(), "autosave.json")); err == nil && strings.Contains(string(b), password) {
+		t.Error("Caddy's autosaved config holds the DSN's password")
+	}
 }
