@@ -57,12 +57,19 @@ func TestPluginIPRestrictionThroughGateway(t *testing.T) {
 }
 
 // TestPluginCORSThroughGateway: preflights are answered 204 without
-// reaching the upstream; wildcard origins; actual responses decorated.
+// reaching the upstream; wildcard origins; actual responses decorated,
+// the upstream's own CORS headers replaced (an upstream granting every
+// origin grants nothing the plugin does not), Vary: Origin on every
+// answer.
 func TestPluginCORSThroughGateway(t *testing.T) {
 	g := testgw.Start(t, nil)
 	hits := 0
 	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
 		hits++
+		if o := r.Header.Get("Origin"); o != "" {
+			w.Header().Set("Access-Control-Allow-Origin", o)
+			w.Header().Set("Access-Control-Allow-Credentials", "true")
+		}
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "ok")
 	})
@@ -84,9 +91,15 @@ func TestPluginCORSThroughGateway(t *testing.T) {
 	if p.Status != 200 || p.Header.Get("Access-Control-Allow-Origin") != "https://a.b.example.com" || p.Header.Get("Access-Control-Expose-Headers") != "X-Total" {
 		t.Fatalf("actual request: %d %v", p.Status, p.Header)
 	}
-	p = send(t, g, "GET", "/api", nil, "Origin", "https://example.com")
-	if p.Header.Get("Access-Control-Allow-Origin") != "" {
-		t.Fatalf("example.com is not *.example.com: %v", p.Header)
+	for _, origin := range []string{"https://example.com", "https://evil.test", "null"} {
+		p = send(t, g, "GET", "/api", nil, "Origin", origin)
+		if p.Header.Values("Access-Control-Allow-Origin") != nil || p.Header.Values("Access-Control-Allow-Credentials") != nil {
+			t.Fatalf("origin %s is not *.example.com: %v", origin, p.Header)
+		}
+	}
+	p = send(t, g, "GET", "/api", nil)
+	if p.Status != 200 || p.Header.Get("Vary") != "Origin" {
+		t.Fatalf("without Origin: %d, Vary %q", p.Status, p.Header.Values("Vary"))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )
@@ -107,12 +108,9 @@ func (h *CORS) Validate() error {
 // ServeHTTP answers preflights and decorates actual responses.
 func (h *CORS) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return next.ServeHTTP(w, r)
-	}
 	allowOrigin := h.allowOrigin(origin)
 
-	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+	if origin != "" && r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 		hdr := w.Header()
 		addVary(hdr, "Origin", "Access-Control-Request-Method", "Access-Control-Request-Headers")
 		if allowOrigin != "" {
@@ -139,31 +137,60 @@ func (h *CORS) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return nil
 	}
 
-	decorate := func(hdr http.Header) {
-		addVary(hdr, "Origin")
-		if allowOrigin == "" {
-			return
-		}
-		hdr.Set("Access-Control-Allow-Origin", allowOrigin)
-		if h.AllowCredentials {
-			hdr.Set("Access-Control-Allow-Credentials", "true")
-		} else {
-			hdr.Del("Access-Control-Allow-Credentials")
-		}
-		if h.expose != "" {
-			hdr.Set("Access-Control-Expose-Headers", h.expose)
-		} else {
-			hdr.Del("Access-Control-Expose-Headers")
-		}
+	h.decorate(w.Header(), allowOrigin) // for responses made after this handler returns
+	// Under the gateway's proxy server: a hook of its writer (nothing
+	// allocated).
+	if rw, ok := w.(*gwctx.RecordingWriter); ok && rw.OnHeader(h, gwctx.HookArgs{S: allowOrigin}) {
+		return next.ServeHTTP(w, r)
 	}
-	decorate(w.Header()) // for responses made after this handler returns
-	return next.ServeHTTP(newHeaderHook(w, decorate), r)
+	return next.ServeHTTP(newHeaderHook(w, func(hdr http.Header) { h.decorate(hdr, allowOrigin) }), r)
 }
 
+// ApplyHeader is the decoration of an actual response as a hook of the
+// gateway's writer (gwctx.RecordingWriter.OnHeader); args.S is the
+// Access-Control-Allow-Origin value.
+func (h *CORS) ApplyHeader(hdr http.Header, args gwctx.HookArgs) { h.decorate(hdr, args.S) }
+
+// decorate sets the CORS headers of an actual response, allowOrigin
+// ("" for none) being its Access-Control-Allow-Origin. The gateway owns
+// them: the upstream's are removed, whatever the request, so an upstream
+// that grants every origin (reflecting Origin, with credentials) grants
+// nothing to an origin the plugin does not allow. Every response whose
+// grant depends on Origin says Vary: Origin, those to requests without
+// one too, so that no cache serves one origin's answer to another
+// (Fetch standard, "CORS protocol and HTTP caches").
+func (h *CORS) decorate(hdr http.Header, allowOrigin string) {
+	if !h.anyOrigin {
+		addVary(hdr, "Origin")
+	}
+	for _, name := range corsResponseHeaders {
+		delete(hdr, name)
+	}
+	if allowOrigin == "" {
+		return
+	}
+	hdr.Set("Access-Control-Allow-Origin", allowOrigin)
+	if h.AllowCredentials {
+		hdr.Set("Access-Control-Allow-Credentials", "true")
+	}
+	if h.expose != "" {
+		hdr.Set("Access-Control-Expose-Headers", h.expose)
+	}
+}
+
+// corsResponseHeaders are the CORS headers of actual responses
+// (canonical), which only the plugin sets.
+var corsResponseHeaders = [...]string{"Access-Control-Allow-Origin", "Access-Control-Allow-Credentials", "Access-Control-Expose-Headers"}
+
 // allowOrigin is the Access-Control-Allow-Origin value for origin, or "".
+// Any origin (which never goes with allow_credentials) is *, also for a
+// request without Origin: the answer is then the same for every request.
 func (h *CORS) allowOrigin(origin string) string {
-	if h.anyOrigin && !h.AllowCredentials {
+	if h.anyOrigin {
 		return "*"
+	}
+	if origin == "" {
+		return ""
 	}
 	for _, p := range h.origins {
 		if p.match(origin) {
@@ -250,5 +277,6 @@ func (p originPattern) match(origin string) bool {
 
 // Interface guards
 var (
-	_ plugins.Plugin = (*CORS)(nil)
+	_ plugins.Plugin   = (*CORS)(nil)
+	_ gwctx.HeaderHook = (*CORS)(nil)
 )

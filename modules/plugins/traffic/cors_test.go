@@ -67,7 +67,11 @@ func TestCORSPreflight(t *testing.T) {
 func TestCORSActualRequests(t *testing.T) {
 	g := startGW(t, []string{plugintest.HandlerJSON(t, "cors", `{"allow_origins":["https://app.example"],"allow_credentials":true,"expose_headers":["X-Request-ID","X-Total"],"allow_headers":["Authorization"],"max_age_s":0}`)},
 		plugintest.WithUpstreamFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Access-Control-Allow-Origin", "*") // the gateway's config wins
+			// an upstream granting every origin, with credentials: the
+			// gateway's config wins
+			w.Header().Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+			w.Header().Set("Access-Control-Allow-Credentials", "true")
+			w.Header().Set("Access-Control-Expose-Headers", "X-Secret")
 			w.Header().Set("Vary", "Accept-Encoding")
 		}))
 	res := g.Get("/", "Origin", "https://app.example")
@@ -75,25 +79,32 @@ func TestCORSActualRequests(t *testing.T) {
 	if got := res.Header.Values("Access-Control-Allow-Origin"); len(got) != 1 || got[0] != "https://app.example" {
 		t.Errorf("Allow-Origin %q", got)
 	}
-	if got := res.Header.Get("Access-Control-Allow-Credentials"); got != "true" {
+	if got := res.Header.Values("Access-Control-Allow-Credentials"); len(got) != 1 || got[0] != "true" {
 		t.Errorf("Allow-Credentials %q", got)
 	}
-	if got := res.Header.Get("Access-Control-Expose-Headers"); got != "X-Request-ID, X-Total" {
+	if got := res.Header.Values("Access-Control-Expose-Headers"); len(got) != 1 || got[0] != "X-Request-ID, X-Total" {
 		t.Errorf("Expose-Headers %q", got)
 	}
 	if got := res.Header.Values("Vary"); len(got) != 2 || !slices.Contains(got, "Accept-Encoding") || !slices.Contains(got, "Origin") {
 		t.Errorf("Vary %q", got)
 	}
-	// disallowed origin: proxied, no CORS grant from the gateway
+	// disallowed origin: proxied, and no CORS grant at all (the
+	// upstream's reflected one is removed)
 	res = g.Get("/", "Origin", "https://evil.example")
 	plugintest.WantStatus(t, res, http.StatusOK)
-	if got := res.Header.Get("Access-Control-Allow-Credentials"); got != "" {
-		t.Errorf("disallowed origin got credentials %q", got)
+	for _, k := range []string{"Access-Control-Allow-Origin", "Access-Control-Allow-Credentials", "Access-Control-Expose-Headers"} {
+		if got := res.Header.Values(k); len(got) != 0 {
+			t.Errorf("disallowed origin: %s %q", k, got)
+		}
 	}
-	// no Origin: untouched
+	// no Origin: no grant either, and Vary: Origin, so that a cache does
+	// not answer a CORS request with it
 	res = g.Get("/")
-	if got := res.Header.Values("Vary"); len(got) != 1 {
+	if got := res.Header.Values("Vary"); len(got) != 2 || !slices.Contains(got, "Origin") {
 		t.Errorf("no Origin: Vary %q", got)
+	}
+	if got := res.Header.Values("Access-Control-Allow-Origin"); len(got) != 0 {
+		t.Errorf("no Origin: Allow-Origin %q", got)
 	}
 	// preflight: configured headers, no Max-Age, credentials echo the origin
 	res = g.Do(http.MethodOptions, "/", nil, "Origin", "https://app.example", "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "X-Other")
@@ -109,6 +120,11 @@ func TestCORSAnyOrigin(t *testing.T) {
 	res := g.Get("/", "Origin", "https://whatever.test")
 	if got := res.Header.Get("Access-Control-Allow-Origin"); got != "*" {
 		t.Fatalf("Allow-Origin %q, want *", got)
+	}
+	// the same answer without Origin (it does not depend on it: no Vary)
+	res = g.Get("/")
+	if got := res.Header.Get("Access-Control-Allow-Origin"); got != "*" || len(res.Header.Values("Vary")) != 0 {
+		t.Fatalf("no Origin: Allow-Origin %q, Vary %q", got, res.Header.Values("Vary"))
 	}
 	g.Upstream.Close() // proxy error responses carry the headers too
 	res = g.Get("/", "Origin", "https://whatever.test")
