@@ -447,6 +447,26 @@ func TestJWTClaims(t *testing.T) {
 	}
 }
 
+// TestJWTMaximumExpirationWithoutExp: maximum_expiration_s bounds the
+// lifetime of tokens also when claims_to_verify leaves exp out: a token
+// whose exp is past (signed by the consumer itself, say with exp 1) is not
+// within the bound, it is expired.
+func TestJWTMaximumExpirationWithoutExp(t *testing.T) {
+	base := plugintest.Start(t, []any{with("gateway_jwt", map[string]any{
+		"claims_to_verify": []string{}, "maximum_expiration_s": 600,
+	}, t)}).URL
+	now := time.Now()
+	tok := func(exp int64) string {
+		return "Bearer " + sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss", "exp": exp})
+	}
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "Authorization", tok(now.Add(5*time.Minute).Unix())), 200)
+	for name, exp := range map[string]int64{"expired": now.Add(-time.Hour).Unix(), "exp 1": 1, "too far": now.Add(time.Hour).Unix()} {
+		if res := plugintest.Do(t, "GET", base+"/", "Authorization", tok(exp)); res.StatusCode != 401 {
+			t.Errorf("%s: status %d %s", name, res.StatusCode, res.Body)
+		}
+	}
+}
+
 // ---- acl ----
 
 func TestACL(t *testing.T) {

@@ -33,7 +33,7 @@ type JWT struct {
 	CookieNames        []string `json:"cookie_names" schema:"header_name,minLength=1,maxItems=32" doc:"Cookies carrying the token."`
 	KeyClaimName       string   `json:"key_claim_name" schema:"minLength=1,maxLength=256" doc:"Claim whose value selects the consumer's jwt credential (its key)."`
 	ClaimsToVerify     []string `json:"claims_to_verify" schema:"enum=exp|nbf" doc:"Registered claims every token must carry and pass: exp (not expired), nbf (already valid). A listed claim that is missing is 401, as in Kong."`
-	MaximumExpirationS int64    `json:"maximum_expiration_s" schema:"min=0,max=315360000" doc:"When above 0, the token must carry exp and exp - now must not exceed this many seconds."`
+	MaximumExpirationS int64    `json:"maximum_expiration_s" schema:"min=0,max=315360000" doc:"When above 0, the token must carry exp, must not be expired (whether claims_to_verify lists exp or not), and exp - now must not exceed this many seconds."`
 
 	inline // standalone use: an inline consumer table
 
@@ -194,8 +194,15 @@ func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consume
 		}
 	}
 	if j.MaximumExpirationS > 0 {
+		// A bound on the lifetime bounds nothing if a token past its exp
+		// passed: the consumer signing its own tokens would sign one with
+		// an exp long gone, valid for ever (Kong requires exp in
+		// claims_to_verify for it).
 		if exp == nil {
 			return nil, "claim 'exp' is required"
+		}
+		if !now.Before(exp.Time) {
+			return nil, "token expired"
 		}
 		if exp.Sub(now) > time.Duration(j.MaximumExpirationS)*time.Second {
 			return nil, "token expiration exceeds the maximum allowed"
