@@ -184,3 +184,22 @@ func TestConnectionCannotDropGatewayHeaders(t *testing.T) {
 		t.Errorf("the client's hop-by-hop header reached the upstream: %v", seen.Headers)
 	}
 }
+
+// TestSplitRunsTheRoutesServiceChain pins what docs/routing.md says of
+// splits: the chain is the route's, with its own service's plugins,
+// whichever service the split picks; the picked service's own
+// service-scoped plugins do not run.
+func TestSplitRunsTheRoutesServiceChain(t *testing.T) {
+	g := testgw.Start(t, nil)
+	a := g.Service("a", testgw.Addr(testgw.Echo(t, "A")))
+	b := g.Service("b", testgw.Addr(testgw.Echo(t, "B")))
+	g.Route("split", a, map[string]any{"paths": []string{"/s"}, "splits": []map[string]any{{"service_id": b, "weight": 1}}})
+	addPlugin(t, g, "key-auth", "service", a, nil)
+	addPlugin(t, g, "request-termination", "service", b, map[string]any{"status": 418})
+	g.Consumer("alice", map[string]any{"type": "key-auth", "key": "alice-key"})
+
+	wantGatewayError(t, send(t, g, "GET", "/s", nil), 401, "")
+	if p := send(t, g, "GET", "/s", nil, "apikey", "alice-key"); p.Status != 200 || testgw.DecodeEcho(t, p.Body).Name != "B" {
+		t.Fatalf("split to b: %d %s", p.Status, p.Body)
+	}
+}

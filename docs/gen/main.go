@@ -73,8 +73,12 @@ OpenAPI document (` + "`/openapi.json`, `/docs`" + `) carries the same schemas
   global, one per service, one per route); a second one, or a PUT moving a
   plugin onto an occupied target, is 400.
 - **Precedence.** For a request, the most specific enabled instance of each
-  type applies: route, then service, then global. A disabled plugin neither
-  applies nor shadows a less specific one.
+  type applies: route, then service, then global. The service is the
+  route's own ` + "`service_id`" + `: a route with ` + "`splits`" + ` runs that service's
+  plugins for every request, whichever service the split picks, and a
+  split service's own service-scoped plugins apply only to the routes
+  whose ` + "`service_id`" + ` it is ([routing.md](routing.md)). A disabled plugin
+  neither applies nor shadows a less specific one.
 - **Order.** The applicable plugins run in ascending ` + "`ordering`" + `, then id.
   ` + "`ordering`" + ` defaults to the type's default ordering below.
 - **Config.** ` + "`config`" + ` is validated by the type's declaration: unknown fields
