@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -314,17 +315,18 @@ func TestBasicAuthHideAndCache(t *testing.T) {
 	// the cache: bounded, keyed by user+password, tied to the hash
 	c := newVerifyCache(3, time.Minute)
 	b := &BasicAuth{cache: c}
-	if !b.verify("alice", "alice-pw", alicePwHash) || c.len() != 1 {
+	ctx := context.Background()
+	if !b.verify(ctx, "alice", "alice-pw", alicePwHash) || c.len() != 1 {
 		t.Fatal("first verification")
 	}
 	if !c.get(c.key("alice", "alice-pw"), alicePwHash) {
 		t.Fatal("not cached")
 	}
-	if b.verify("alice", "wrong", alicePwHash) || c.len() != 1 {
+	if b.verify(ctx, "alice", "wrong", alicePwHash) || c.len() != 1 {
 		t.Fatal("failures must not be cached")
 	}
 	other, _ := bcrypt.GenerateFromPassword([]byte("other"), bcrypt.MinCost)
-	if b.verify("alice", "alice-pw", string(other)) {
+	if b.verify(ctx, "alice", "alice-pw", string(other)) {
 		t.Fatal("cache entry must not outlive a changed hash")
 	}
 	for i := 0; i < 10; i++ {
@@ -337,6 +339,57 @@ func TestBasicAuthHideAndCache(t *testing.T) {
 	exp.put(exp.key("a", "b"), "h")
 	if exp.get(exp.key("a", "b"), "h") {
 		t.Fatal("expired entry used")
+	}
+}
+
+// TestBasicAuthComparisonsBounded: the bcrypt comparisons any client can
+// ask for (wrong passwords, unknown users) run at most len(bcryptSlots)
+// at once; the others wait their turn (a client going away stops waiting).
+// Here the test holds every slot: no request is answered until it lets go.
+func TestBasicAuthComparisonsBounded(t *testing.T) {
+	base := plugintest.Start(t, []any{with("gateway_basic_auth", nil, t)}).URL
+	for range cap(bcryptSlots) {
+		bcryptSlots <- struct{}{}
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			for range cap(bcryptSlots) {
+				<-bcryptSlots
+			}
+		}
+	}
+	defer release()
+	done := make(chan int, 2)
+	for _, auth := range []string{basicHeader("alice", "wrong"), basicHeader("nobody", "x")} {
+		go func() {
+			req, _ := http.NewRequest("GET", base+"/", nil)
+			req.Header.Set("Authorization", auth)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- 0
+				return
+			}
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+	}
+	select {
+	case st := <-done:
+		t.Fatalf("answered %d while every comparison slot was taken", st)
+	case <-time.After(300 * time.Millisecond):
+	}
+	release()
+	for range 2 {
+		select {
+		case st := <-done:
+			if st != 401 {
+				t.Errorf("status %d, want 401", st)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer once the slots were free")
+		}
 	}
 }
 

@@ -1,10 +1,12 @@
 package auth
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -88,10 +90,10 @@ func (b *BasicAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if cred == nil {
 		// Spend the same time as a real check so that response times do
 		// not reveal which usernames exist.
-		_ = bcrypt.CompareHashAndPassword(fakeHash(), []byte(pass))
+		_ = compareHash(r.Context(), fakeHash(), pass)
 		return b.deny(w, "invalid authentication credentials")
 	}
-	if !b.verify(user, pass, cred.PasswordHash) {
+	if !b.verify(r.Context(), user, pass, cred.PasswordHash) {
 		return b.deny(w, "invalid authentication credentials")
 	}
 	if b.HideCredentials {
@@ -111,20 +113,40 @@ func (b *BasicAuth) deny(w http.ResponseWriter, msg string) error {
 // verify checks pass against the bcrypt hash, remembering successes for a
 // short while so that a client sending the same credentials on every
 // request does not cost a bcrypt computation each time.
-func (b *BasicAuth) verify(user, pass, hash string) bool {
+func (b *BasicAuth) verify(ctx context.Context, user, pass, hash string) bool {
 	cache := b.cache
 	if cache == nil { // not provisioned (direct use in Go)
-		return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) == nil
+		return compareHash(ctx, []byte(hash), pass)
 	}
 	k := cache.key(user, pass)
 	if cache.get(k, hash) {
 		return true
 	}
-	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) != nil {
+	if !compareHash(ctx, []byte(hash), pass) {
 		return false
 	}
 	cache.put(k, hash)
 	return true
+}
+
+// bcryptSlots bounds the bcrypt comparisons running at once, in the whole
+// process, to half the CPUs (at least one). One comparison is about 60 ms
+// of a core (cost 10), and any client can ask for one (a wrong password,
+// an unknown user): unbounded, a few dozen such requests a second from a
+// client without an account took every CPU of the gateway, from the
+// traffic of every route. Beyond the bound, checks wait their turn.
+var bcryptSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+
+// compareHash reports whether pass matches the bcrypt hash, comparing
+// within bcryptSlots; false when ctx (the client's request) ends first.
+func compareHash(ctx context.Context, hash []byte, pass string) bool {
+	select {
+	case bcryptSlots <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-bcryptSlots }()
+	return bcrypt.CompareHashAndPassword(hash, []byte(pass)) == nil
 }
 
 // SetDefaults implements schema.Defaulter.

@@ -29,7 +29,7 @@ import (
 func init() {
 	plugins.Register(
 		plugins.Type{Name: "key-auth", Ordering: 500, Doc: "The request must carry a consumer's API key (key-auth credential) in one of the key_names headers or query parameters; otherwise 401.", New: func() plugins.Plugin { return new(KeyAuth) }},
-		plugins.Type{Name: "basic-auth", Ordering: 510, Doc: "HTTP Basic credentials checked against the consumers' basic-auth credentials (bcrypt password hashes); otherwise 401 with WWW-Authenticate.", New: func() plugins.Plugin { return new(BasicAuth) }},
+		plugins.Type{Name: "basic-auth", Ordering: 510, Doc: "HTTP Basic credentials checked against the consumers' basic-auth credentials (bcrypt password hashes); otherwise 401 with WWW-Authenticate. A successful check is remembered for a minute; at most half the CPUs (at least one) compare passwords at once, the other checks waiting their turn, so that wrong passwords (about 60 ms of a core each, cost 10) cannot take the CPUs of the whole gateway.", New: func() plugins.Plugin { return new(BasicAuth) }},
 		plugins.Type{Name: "jwt", Ordering: 520, Doc: "The request must carry a JSON Web Token signed with a consumer's jwt credential, found by the token's key_claim_name claim; the token's algorithm must be the credential's (HS256/HS384/HS512 with its secret, RS256/ES256 with its PEM public key).", New: func() plugins.Plugin { return new(JWT) }},
 		plugins.Type{Name: "acl", Ordering: 600, Doc: "Admits the authenticated consumer by its groups (allow: member of at least one listed group; deny: member of none). Runs after an auth plugin; without an authenticated consumer the answer is 403.", New: func() plugins.Plugin { return new(ACL) }},
 	)
