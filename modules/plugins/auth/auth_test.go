@@ -520,6 +520,38 @@ func TestJWTMaximumExpirationWithoutExp(t *testing.T) {
 	}
 }
 
+// TestJWTKeyClaimInHeader: key_claim_name is read from the payload, else
+// from the token's (signed) JOSE header, as Kong reads it: kid.
+func TestJWTKeyClaimInHeader(t *testing.T) {
+	base := plugintest.Start(t, []any{with("gateway_jwt", map[string]any{"key_claim_name": "kid"}, t)}).URL
+	exp := time.Now().Add(time.Minute).Unix()
+	tok := func(kid string, claims jwt.MapClaims, secret string) string {
+		tk := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+		tk.Header["kid"] = kid
+		s, err := tk.SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Bearer " + s
+	}
+	res := plugintest.Do(t, "GET", base+"/", "Authorization", tok("alice-iss", jwt.MapClaims{"exp": exp}, "alice-secret"))
+	plugintest.WantStatus(t, res, 200)
+	if got := plugintest.UpstreamHeader(t, res, "X-Consumer-Username"); got != "alice" {
+		t.Errorf("consumer %q", got)
+	}
+	// the payload's claim comes first: a payload kid that is no string is
+	// not replaced by the header's
+	for name, h := range map[string]string{
+		"wrong secret":       tok("alice-iss", jwt.MapClaims{"exp": exp}, "other"),
+		"payload kid first":  tok("alice-iss", jwt.MapClaims{"exp": exp, "kid": "bob-hs512"}, "alice-secret"),
+		"payload kid number": tok("alice-iss", jwt.MapClaims{"exp": exp, "kid": 7}, "alice-secret"),
+	} {
+		if res := plugintest.Do(t, "GET", base+"/", "Authorization", h); res.StatusCode != 401 {
+			t.Errorf("%s: status %d", name, res.StatusCode)
+		}
+	}
+}
+
 // ---- acl ----
 
 func TestACL(t *testing.T) {

@@ -31,7 +31,7 @@ type JWT struct {
 	HeaderNames        []string `json:"header_names" schema:"header_name,minLength=1,maxItems=32" doc:"Request headers carrying the token as 'Bearer <token>'."`
 	QueryNames         []string `json:"query_names" schema:"minLength=1,maxItems=32,maxLength=256" doc:"Query parameters carrying the token."`
 	CookieNames        []string `json:"cookie_names" schema:"header_name,minLength=1,maxItems=32" doc:"Cookies carrying the token."`
-	KeyClaimName       string   `json:"key_claim_name" schema:"minLength=1,maxLength=256" doc:"Claim whose value selects the consumer's jwt credential (its key)."`
+	KeyClaimName       string   `json:"key_claim_name" schema:"minLength=1,maxLength=256" doc:"Claim whose value selects the consumer's jwt credential (its key): read from the token's payload, else from its (signed) header, as Kong reads it (kid names the header's key id)."`
 	ClaimsToVerify     []string `json:"claims_to_verify" schema:"enum=exp|nbf" doc:"Registered claims every token must carry and pass: exp (not expired), nbf (already valid). A listed claim that is missing is 401, as in Kong."`
 	MaximumExpirationS int64    `json:"maximum_expiration_s" schema:"min=0,max=315360000" doc:"When above 0, the token must carry exp, must not be expired (whether claims_to_verify lists exp or not), and exp - now must not exceed this many seconds."`
 
@@ -130,7 +130,12 @@ func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consume
 	)
 	claims := jwt.MapClaims{}
 	_, err := parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
+		// The payload's claim, else the (signed) JOSE header's of that
+		// name, as Kong reads it: key_claim_name kid finds the header's kid.
 		v, ok := claims[j.KeyClaimName].(string)
+		if _, inClaims := claims[j.KeyClaimName]; !inClaims {
+			v, ok = t.Header[j.KeyClaimName].(string)
+		}
 		if !ok || v == "" {
 			reason = fmt.Sprintf("no mandatory '%s' in claims", j.KeyClaimName)
 			return nil, errRejected
