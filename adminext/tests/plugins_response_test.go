@@ -310,3 +310,42 @@ func TestPluginProxyCacheKeepsRoutesApart(t *testing.T) {
 	check("/b/x", "three", "Hit", "X-Version", "2")
 	check("/b/x", "two", "Hit")
 }
+
+// TestPluginProxyCacheKeepsNoRequestValues: a response-transform after the
+// proxy-cache (the default orderings) that fills a header in with the
+// request's placeholders makes the response uncacheable: stored, it would
+// answer the next client with the first one's values (a hit runs no
+// plugin after the cache). Static values are cached as before.
+func TestPluginProxyCacheKeepsNoRequestValues(t *testing.T) {
+	g := testgw.Start(t, nil)
+	dyn := g.Service("dyn", testgw.Addr(testgw.Echo(t, "dyn")))
+	static := g.Service("static", testgw.Addr(testgw.Echo(t, "static")))
+	g.Route("dyn", dyn, testgw.Paths("/dyn"))
+	g.Route("static", static, testgw.Paths("/static"))
+	addPlugin(t, g, "proxy-cache", "global", 0, nil)
+	transform := addPlugin(t, g, "response-transform", "service", dyn, map[string]any{"set_headers": map[string]string{"X-Client": "{http.request.header.X-Name}"}})
+	addPlugin(t, g, "response-transform", "service", static, map[string]any{"set_headers": map[string]string{"X-Static": "s"}})
+
+	for _, name := range []string{"alice", "bob", "carol"} {
+		p := send(t, g, "GET", "/dyn", nil, "X-Name", name)
+		if p.Status != 200 || p.Header.Get("X-Client") != name || p.Header.Get("X-Cache-Status") != "Bypass" {
+			t.Fatalf("%s: %d X-Client %q, %s", name, p.Status, p.Header.Get("X-Client"), p.Header.Get("X-Cache-Status"))
+		}
+	}
+	for _, want := range []string{"Miss", "Hit"} {
+		p := send(t, g, "GET", "/static", nil)
+		if p.Header.Get("X-Static") != "s" || p.Header.Get("X-Cache-Status") != want {
+			t.Fatalf("static: X-Static %q, %s, want %s", p.Header.Get("X-Static"), p.Header.Get("X-Cache-Status"), want)
+		}
+	}
+	// A transform before the cache changes every answer, hits too, and
+	// keeps nothing from being stored.
+	g.Must("PUT", fmt.Sprintf("/api/v1/plugins/%d", transform), map[string]any{"type": "response-transform", "scope": "service", "service_id": dyn, "ordering": 900,
+		"config": map[string]any{"set_headers": map[string]string{"X-Client": "{http.request.header.X-Name}"}}})
+	for i, name := range []string{"dave", "erin"} {
+		p := send(t, g, "GET", "/dyn", nil, "X-Name", name)
+		if want := []string{"Miss", "Hit"}[i]; p.Header.Get("X-Client") != name || p.Header.Get("X-Cache-Status") != want {
+			t.Fatalf("transform before the cache, %s: X-Client %q, %s, want %s", name, p.Header.Get("X-Client"), p.Header.Get("X-Cache-Status"), want)
+		}
+	}
+}

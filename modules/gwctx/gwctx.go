@@ -50,6 +50,14 @@ type Info struct {
 	// Status is set when the gateway answered the request itself.
 	Status int
 
+	// Uncacheable is set by a plugin that fills the response in with
+	// values of this very request the cache key does not hold (a
+	// response-transform value with placeholders, applied inside
+	// proxy-cache): proxy-cache does not store that response, which
+	// would answer other clients' requests with this one's values.
+	// proxy-cache clears it before the plugins after it run.
+	Uncacheable bool
+
 	// HTTPSPort is the port of the gateway's HTTPS listener (redirect
 	// to_https); 0 when unknown (plugins then assume 443).
 	HTTPSPort int

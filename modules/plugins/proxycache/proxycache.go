@@ -29,7 +29,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "proxy-cache", Ordering: 1000, Doc: "Keeps upstream responses in memory and serves them again until they expire; the X-Cache-Status response header tells what the cache did. Entries survive config reloads; POST /api/v1/cache/purge empties the cache.", New: func() plugins.Plugin { return new(ProxyCache) }})
+	plugins.Register(plugins.Type{Name: "proxy-cache", Ordering: 1000, Doc: "Keeps upstream responses in memory and serves them again until they expire; the X-Cache-Status response header tells what the cache did. Entries survive config reloads; POST /api/v1/cache/purge empties the cache. A response that a response-transform running after it (a higher ordering, as by default) fills in with placeholders (the request's values) is not stored (Bypass): a hit runs no plugin after the cache, and would give the next client the first one's values.", New: func() plugins.Plugin { return new(ProxyCache) }})
 }
 
 // Header is the response header telling what the cache did.
@@ -140,7 +140,11 @@ func (p *ProxyCache) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	// A body is kept while it can still be stored: up to max_body_bytes,
 	// and never past what the store accepts (the rest streams through).
 	limit := min(p.MaxBodyBytes, store.MaxEntryBytes())
-	rec := &recorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, p: p, before: before, limit: limit}
+	// Uncacheable: what the plugins after this one set (a plugin before
+	// it changes the response outside the cache).
+	info, r := gwctx.Ensure(r)
+	info.Uncacheable = false
+	rec := &recorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, p: p, info: info, before: before, limit: limit}
 	if err := next.ServeHTTP(rec, r); err != nil {
 		return err
 	}
@@ -309,6 +313,7 @@ var hopByHop = map[string]bool{
 type recorder struct {
 	*caddyhttp.ResponseWriterWrapper
 	p      *ProxyCache
+	info   *gwctx.Info
 	before http.Header
 	limit  int64 // the most body bytes kept
 
@@ -334,6 +339,7 @@ func (rec *recorder) WriteHeader(status int) {
 	rec.status = status
 	h := rec.ResponseWriter.Header()
 	rec.storable, rec.ttl, rec.varyNames = rec.p.storable(status, h, rec.limit)
+	rec.storable = rec.storable && !rec.info.Uncacheable // filled in with this request's values
 	if rec.storable {
 		rec.header = storableHeaders(rec.before, h)
 	} else {

@@ -59,6 +59,15 @@ func (h *ResponseTransform) ServeHTTP(w http.ResponseWriter, r *http.Request, ne
 			return next.ServeHTTP(w, r)
 		}
 	}
+	// Wrapped by another plugin's writer, the transformed header is what
+	// that writer sees: a proxy-cache around this plugin must not keep
+	// this request's placeholder values for the next client (a cache hit
+	// does not run this plugin again).
+	if h.headers.placeholders {
+		if info := gwctx.From(r); info != nil {
+			info.Uncacheable = true
+		}
+	}
 	hook := &transformHook{ops: h.headers, repl: replacer(r)}
 	hook.ResponseWriter, hook.apply = w, hook
 	return next.ServeHTTP(hook, r)

@@ -38,7 +38,7 @@ func init() {
 		plugins.Type{Name: "request-size-limit", Ordering: 800, Doc: "413 for a request body over max_bytes, declared (Content-Length, refused before the upstream is contacted) or streamed (cut off while the upstream reads it).", New: func() plugins.Plugin { return new(RequestSizeLimit) }},
 		plugins.Type{Name: "request-termination", Ordering: 900, Doc: "Answers every request itself, never proxying: {error: message} by default, or a raw body with content_type.", New: func() plugins.Plugin { return new(RequestTermination) }},
 		plugins.Type{Name: "request-transform", Ordering: 1100, Doc: "Changes the headers (remove, rename, set, add) and query (remove, set) of the request the upstream receives; values may use Caddy placeholders.", New: func() plugins.Plugin { return new(RequestTransform) }},
-		plugins.Type{Name: "response-transform", Ordering: 1300, Doc: "Changes the headers of the response the client receives: remove, rename, set, add (in that order); values may use Caddy placeholders.", New: func() plugins.Plugin { return new(ResponseTransform) }},
+		plugins.Type{Name: "response-transform", Ordering: 1300, Doc: "Changes the headers of the response the client receives: remove, rename, set, add (in that order); values may use Caddy placeholders. Behind a proxy-cache (a lower ordering, as by default), values with placeholders make the response uncacheable (see proxy-cache).", New: func() plugins.Plugin { return new(ResponseTransform) }},
 		plugins.Type{Name: "response-body-transform", Ordering: 1310, Doc: "Rewrites eligible response bodies (media type in content_types, at most max_body_bytes, identity/gzip/zstd encoded): regular-expression replacements, then for JSON bodies json_remove and json_set. Other responses stream through unchanged, and so does a body the replacements would make larger than 64 MiB; JSON nested more than 10000 levels deep is not JSON to json_remove and json_set.", New: func() plugins.Plugin { return new(ResponseBodyTransform) }},
 		plugins.Type{Name: "response-compression", Ordering: 1400, Doc: "Compresses responses with Caddy's own encode handler (zstd, gzip), negotiated with the client's Accept-Encoding.", New: func() plugins.Plugin { return new(ResponseCompression) }},
 		plugins.Type{Name: "hsts", Ordering: 1450, Doc: "Strict-Transport-Security on responses to HTTPS requests (never on plain HTTP); replaces an upstream's own header.", New: func() plugins.Plugin { return new(HSTS) }},
@@ -99,6 +99,10 @@ type headerOps struct {
 	// allocation, and the rest (dynamicSet, nil when none).
 	staticSet  [][2]string
 	dynamicSet *headers.HeaderOps
+
+	// placeholders: some set or add value has placeholders (the
+	// request's values).
+	placeholders bool
 }
 
 func newHeaderOps(remove []string, rename, set, add map[string]string) *headerOps {
@@ -129,8 +133,10 @@ func newHeaderOps(remove []string, rename, set, add map[string]string) *headerOp
 		ops.add = &headers.HeaderOps{Add: http.Header{}}
 		for k, v := range add {
 			ops.add.Add.Add(k, v)
+			ops.placeholders = ops.placeholders || strings.ContainsAny(k+v, "{}\\")
 		}
 	}
+	ops.placeholders = ops.placeholders || ops.dynamicSet != nil
 	return ops
 }
 
