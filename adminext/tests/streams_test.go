@@ -87,6 +87,18 @@ func boundStreamRoute(t *testing.T) streamSetup {
 	return st
 }
 
+// dial opens a connection to the stream route's listener (closed when t
+// ends).
+func (st streamSetup) dial(t *testing.T) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", st.listen, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
 func TestStreamRouteTraffic(t *testing.T) {
 	// After a restart the stored stream route is bound.
 	st := boundStreamRoute(t)
@@ -137,15 +149,7 @@ func TestStreamRouteRemovalCutsOpenConnections(t *testing.T) {
 	g, s2, listen, id := st.g, st.s2, st.listen, st.id
 	path := fmt.Sprintf("/api/v1/stream-routes/%d", id)
 
-	open := func() (net.Conn, *bufio.Reader) {
-		t.Helper()
-		c, err := net.DialTimeout("tcp", listen, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c, bufio.NewReader(c)
-	}
+	open := func() (net.Conn, *bufio.Reader) { return st.dial(t) }
 	say := func(c net.Conn, r *bufio.Reader, line string) (string, error) {
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		if _, err := fmt.Fprintf(c, "%s\n", line); err != nil {
@@ -209,17 +213,9 @@ func TestStreamRouteRemovalCutsOpenConnections(t *testing.T) {
 // talking is not, and read_timeout_ms 0 never closes an idle one.
 func TestStreamIdleTimeout(t *testing.T) {
 	st := boundStreamRoute(t)
-	g, listen := st.g, st.listen
+	g := st.g
 	service := fmt.Sprintf("/api/v1/services/%d", st.s1)
-	open := func() (net.Conn, *bufio.Reader) {
-		t.Helper()
-		c, err := net.DialTimeout("tcp", listen, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c, bufio.NewReader(c)
-	}
+	open := func() (net.Conn, *bufio.Reader) { return st.dial(t) }
 	say := func(c net.Conn, r *bufio.Reader, line string) {
 		t.Helper()
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
