@@ -19,6 +19,8 @@ package placeholders
 import (
 	"fmt"
 	"strings"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
 // prefixes are the allowed placeholder families: the request's own fields
@@ -116,6 +118,97 @@ func Keys(s string) []string {
 		}
 	}
 	return keys
+}
+
+// Expand is repl.ReplaceKnown(s, ""), Caddy's expansion of s (known
+// placeholders replaced, unknown ones left as they are, \{ and \} made
+// literal braces), unless the result would be longer than limit bytes:
+// then it returns "" and false without having built anything. Caddy's
+// replacer builds its result before anyone can look at its length, and a
+// value that repeats a placeholder of a client's field expands to that
+// field times the repetitions: 300 copies of {http.request.header.X} in an
+// 8 KB value and a 1 MB header make 300 MB for one request. Expand looks
+// each placeholder up once, as the replacer does, adds up the lengths of
+// the pieces, and gives up at the first one past the limit.
+//
+// The scan is the replacer's own (caddy.Replacer.replace), step for step,
+// so that the result is the same for every input: whether a placeholder is
+// known is the replacer's answer at request time, and after an unknown one
+// the scan goes on from the character after its "{", as the replacer's
+// does.
+func Expand(repl *caddy.Replacer, s string, limit int) (string, bool) {
+	if !strings.ContainsAny(s, "{}") {
+		// what the replacer returns as it is
+		if len(s) > limit {
+			return "", false
+		}
+		return s, true
+	}
+	// The output is pieces of s and looked-up values, concatenated at the
+	// end; the array keeps the common short value off the heap.
+	var arr [16]string
+	pieces := arr[:0]
+	n, last, unclosed := 0, 0, 0
+scan:
+	for i := 0; i < len(s); i++ {
+		if i > 0 && s[i-1] == '\\' && (s[i] == '{' || s[i] == '}') {
+			// an escaped brace: drop the backslash
+			pieces = append(pieces, s[last:i-1])
+			n += i - 1 - last
+			last = i
+			continue
+		}
+		if s[i] != '{' {
+			continue
+		}
+		if unclosed > 100 {
+			// The replacer gives up on such input with an error, which
+			// ReplaceKnown turns into "".
+			return "", true
+		}
+		end := strings.IndexByte(s[i:], '}') + i
+		if end < i {
+			unclosed++
+			continue
+		}
+		// the first closing brace that is not escaped
+		for end > 0 && end < len(s)-1 && s[end-1] == '\\' {
+			next := strings.IndexByte(s[end+1:], '}')
+			if next < 0 {
+				unclosed++
+				continue scan
+			}
+			end += next + 1
+		}
+		val, found := repl.Get(s[i+1 : end])
+		if !found {
+			continue // left as it is: s[last:] still holds it
+		}
+		v := caddy.ToString(val)
+		pieces = append(pieces, s[last:i], v)
+		n += i - last + len(v)
+		if n > limit {
+			return "", false
+		}
+		i, last = end, end+1
+	}
+	n += len(s) - last
+	if n > limit {
+		return "", false
+	}
+	switch {
+	case len(pieces) == 0:
+		return s[last:], true
+	case last == len(s) && n == len(pieces[len(pieces)-1]):
+		return pieces[len(pieces)-1], true // a value alone: no copy
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, p := range pieces {
+		b.WriteString(p)
+	}
+	b.WriteString(s[last:])
+	return b.String(), true
 }
 
 // looksLikePlaceholder reports whether key has the shape of a placeholder

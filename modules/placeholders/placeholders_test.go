@@ -1,6 +1,8 @@
 package placeholders
 
 import (
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -62,4 +64,66 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("Check(%q) accepted a value whose expansion looks up {%s}", s, leaked)
 		}
 	})
+}
+
+// FuzzExpand compares Expand with Caddy's replacer: with a limit it does
+// not reach, Expand's result is ReplaceKnown's, byte for byte; with a
+// limit one byte short of that result it refuses. Keys of the form k<n>
+// are known (with values of n bytes, some empty), others are not.
+func FuzzExpand(f *testing.F) {
+	for _, s := range []string{
+		"", "plain", "{k3}", "a{k3}b{k0}c", "{x}{k2}", `\{k3\}`, `\\{k3}`, `{k3\}}`, `{k3\}`,
+		"{a{k2}}", "{{k2}}", `{k2\}x}y}`, "{", "}", "}{", "{k1", `{"a": 1}`, `x\y`,
+		strings.Repeat("{", 120) + "{k2}", strings.Repeat("{unclosed ", 102) + "{k1}",
+		strings.Repeat("{k5}", 50), `{k2}\`, `\`, `{k2}\}`, `\{\}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		repl := caddy.NewEmptyReplacer()
+		repl.Map(func(key string) (any, bool) {
+			if n, err := strconv.Atoi(strings.TrimPrefix(key, "k")); err == nil && strings.HasPrefix(key, "k") && n >= 0 && n < 100 {
+				return strings.Repeat("v", n), true
+			}
+			return nil, false
+		})
+		want := repl.ReplaceKnown(s, "")
+		got, ok := Expand(repl, s, len(want))
+		if !ok || got != want {
+			t.Fatalf("Expand(%q, %d) = %q, %v; ReplaceKnown: %q", s, len(want), got, ok, want)
+		}
+		if len(want) > 0 {
+			if got, ok := Expand(repl, s, len(want)-1); ok || got != "" {
+				t.Fatalf("Expand(%q, %d) = %q, %v: past the limit", s, len(want)-1, got, ok)
+			}
+		}
+	})
+}
+
+// TestExpandStopsAtTheLimit: a value repeating a placeholder of a large
+// field costs at most the limit (and the field), not the field times the
+// repetitions.
+func TestExpandStopsAtTheLimit(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	repl := caddy.NewEmptyReplacer()
+	repl.Set("http.request.header.X-Big", big)
+	s := strings.Repeat("{http.request.header.X-Big}", 300)
+	allocs := testing.AllocsPerRun(10, func() {
+		if v, ok := Expand(repl, s, 64<<10); ok || v != "" {
+			t.Fatalf("expanded to %d bytes", len(v))
+		}
+	})
+	if allocs > 0 {
+		t.Errorf("%v allocations to refuse", allocs)
+	}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	v, ok := Expand(repl, "<{http.request.header.X-Big}>", 2<<20)
+	runtime.ReadMemStats(&ms1)
+	if !ok || len(v) != len(big)+2 {
+		t.Fatalf("expanded to %d bytes, %v", len(v), ok)
+	}
+	if got := ms1.TotalAlloc - ms0.TotalAlloc; got > uint64(len(v))*17/16 { // the allocator's rounding
+		t.Errorf("%d bytes allocated for a %d-byte result", got, len(v))
+	}
 }

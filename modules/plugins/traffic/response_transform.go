@@ -14,7 +14,9 @@ import (
 // headers of the response the client receives, when the response header is
 // written (so the upstream's headers are there to remove or rename). The
 // operations run in the order remove, rename, set, add; values may use the
-// request's Caddy placeholders (package placeholders).
+// request's Caddy placeholders (package placeholders). What they expand to
+// for one request is bounded (maxExpanded): a header past the bound is left
+// out.
 //
 // Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile (map fields
 // take one "key value" per line):

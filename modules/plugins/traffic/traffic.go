@@ -23,6 +23,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/caddy-gateway/gateway/modules/placeholders"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )
@@ -37,8 +38,8 @@ func init() {
 		plugins.Type{Name: "redirect", Ordering: 400, Doc: "Redirects plain-HTTP requests to HTTPS (to_https), or every request to another place (location).", New: func() plugins.Plugin { return new(Redirect) }},
 		plugins.Type{Name: "request-size-limit", Ordering: 800, Doc: "413 for a request body over max_bytes, declared (Content-Length, refused before the upstream is contacted) or streamed (cut off while the upstream reads it).", New: func() plugins.Plugin { return new(RequestSizeLimit) }},
 		plugins.Type{Name: "request-termination", Ordering: 900, Doc: "Answers every request itself, never proxying: {error: message} by default, or a raw body with content_type.", New: func() plugins.Plugin { return new(RequestTermination) }},
-		plugins.Type{Name: "request-transform", Ordering: 1100, Doc: "Changes the headers (remove, rename, set, add) and query (remove, set) of the request the upstream receives; values may use Caddy placeholders.", New: func() plugins.Plugin { return new(RequestTransform) }},
-		plugins.Type{Name: "response-transform", Ordering: 1300, Doc: "Changes the headers of the response the client receives: remove, rename, set, add (in that order); values may use Caddy placeholders. Behind a proxy-cache (a lower ordering, as by default), values with placeholders make the response uncacheable (see proxy-cache).", New: func() plugins.Plugin { return new(ResponseTransform) }},
+		plugins.Type{Name: "request-transform", Ordering: 1100, Doc: "Changes the headers (remove, rename, set, add) and query (remove, set) of the request the upstream receives; values may use Caddy placeholders. A request whose values make the values with placeholders longer than 64 KiB together is answered 431.", New: func() plugins.Plugin { return new(RequestTransform) }},
+		plugins.Type{Name: "response-transform", Ordering: 1300, Doc: "Changes the headers of the response the client receives: remove, rename, set, add (in that order); values may use Caddy placeholders. Past 64 KiB of values with placeholders together for a request, the header that goes past it is left out. Behind a proxy-cache (a lower ordering, as by default), values with placeholders make the response uncacheable (see proxy-cache).", New: func() plugins.Plugin { return new(ResponseTransform) }},
 		plugins.Type{Name: "response-body-transform", Ordering: 1310, Doc: "Rewrites eligible response bodies (media type in content_types, at most max_body_bytes, identity/gzip/zstd encoded): regular-expression replacements, then for JSON bodies json_remove and json_set. Other responses stream through unchanged, and so does a body the replacements would make larger than 64 MiB; JSON nested more than 10000 levels deep is not JSON to json_remove and json_set.", New: func() plugins.Plugin { return new(ResponseBodyTransform) }},
 		plugins.Type{Name: "response-compression", Ordering: 1400, Doc: "Compresses responses with Caddy's own encode handler (zstd, gzip), negotiated with the client's Accept-Encoding.", New: func() plugins.Plugin { return new(ResponseCompression) }},
 		plugins.Type{Name: "hsts", Ordering: 1450, Doc: "Strict-Transport-Security on responses to HTTPS requests (never on plain HTTP); replaces an upstream's own header.", New: func() plugins.Plugin { return new(HSTS) }},
@@ -61,8 +62,8 @@ func replacer(r *http.Request) *caddy.Replacer {
 type HeaderTransform struct {
 	RemoveHeaders []string          `json:"remove_headers" schema:"header_name,maxItems=100" doc:"Header names to remove; a leading or trailing * is a wildcard (X-Internal-*)."`
 	RenameHeaders map[string]string `json:"rename_headers" schema:"keys=header_name,header_name,maxItems=100" doc:"Old name → new name; the values move (replacing the new name's), absent headers are left alone."`
-	SetHeaders    map[string]string `json:"set_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, replacing existing values (in a request, a Host entry changes the upstream Host). Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
-	AddHeaders    map[string]string `json:"add_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, added to existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces."`
+	SetHeaders    map[string]string `json:"set_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, replacing existing values (in a request, a Host entry changes the upstream Host). Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces. The values with placeholders (set_headers, add_headers and request-transform's set_query) together expand to at most 64 KiB per request: past it request-transform answers 431 naming the header, response-transform leaves the header out."`
+	AddHeaders    map[string]string `json:"add_headers" schema:"placeholders,keys=header_name,header_value,maxItems=100" doc:"Name → value, added to existing values. Values may use the request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}); any other ({env.*}, {file.*} …) is 400; \\{ and \\} are literal braces. The values with placeholders (set_headers, add_headers and request-transform's set_query) together expand to at most 64 KiB per request: past it request-transform answers 431 naming the header, response-transform leaves the header out."`
 
 	headers *headerOps // the operations, prepared by provision
 }
@@ -85,20 +86,68 @@ func (t *HeaderTransform) provision(p any) error {
 	return nil
 }
 
+// maxExpanded bounds what the values with placeholders of one
+// request-transform or response-transform (set_headers, add_headers,
+// set_query) expand to for one request: their lengths together, in bytes.
+// A value is up to 8,192 characters and may repeat a placeholder of a
+// field the client chose (a 1 MB header 300 times in one value: 300 MB,
+// times 100 values); 64 KiB is more than upstreams accept in all of a
+// request's headers (Envoy 60 KiB, nginx 8–32 KiB), and a budget per
+// request rather than per value keeps a plugin's worst case at that
+// whatever the number of values.
+const maxExpanded = 64 << 10
+
+// budget is what remains of maxExpanded for one request.
+type budget int
+
+// expand is f's value for the request (placeholders.Expand), charged to b;
+// false when it does not fit in what remains of b.
+func (b *budget) expand(f field, repl *caddy.Replacer) (string, bool) {
+	if !f.dynamic {
+		return f.value, true
+	}
+	v, ok := placeholders.Expand(repl, f.value, int(*b))
+	*b -= budget(len(v))
+	return v, ok
+}
+
+// field is a configured (name, value): a header's canonical name or a
+// query parameter's, and a value with placeholders (dynamic) or without.
+type field struct {
+	name, value string
+	dynamic     bool
+}
+
+// newFields lists m's entries sorted by name (canonical header names when
+// header), so that the budget is spent in the same order every time.
+func newFields(m map[string]string, header bool) []field {
+	fs := make([]field, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		name := k
+		if header {
+			name = http.CanonicalHeaderKey(k)
+		}
+		// What Caddy's replacer returns unchanged: no brace.
+		fs = append(fs, field{name, m[k], strings.ContainsAny(m[k], "{}")})
+	}
+	return fs
+}
+
 // headerOps are the header operations of request-transform and
 // response-transform, applied in the order remove, rename, set, add (Kong's
-// transformer order). remove, set and add are Caddy's own header operations
-// (wildcard deletes, placeholders in values, the Host special case); rename
-// is ours.
+// transformer order). remove is Caddy's own header operation (wildcard
+// deletes); rename, set and add are ours: set and add expand their values
+// with placeholders.Expand, which is Caddy's replacer bounded by maxExpanded.
 type headerOps struct {
-	remove, set, add *headers.HeaderOps
-	rename           [][2]string // canonical old, new
+	remove *headers.HeaderOps
+	rename [][2]string // canonical old, new
 
-	// For responses (apply), set is split: values without placeholders
-	// (canonical name, value), assigned without the replacer and in one
-	// allocation, and the rest (dynamicSet, nil when none).
+	// set is split: values without placeholders (canonical name, value),
+	// assigned without the replacer and, in responses, in one allocation,
+	// and the rest (dynamicSet).
 	staticSet  [][2]string
-	dynamicSet *headers.HeaderOps
+	dynamicSet []field
+	add        []field
 
 	// placeholders: some set or add value has placeholders (the
 	// request's values).
@@ -113,27 +162,17 @@ func newHeaderOps(remove []string, rename, set, add map[string]string) *headerOp
 	for _, old := range sortedKeys(rename) {
 		ops.rename = append(ops.rename, [2]string{http.CanonicalHeaderKey(old), http.CanonicalHeaderKey(rename[old])})
 	}
-	if len(set) > 0 {
-		ops.set = &headers.HeaderOps{Set: http.Header{}}
-		for k, v := range set {
-			ops.set.Set.Set(k, v)
+	for _, f := range newFields(set, true) {
+		if !f.dynamic {
+			ops.staticSet = append(ops.staticSet, [2]string{f.name, f.value})
+			continue
 		}
-		for k, vals := range ops.set.Set {
-			if v := vals[0]; !strings.ContainsAny(k+v, "{}\\") {
-				ops.staticSet = append(ops.staticSet, [2]string{k, v})
-				continue
-			}
-			if ops.dynamicSet == nil {
-				ops.dynamicSet = &headers.HeaderOps{Set: http.Header{}}
-			}
-			ops.dynamicSet.Set[k] = vals
-		}
+		ops.dynamicSet = append(ops.dynamicSet, f)
 	}
 	if len(add) > 0 {
-		ops.add = &headers.HeaderOps{Add: http.Header{}}
-		for k, v := range add {
-			ops.add.Add.Add(k, v)
-			ops.placeholders = ops.placeholders || strings.ContainsAny(k+v, "{}\\")
+		ops.add = newFields(add, true)
+		for _, f := range ops.add {
+			ops.placeholders = ops.placeholders || f.dynamic
 		}
 	}
 	ops.placeholders = ops.placeholders || ops.dynamicSet != nil
@@ -141,11 +180,16 @@ func newHeaderOps(remove []string, rename, set, add map[string]string) *headerOp
 }
 
 func (ops *headerOps) empty() bool {
-	return ops.remove == nil && ops.set == nil && ops.add == nil && len(ops.rename) == 0
+	return ops.remove == nil && len(ops.rename) == 0 && len(ops.staticSet) == 0 &&
+		len(ops.dynamicSet) == 0 && len(ops.add) == 0
 }
 
 // apply changes hdr (response headers). buf, when long enough, holds the
-// values set without placeholders (the caller's per-request storage).
+// values set without placeholders (the caller's per-request storage). A
+// value past the request's budget is left out: a set header is removed
+// (the upstream's value is not what the editor wanted either), an added
+// one is not added. The response is decided by now, and the other headers
+// are still right.
 func (ops *headerOps) apply(hdr http.Header, repl *caddy.Replacer, buf []string) {
 	ops.remove.ApplyTo(hdr, repl) // nil-safe
 	ops.renameIn(hdr)
@@ -161,21 +205,64 @@ func (ops *headerOps) apply(hdr http.Header, repl *caddy.Replacer, buf []string)
 			hdr[kv[0]] = vals[i : i+1 : i+1]
 		}
 	}
-	ops.dynamicSet.ApplyTo(hdr, repl)
-	ops.add.ApplyTo(hdr, repl)
+	if len(ops.dynamicSet) == 0 && len(ops.add) == 0 {
+		return
+	}
+	b := budget(maxExpanded)
+	for _, f := range ops.dynamicSet {
+		v, ok := b.expand(f, repl)
+		if !ok {
+			delete(hdr, f.name)
+			continue
+		}
+		hdr[f.name] = []string{v}
+	}
+	for _, f := range ops.add {
+		if v, ok := b.expand(f, repl); ok {
+			hdr[f.name] = append(hdr[f.name], v)
+		}
+	}
 }
 
-// applyToRequest changes r's headers (and r.Host for a Host header).
-func (ops *headerOps) applyToRequest(r *http.Request) {
+// applyToRequest changes r's headers (and r.Host for a Host header, as
+// Caddy's HeaderOps.ApplyToRequest does), spending b. It returns the name
+// of the first header whose value does not fit in b (r is then half
+// changed, and not to be proxied), or "".
+func (ops *headerOps) applyToRequest(r *http.Request, repl *caddy.Replacer, b *budget) string {
 	if ops.remove != nil {
 		ops.remove.ApplyToRequest(r)
 	}
 	ops.renameIn(r.Header)
-	if ops.set != nil {
-		ops.set.ApplyToRequest(r)
+	for _, kv := range ops.staticSet {
+		setRequestHeader(r, kv[0], kv[1], false)
 	}
-	if ops.add != nil {
-		ops.add.ApplyToRequest(r)
+	for _, f := range ops.dynamicSet {
+		v, ok := b.expand(f, repl)
+		if !ok {
+			return f.name
+		}
+		setRequestHeader(r, f.name, v, false)
+	}
+	for _, f := range ops.add {
+		v, ok := b.expand(f, repl)
+		if !ok {
+			return f.name
+		}
+		setRequestHeader(r, f.name, v, true)
+	}
+	return ""
+}
+
+// setRequestHeader sets (or adds) a request header; Host is r.Host (the
+// last value wins, as with Caddy's ApplyToRequest).
+func setRequestHeader(r *http.Request, name, value string, add bool) {
+	switch {
+	case name == "Host":
+		r.Host = value
+	case add:
+		r.Header[name] = append(r.Header[name], value)
+	default:
+		r.Header[name] = []string{value}
 	}
 }
 

@@ -3,6 +3,9 @@ package traffic
 import (
 	"net/http"
 	"net/url"
+	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
@@ -89,5 +92,117 @@ func TestResponseTransformTraffic(t *testing.T) {
 		if len(got) != len(want) || (len(want) > 0 && (got[0] != want[0] || got[len(got)-1] != want[len(want)-1])) {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// bigValue is a set_headers/add_headers value of 300 copies of the
+// placeholder of the client's X-Big header (8,100 characters, under the
+// 8,192 a value may have): a client header of n bytes makes it 300·n.
+var bigValue = strings.Repeat("{http.request.header.X-Big}", 300)
+
+// bigHeaders lets clients send 1 MiB of headers (Go's default; Caddy's is
+// 16 KiB, with which one request of the tests below would still expand
+// to 300 · 16 KiB = 4.8 MB a value).
+var bigHeaders = plugintest.WithServer(map[string]any{"max_header_bytes": 1 << 20})
+
+// allocated is how many bytes the process allocated while f ran.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestRequestTransformValuesBounded: the values with placeholders of a
+// request-transform expand to at most 64 KiB per request (exactly: a value
+// of 65,536 bytes passes, one more byte is 431 naming the header), and a
+// request that would make them larger costs about its own size, not its
+// header times the repetitions (300 · 100 KB = 30 MB a value, 2.5 values).
+func TestRequestTransformValuesBounded(t *testing.T) {
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "request-transform", `{
+		"set_headers":{"X-Echo":"`+bigValue+`","X-Static":"static"},
+		"add_headers":{"X-Added":"`+bigValue+`"},
+		"set_query":{"q":"`+bigValue[:4096/27*27]+`"}}`)}, bigHeaders)
+	big := strings.Repeat("b", 100<<10)
+	var res plugintest.Result
+	n := allocated(func() { res = g.Get("/", "X-Big", big) })
+	plugintest.WantGatewayError(t, res, http.StatusRequestHeaderFieldsTooLarge)
+	if !strings.Contains(res.Error, "header X-Echo") || !strings.Contains(res.Error, "65536 bytes") {
+		t.Errorf("error %q does not name the header and the bound", res.Error)
+	}
+	if len(g.Upstream.Requests()) != 0 {
+		t.Errorf("the upstream received the request")
+	}
+	// The request itself is about 100 KB through client, server and
+	// gateway; without the bound the expanded values alone are 90 MB.
+	if n > 8<<20 {
+		t.Errorf("one request allocated %d MB", n>>20)
+	}
+
+	// The bound is exact, counts only what placeholders expand to (X-Static
+	// is free), and is shared by the headers and the query.
+	g = startGW(t, []string{plugintest.HandlerJSON(t, "request-transform", `{
+		"set_headers":{"X-Two":"{http.request.header.X-Big}{http.request.header.X-Big}","X-Static":"static"},
+		"set_query":{"m":"{http.request.method}"}}`)}, bigHeaders)
+	res = g.Get("/", "X-Big", strings.Repeat("b", 32768-2))
+	plugintest.WantStatus(t, res, http.StatusOK)
+	if got := len(plugintest.UpstreamHeader(t, res, "X-Two")); got != 65536-4 || res.Echo.Query != "m=GET" {
+		t.Errorf("upstream X-Two of %d bytes, query %q", got, res.Echo.Query)
+	}
+	res = g.Get("/", "X-Big", strings.Repeat("b", 32768-1))
+	plugintest.WantGatewayError(t, res, http.StatusRequestHeaderFieldsTooLarge)
+	if !strings.Contains(res.Error, "query parameter m") {
+		t.Errorf("error %q does not name the query parameter", res.Error)
+	}
+	res = g.Get("/", "X-Big", strings.Repeat("b", 32768+1))
+	plugintest.WantGatewayError(t, res, http.StatusRequestHeaderFieldsTooLarge)
+	if !strings.Contains(res.Error, "header X-Two") {
+		t.Errorf("error %q does not name the header", res.Error)
+	}
+}
+
+// TestResponseTransformValuesBounded: past the 64 KiB of values with
+// placeholders a response-transform may add for a request, the header that
+// does not fit is left out (a set one removed, not the upstream's left);
+// the response and its other headers are as they would be.
+func TestResponseTransformValuesBounded(t *testing.T) {
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "response-transform", `{
+		"set_headers":{"X-Echo":"`+bigValue+`","X-Method":"{http.request.method}","Cache-Control":"no-store"},
+		"add_headers":{"X-Added":"`+bigValue+`","X-Via":"gw {http.request.uri.path}"}}`)},
+		plugintest.WithUpstreamFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Echo", "upstream")
+			w.Header().Set("X-Added", "upstream")
+			_, _ = w.Write([]byte("body"))
+		}), bigHeaders)
+	big := strings.Repeat("b", 100<<10)
+	var res plugintest.Result
+	n := allocated(func() { res = g.Get("/r", "X-Big", big) })
+	plugintest.WantStatus(t, res, http.StatusOK)
+	if res.Body != "body" {
+		t.Errorf("body %q", res.Body)
+	}
+	for name, want := range map[string][]string{
+		"X-Echo":        nil,
+		"X-Added":       {"upstream"},
+		"X-Method":      {"GET"},
+		"X-Via":         {"gw /r"},
+		"Cache-Control": {"no-store"},
+	} {
+		if got := res.Header.Values(name); !slices.Equal(got, want) {
+			t.Errorf("%s = %.40q, want %q", name, got, want)
+		}
+	}
+	if n > 8<<20 {
+		t.Errorf("one request allocated %d MB", n>>20)
+	}
+
+	// A small header: everything is there.
+	res = g.Get("/r", "X-Big", "b")
+	if got := res.Header.Get("X-Echo"); got != strings.Repeat("b", 300) {
+		t.Errorf("X-Echo = %q", got)
+	}
+	if got := res.Header.Values("X-Added"); len(got) != 2 || got[1] != strings.Repeat("b", 300) {
+		t.Errorf("X-Added = %q", got)
 	}
 }
