@@ -24,7 +24,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "http-log", Ordering: 1500, Outer: true, Doc: "Sends one JSON record per request, in batches, to a collector URL; records beyond the queue are dropped and counted. A removed plugin sends what it has queued once, 10 s after the change, and gives the rest up (counted as failed) at the first batch the collector does not accept.", New: func() plugins.Plugin { return new(HTTPLog) }})
+	plugins.Register(plugins.Type{Name: "http-log", Ordering: 1500, Outer: true, Doc: "Sends one JSON record per request, in batches, to a collector URL; records beyond the queue (queue_max_size records, and at most 64 MiB held per plugin) are dropped and counted. A removed plugin sends what it has queued once, 10 s after the change, and gives the rest up (counted as failed) at the first batch the collector does not accept.", New: func() plugins.Plugin { return new(HTTPLog) }})
 }
 
 // HTTPLog is the http-log plugin.
@@ -35,7 +35,7 @@ type HTTPLog struct {
 	BatchMaxSize    int               `json:"batch_max_size" schema:"min=1,max=10000" doc:"Most records per batch; a full batch is sent at once."`
 	FlushIntervalMS int64             `json:"flush_interval_ms" schema:"min=1,max=3600000" doc:"Queued records are sent at least this often."`
 	TimeoutMS       int64             `json:"timeout_ms" schema:"min=1,max=600000" doc:"Timeout of one batch request."`
-	QueueMaxSize    int               `json:"queue_max_size" schema:"min=1,max=1000000" doc:"Records waiting beyond this are dropped (and counted)."`
+	QueueMaxSize    int               `json:"queue_max_size" schema:"min=1,max=1000000" doc:"Records waiting beyond this are dropped (and counted). Whatever the count, a plugin holds at most 64 MiB of records, queued or being sent, each counted as its text (path, host, user agent …) plus 272 bytes: records beyond that are dropped and counted alike. Everyday records (a few hundred bytes) fit about 200,000 in it; the largest the client can make (~3.3 KB) about 20,000."`
 
 	plugins.Instance
 

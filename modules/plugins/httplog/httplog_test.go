@@ -397,3 +397,71 @@ http://127.0.0.1:{PORT} {
 		t.Fatal("header")
 	}
 }
+
+// TestQueueHeldBytesBounded: with its collector down, a sender holds at
+// most 64 MiB of records (queued or being sent), whatever queue_max_size
+// allows; records beyond are dropped and counted, every one accounted for.
+// Clients choose a record's largest fields: with a 2 KB path, a 256-byte
+// host and user agent, queue_max_size's 1,000,000 records held ~3 GB.
+func TestQueueHeldBytesBounded(t *testing.T) {
+	hang := make(chan struct{})
+	col := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // a collector that never answers, then fails
+		case <-hang:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(col.Close)
+	t.Cleanup(func() { close(hang) })
+	base := plugintest.Start(t, []any{map[string]any{"handler": "gateway_http_log", "endpoint": col.URL,
+		"batch_max_size": 100, "flush_interval_ms": 3600000, "timeout_ms": 600000, "queue_max_size": 1000000, "instance_id": 110}},
+		plugintest.WithUpstreamFunc(func(http.ResponseWriter, *http.Request) {})).URL
+	// the plugin goes away with the test: its sender gives its queue up
+	t.Cleanup(func() { plugintest.Start(t, nil) })
+
+	path := "/" + strings.Repeat("p", gwctx.MaxRecordPath-1)
+	host := strings.Repeat("h", gwctx.MaxRecordShort)
+	ua := strings.Repeat("u", gwctx.MaxRecordShort)
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
+	const n = 25000 // 64 MiB are ~23,500 such records
+	for i := 0; i < n; i++ {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		req.Host = host
+		req.Header.Set("User-Agent", ua)
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", res.StatusCode)
+		}
+	}
+	// A record is queued once its response is done, after the client
+	// has it: wait until all n are accounted for (one batch of 100 is
+	// at the collector, neither sent nor failed).
+	var st struct {
+		Queued         int
+		Dropped, Sent  uint64
+		Failed, Sender uint64
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st = statsOf(t, "id:110")
+		if st.Queued+100+int(st.Dropped) >= n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.Sent != 0 || st.Failed != 0 || st.Queued+100+int(st.Dropped) != n {
+		t.Fatalf("%d records not accounted for: %+v", n, st)
+	}
+	// What the sender holds, counting only the client's strings.
+	held := (st.Queued + 100) * (len(path) + len(host) + len(ua))
+	if st.Dropped == 0 || held > 64<<20 {
+		t.Fatalf("the sender holds %d records, %d MB of their paths, hosts and user agents alone; %d dropped", st.Queued+100, held>>20, st.Dropped)
+	}
+}

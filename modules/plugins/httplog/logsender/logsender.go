@@ -1,6 +1,7 @@
 // Package logsender delivers request records to HTTP collectors for the
 // http-log plugin: per plugin instance a bounded queue (Enqueue never blocks;
-// records beyond the bound are dropped and counted) and one background
+// records beyond the bounds, a count and MaxHeldBytes, are dropped and
+// counted) and one background
 // goroutine that posts JSON arrays of records in batches, retrying with
 // exponential backoff, never on a request's path.
 //
@@ -24,6 +25,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -40,6 +42,43 @@ const (
 	DefaultRetryWindow  = 60 * time.Second
 	maxErrorBodyToDrain = 64 << 10
 )
+
+// MaxHeldBytes bounds the records a sender holds, queued or in the batch
+// being sent, by their estimated size (recordBytes); a record that would
+// take it past the bound is dropped and counted, as one beyond
+// QueueMaxSize is. The count alone bounds nothing useful: QueueMaxSize may
+// be 1,000,000, and a record carries up to ~3.3 KB the client chose (its
+// path, host, method and user agent, up to gwctx.MaxRecordPath and
+// MaxRecordShort bytes), so with a collector down one plugin held ~3 GB.
+// 64 MiB is the queue of a collector down for a few minutes at a few
+// hundred requests a second, with everyday records (a few hundred bytes).
+const MaxHeldBytes = 64 << 20
+
+// recordOverhead is what a held record takes beside its strings: the
+// sender's copy, its queue slot, and the values its optional fields point
+// to (gwctx allocates them with the record; shared with the other sinks,
+// counted here anyway).
+const recordOverhead = int(unsafe.Sizeof(records.Record{})) + 8 + 3*8 + 4*int(unsafe.Sizeof(""))
+
+// recordBytes is a record's estimated size: its strings and the overhead.
+func recordBytes(r *records.Record) int {
+	n := recordOverhead + len(r.Method) + len(r.Scheme) + len(r.Host) + len(r.Path)
+	for _, p := range []*string{r.Target, r.ClientIP, r.UserAgent, r.RequestID} {
+		if p != nil {
+			n += len(*p)
+		}
+	}
+	return n
+}
+
+// bytesOf is the estimated size of rs (recordBytes).
+func bytesOf(rs []*records.Record) int {
+	n := 0
+	for _, r := range rs {
+		n += recordBytes(r)
+	}
+	return n
+}
 
 // Config is what a sender delivers where.
 type Config struct {
@@ -189,6 +228,7 @@ type Stats struct {
 	Key      string `json:"key"`
 	Endpoint string `json:"endpoint"`
 	Queued   int    `json:"queued"`
+	Held     int    `json:"held_bytes"` // estimated bytes of the queued records and of the batch being sent (MaxHeldBytes)
 	Sent     uint64 `json:"sent"`
 	Dropped  uint64 `json:"dropped"`
 	Failed   uint64 `json:"failed"`
@@ -248,6 +288,7 @@ type Sender struct {
 	mu    sync.Mutex
 	cfg   Config
 	queue []*records.Record
+	held  int // recordBytes of the queue and of the batch being sent (MaxHeldBytes)
 
 	wake chan struct{}
 	stop chan struct{}
@@ -257,20 +298,22 @@ type Sender struct {
 }
 
 // Enqueue adds a record to the queue without ever blocking; a full queue
-// drops it (counted).
+// (QueueMaxSize records, or MaxHeldBytes held) drops it (counted).
 func (s *Sender) Enqueue(r *records.Record) {
 	if r == nil {
 		return
 	}
 	c := *r
+	n := recordBytes(&c)
 	s.mu.Lock()
-	if len(s.queue) >= s.cfg.QueueMaxSize {
+	if len(s.queue) >= s.cfg.QueueMaxSize || s.held+n > MaxHeldBytes {
 		s.mu.Unlock()
 		s.dropped.Add(1)
 		s.reg.dropped.Add(1)
 		return
 	}
 	s.queue = append(s.queue, &c)
+	s.held += n
 	full := len(s.queue) >= s.cfg.BatchMaxSize
 	s.mu.Unlock()
 	if full {
@@ -301,16 +344,17 @@ func (s *Sender) Dropped() uint64 { return s.dropped.Load() }
 // Stats describes the sender.
 func (s *Sender) Stats() Stats {
 	s.mu.Lock()
-	q, ep := len(s.queue), s.cfg.Endpoint
+	q, held, ep := len(s.queue), s.held, s.cfg.Endpoint
 	s.mu.Unlock()
-	return Stats{Key: s.key, Endpoint: ep, Queued: q, Sent: s.sent.Load(), Dropped: s.dropped.Load(), Failed: s.failed.Load(), Batches: s.batches.Load()}
+	return Stats{Key: s.key, Endpoint: ep, Queued: q, Held: held, Sent: s.sent.Load(), Dropped: s.dropped.Load(), Failed: s.failed.Load(), Batches: s.batches.Load()}
 }
 
 // Done is closed once the sender has stopped.
 func (s *Sender) Done() <-chan struct{} { return s.done }
 
 // take removes up to one batch from the queue; with fullOnly, only a full
-// batch.
+// batch. The batch stays held (MaxHeldBytes) until its caller is done with
+// it and calls release.
 func (s *Sender) take(fullOnly bool) ([]*records.Record, Config) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -325,6 +369,15 @@ func (s *Sender) take(fullOnly bool) ([]*records.Record, Config) {
 		s.queue = nil // let the backing array go
 	}
 	return batch, s.cfg
+}
+
+// release stops holding a batch that take returned (delivered or given
+// up).
+func (s *Sender) release(batch []*records.Record) {
+	n := bytesOf(batch)
+	s.mu.Lock()
+	s.held -= n
+	s.mu.Unlock()
 }
 
 func (s *Sender) interval() time.Duration {
@@ -353,7 +406,9 @@ func (s *Sender) run() {
 			if batch == nil {
 				break
 			}
-			if !s.deliver(batch, cfg) {
+			ok := s.deliver(batch, cfg)
+			s.release(batch)
+			if !ok {
 				break // stopping
 			}
 		}
@@ -386,6 +441,7 @@ func (s *Sender) flushOnce() {
 		if err == nil {
 			err = s.post(body, cfg)
 		}
+		s.release(batch)
 		if err != nil {
 			s.giveUp(len(batch))
 			s.giveUpQueue()
@@ -399,6 +455,7 @@ func (s *Sender) flushOnce() {
 func (s *Sender) giveUpQueue() {
 	s.mu.Lock()
 	n := len(s.queue)
+	s.held -= bytesOf(s.queue)
 	s.queue = nil
 	s.mu.Unlock()
 	s.giveUp(n)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,5 +108,57 @@ func TestGoneSenderGivesUpOnAFailingCollector(t *testing.T) {
 	}
 	if st := s.Stats(); st.Failed != n || st.Queued != 0 {
 		t.Fatalf("%+v", st)
+	}
+}
+
+// TestHeldBytesBound: a sender holds records up to MaxHeldBytes of their
+// estimated size exactly (a record that would go past it is dropped and
+// counted, whatever QueueMaxSize allows), a batch being sent still counts,
+// and delivered batches stop counting.
+func TestHeldBytesBound(t *testing.T) {
+	var got atomic.Int64
+	arrived, block := make(chan struct{}, 1), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-block
+		var batch []records.Record
+		if err := json.NewDecoder(r.Body).Decode(&batch); err != nil {
+			t.Error(err)
+		}
+		got.Add(int64(len(batch)))
+	}))
+	defer srv.Close()
+
+	g := NewRegistry(time.Hour)
+	s := g.Acquire("k", Config{Endpoint: srv.URL, BatchMaxSize: 16, FlushInterval: time.Hour, QueueMaxSize: 1000000})
+	ip := "127.0.0.1"
+	rec := &records.Record{Method: "GET", Scheme: "http", ClientIP: &ip}
+	rec.Path = strings.Repeat("p", 1<<20-recordBytes(rec)) // 1 MiB a record
+	for i := 0; i < MaxHeldBytes>>20+3; i++ {
+		s.Enqueue(rec)
+	}
+	// 16 records are the batch at the collector, 48 are queued
+	<-arrived
+	if st := s.Stats(); st.Queued != 48 || st.Held != MaxHeldBytes || st.Dropped != 3 || g.Dropped() != 3 {
+		t.Fatalf("%+v", st)
+	}
+	close(block)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g.Shutdown(ctx)
+	<-s.Done()
+	if st := s.Stats(); got.Load() != 64 || st.Sent != 64 || st.Held != 0 || st.Queued != 0 {
+		t.Fatalf("delivered %d: %+v", got.Load(), st)
+	}
+}
+
+// The docs (queue_max_size's doc tag, docs/operations.md) give a record's
+// overhead.
+func TestRecordOverheadAsDocumented(t *testing.T) {
+	if recordOverhead != 272 {
+		t.Errorf("recordOverhead is %d bytes: the http-log docs say 272", recordOverhead)
 	}
 }
