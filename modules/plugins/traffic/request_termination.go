@@ -1,6 +1,8 @@
 package traffic
 
 import (
+	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -9,13 +11,18 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/modules/placeholders"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
 // RequestTermination is the request-termination plugin: it answers every
 // request itself, never proxying: {error: message} by default, or a raw
-// body (Caddy's static_response, placeholders allowed) with content_type.
+// body (placeholders allowed, expanded as Caddy's static_response does)
+// with content_type. What the placeholders add to the body is bounded as
+// the transforms' values are (maxExpanded): a 1 MiB body may repeat a
+// placeholder of a client's header some 40,000 times, which Caddy's
+// replacer would build whole.
 //
 // Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile:
 //
@@ -29,10 +36,8 @@ import (
 type RequestTermination struct {
 	Status      int     `json:"status" schema:"min=200,max=599" doc:"Response status. Default 503."`
 	Message     string  `json:"message" schema:"maxLength=1024" doc:"Error message of the JSON answer {error: message} (when body is null). Default \"service unavailable\"."`
-	Body        *string `json:"body" schema:"placeholders,text,maxLength=1048576" doc:"Raw response body instead of {error: message}. Default null. The request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}) are replaced; any other ({env.*}, {file.*} …) is 400; other braces (a JSON body) are literal."`
+	Body        *string `json:"body" schema:"placeholders,text,maxLength=1048576" doc:"Raw response body instead of {error: message}. Default null. The request's placeholders ({http.request.*} but its body, {http.vars.client_ip}, {http.vars.request_id}, {time.now*}) are replaced; any other ({env.*}, {file.*} …) is 400; other braces (a JSON body) are literal. The expanded body is at most 64 KiB longer than body: a request whose values take it past that is answered 431."`
 	ContentType string  `json:"content_type" schema:"header_value,maxLength=255" doc:"Content-Type of a raw body (literal: no placeholders). Default application/json."`
-
-	static *caddyhttp.StaticResponse
 }
 
 // SetDefaults implements schema.Defaulter.
@@ -49,19 +54,8 @@ func (*RequestTermination) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision checks the config with the admin API's rules (Caddy itself
-// only calls Validate) and sets up the static response of a raw body.
-func (h *RequestTermination) Provision(caddy.Context) error {
-	if err := schema.Check(h); err != nil {
-		return err
-	}
-	if h.Body != nil {
-		h.static = &caddyhttp.StaticResponse{
-			StatusCode: caddyhttp.WeakString(strconv.Itoa(h.Status)),
-			Body:       *h.Body,
-		}
-	}
-	return nil
-}
+// only calls Validate).
+func (h *RequestTermination) Provision(caddy.Context) error { return schema.Check(h) }
 
 // Validate implements schema.Validator and caddy.Validator.
 func (h *RequestTermination) Validate() error {
@@ -75,16 +69,23 @@ func (h *RequestTermination) Validate() error {
 
 // ServeHTTP answers the request.
 func (h *RequestTermination) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if h.static == nil {
+	if h.Body == nil {
 		gwctx.WriteError(w, h.Status, h.Message)
 		return nil
 	}
-	// Set here rather than in the static response's headers, which Caddy
-	// runs through the replacer: the content type is literal.
-	if h.ContentType != "" {
+	body, ok := placeholders.Expand(replacer(r), *h.Body, len(*h.Body)+maxExpanded)
+	if !ok {
+		gwctx.WriteError(w, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf(
+			"request header fields too large: with this request's values, the request-termination body grows past %d bytes more than its %d", maxExpanded, len(*h.Body)))
+		return nil
+	}
+	if h.ContentType != "" { // literal: never expanded
 		w.Header().Set("Content-Type", h.ContentType)
 	}
-	return h.static.ServeHTTP(w, r, next)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(h.Status)
+	_, _ = io.WriteString(w, body) // a client gone, or a status without a body
+	return nil
 }
 
 // Interface guards

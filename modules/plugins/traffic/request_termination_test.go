@@ -51,3 +51,30 @@ func TestRequestTerminationTraffic(t *testing.T) {
 		t.Fatalf("terminated requests reached the upstream (%d)", n)
 	}
 }
+
+// TestRequestTerminationBodyBounded: what placeholders add to a raw body is
+// bounded as the transforms' values are (a body may repeat a placeholder
+// of a client's header tens of thousands of times): exactly 64 KiB more
+// than the body passes, one byte more is 431, and such a request costs
+// about its own size.
+func TestRequestTerminationBodyBounded(t *testing.T) {
+	body := strings.Repeat("{http.request.header.X-Big}", 2000) // 54,000 bytes
+	g := startGW(t, []string{plugintest.HandlerJSON(t, "request-termination", `{"status":200,"body":"`+body+`","content_type":"text/plain"}`)}, bigHeaders)
+	var res plugintest.Result
+	n := allocated(func() { res = g.Get("/", "X-Big", strings.Repeat("b", 100<<10)) })
+	plugintest.WantGatewayError(t, res, http.StatusRequestHeaderFieldsTooLarge)
+	if !strings.Contains(res.Error, "request-termination body") {
+		t.Errorf("error %q", res.Error)
+	}
+	// 2000 · 100 KB = 200 MB without the bound.
+	if n > 8<<20 {
+		t.Errorf("one request allocated %d MB", n>>20)
+	}
+	fits := (len(body) + maxExpanded) / 2000
+	res = g.Get("/", "X-Big", strings.Repeat("b", fits))
+	plugintest.WantStatus(t, res, http.StatusOK)
+	if len(res.Body) != 2000*fits || res.Header.Get("Content-Type") != "text/plain" {
+		t.Errorf("body of %d bytes, want %d; Content-Type %q", len(res.Body), 2000*fits, res.Header.Get("Content-Type"))
+	}
+	plugintest.WantGatewayError(t, g.Get("/", "X-Big", strings.Repeat("b", fits+1)), http.StatusRequestHeaderFieldsTooLarge)
+}
