@@ -14,6 +14,7 @@
 //			caddy_admin localhost:2019          # optional
 //			health_interval 10s                 # optional
 //			wasm_memory_limit 1GiB              # optional: all wasm instances together
+//			max_header_size 16KiB               # optional: a proxied request's header section
 //		}
 //	}
 package caddyfile
@@ -109,6 +110,16 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, d.Errf("wasm_memory_limit: must be a size such as 512MiB or 2GiB")
 			}
 			app.WASMMemoryLimit = int64(n)
+		case "max_header_size":
+			var s string
+			if !d.AllArgs(&s) {
+				return nil, d.ArgErr()
+			}
+			n, err := humanize.ParseBytes(s)
+			if err != nil || n == 0 || n > math.MaxInt32 {
+				return nil, d.Errf("max_header_size: must be a size such as 16KiB or 1MiB")
+			}
+			app.MaxHeaderBytes = int(n)
 		default:
 			return nil, d.Errf("unknown gateway option %q", d.Val())
 		}

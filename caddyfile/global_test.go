@@ -87,13 +87,15 @@ func TestGatewayOptionBesideSites(t *testing.T) {
 		database sqlite /tmp/x.db
 		health_interval 5s
 		wasm_memory_limit 512MiB
+		max_header_size 64KiB
 	}
 }
 :8081 {
 	respond "hi"
 }`)
 	gw := gatewayApp(cfg)
-	if gw["admin_listen"] != "127.0.0.1:9999" || gw["dsn"] != "/tmp/x.db" || gw["health_interval"] == nil || gw["wasm_memory_limit"] != float64(512<<20) {
+	if gw["admin_listen"] != "127.0.0.1:9999" || gw["dsn"] != "/tmp/x.db" || gw["health_interval"] == nil || gw["wasm_memory_limit"] != float64(512<<20) ||
+		gw["max_header_bytes"] != float64(64<<10) {
 		t.Fatalf("gateway app: %v", gw)
 	}
 	if _, ok := cfg["apps"].(map[string]any)["http"]; !ok {
@@ -103,10 +105,12 @@ func TestGatewayOptionBesideSites(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("unknown option: %v", err)
 	}
-	for _, bad := range []string{"lots", "0", "-1GiB"} {
-		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte("{\n\tgateway {\n\t\twasm_memory_limit "+bad+"\n\t}\n}\n"), nil)
-		if err == nil || !strings.Contains(err.Error(), "wasm_memory_limit") {
-			t.Fatalf("wasm_memory_limit %s: %v", bad, err)
+	for _, opt := range []string{"wasm_memory_limit", "max_header_size"} {
+		for _, bad := range []string{"lots", "0", "-1GiB"} {
+			_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte("{\n\tgateway {\n\t\t"+opt+" "+bad+"\n\t}\n}\n"), nil)
+			if err == nil || !strings.Contains(err.Error(), opt) {
+				t.Fatalf("%s %s: %v", opt, bad, err)
+			}
 		}
 	}
 }

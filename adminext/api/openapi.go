@@ -83,7 +83,9 @@ Decisions where the specification is silent:
   host name too); see docs/routing.md.
 - Upstream errors made by the proxy are JSON {"error"} with status 502
   (bad gateway), 503 (no target available) or 504 (timeout).
-- A proxied request whose path is longer than 8192 bytes (decoded) is 414
+- A proxied request whose request line and headers are longer than the
+  gateway option max_header_size (default 16 KiB, as Caddy's servers) is
+  431; one whose path is longer than 8192 bytes (decoded) is 414
   {"error"}, as nginx and Kong answer long request lines (regex routes
   cost time in proportion to the path); the dry run answers 400.
 - Stream routes use their service's timeouts as nginx's proxy_timeout and

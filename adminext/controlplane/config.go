@@ -63,7 +63,16 @@ type Bootstrap struct {
 	// Beyond it memory.grow fails inside modules and requests needing a
 	// new instance are answered 503. Applies at every load.
 	WASMMemoryLimit int64 `json:"wasm_memory_limit,omitempty"`
+	// MaxHeaderBytes is the most a proxy listener reads of a request's
+	// header section, request line included, in bytes: Caddy's servers'
+	// default (16 KiB, their max_header_size), not Go's 1 MB. Every byte
+	// a client may send there can be copied by request records,
+	// placeholders and route matching. Applies when a listener binds.
+	MaxHeaderBytes int `json:"max_header_bytes,omitempty"`
 }
+
+// DefaultMaxHeaderBytes is MaxHeaderBytes' default, Caddy's.
+const DefaultMaxHeaderBytes = 16 << 10
 
 // Generated is what the control plane compiles from the store (package
 // compiler).
@@ -88,6 +97,9 @@ func (a *Bootstrap) SetDefaults() {
 	}
 	if a.HTTPSListen == "" {
 		a.HTTPSListen = ":8443"
+	}
+	if a.MaxHeaderBytes <= 0 {
+		a.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 }
 

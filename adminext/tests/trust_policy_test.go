@@ -509,3 +509,29 @@ func TestLongPathRefused(t *testing.T) {
 	wantGatewayError(t, send(t, g, "GET", strings.ReplaceAll(long, "a", "%61"), nil), 414, tooLong)
 	g.WantError(400, "GET", "/api/v1/router/test?path="+url.QueryEscape(long), nil, "path", "longer than")
 }
+
+// TestProxyHeaderLimit: a proxy listener reads at most Caddy's default 16
+// KiB of a request's header section (Go's server answers 431 past it), not
+// Go's 1 MB: every byte a client sends there may be copied by records,
+// placeholders and route matching. The gateway option max_header_bytes
+// raises it.
+func TestProxyHeaderLimit(t *testing.T) {
+	for _, c := range []struct {
+		option map[string]any
+		size   int
+		want   int
+	}{
+		{nil, 12 << 10, 200},
+		{nil, 20 << 10, 431},
+		{map[string]any{"max_header_bytes": 64 << 10}, 20 << 10, 200},
+	} {
+		g := testgw.Start(t, &testgw.Options{Gateway: c.option})
+		g.Route("any", g.Service("s", uriUpstream(t)), nil)
+		if r := send(t, g, "GET", "/x", nil, "X-Big", strings.Repeat("b", c.size)); r.Status != c.want {
+			t.Errorf("%v: a %d-byte header: %d, want %d", c.option, c.size, r.Status, c.want)
+		}
+		if err := stopGateway(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
