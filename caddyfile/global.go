@@ -101,23 +101,15 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 			}
 			app.HealthInterval = caddy.Duration(dur)
 		case "wasm_memory_limit":
-			var s string
-			if !d.AllArgs(&s) {
-				return nil, d.ArgErr()
+			n, err := sizeArg(d, math.MaxInt64, "512MiB or 2GiB")
+			if err != nil {
+				return nil, err
 			}
-			n, err := humanize.ParseBytes(s)
-			if err != nil || n == 0 || n > math.MaxInt64 {
-				return nil, d.Errf("wasm_memory_limit: must be a size such as 512MiB or 2GiB")
-			}
-			app.WASMMemoryLimit = int64(n)
+			app.WASMMemoryLimit = n
 		case "max_header_size":
-			var s string
-			if !d.AllArgs(&s) {
-				return nil, d.ArgErr()
-			}
-			n, err := humanize.ParseBytes(s)
-			if err != nil || n == 0 || n > math.MaxInt32 {
-				return nil, d.Errf("max_header_size: must be a size such as 16KiB or 1MiB")
+			n, err := sizeArg(d, math.MaxInt32, "16KiB or 1MiB")
+			if err != nil {
+				return nil, err
 			}
 			app.MaxHeaderBytes = int(n)
 		default:
@@ -125,6 +117,21 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 		}
 	}
 	return httpcaddyfile.App{Name: "gateway", Value: toJSON(app)}, nil
+}
+
+// sizeArg reads the option's one argument, a size in bytes ("16KiB",
+// "1GiB") from 1 to max.
+func sizeArg(d *caddyfile.Dispenser, max uint64, examples string) (int64, error) {
+	opt := d.Val()
+	var s string
+	if !d.AllArgs(&s) {
+		return 0, d.ArgErr()
+	}
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n == 0 || n > max {
+		return 0, d.Errf("%s: must be a size such as %s", opt, examples)
+	}
+	return int64(n), nil
 }
 
 func toJSON(app *adminext.App) json.RawMessage {

@@ -13,15 +13,19 @@ import (
 	"github.com/caddy-gateway/gateway/modules/records"
 )
 
+// countBatch adds the number of records of the batch r posts to got.
+func countBatch(t *testing.T, r *http.Request, got *atomic.Int64) {
+	t.Helper()
+	var batch []records.Record
+	if err := json.NewDecoder(r.Body).Decode(&batch); err != nil {
+		t.Error(err)
+	}
+	got.Add(int64(len(batch)))
+}
+
 func TestQueueBoundAndShutdownFlush(t *testing.T) {
 	var got atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var batch []records.Record
-		if err := json.NewDecoder(r.Body).Decode(&batch); err != nil {
-			t.Error(err)
-		}
-		got.Add(int64(len(batch)))
-	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { countBatch(t, r, &got) }))
 	defer srv.Close()
 
 	g := NewRegistry(time.Hour)
@@ -124,11 +128,7 @@ func TestHeldBytesBound(t *testing.T) {
 		default:
 		}
 		<-block
-		var batch []records.Record
-		if err := json.NewDecoder(r.Body).Decode(&batch); err != nil {
-			t.Error(err)
-		}
-		got.Add(int64(len(batch)))
+		countBatch(t, r, &got)
 	}))
 	defer srv.Close()
 
