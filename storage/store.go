@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -118,6 +119,20 @@ func (s *Store) Ping(ctx context.Context) error {
 		return err
 	}
 	return sqlDB.PingContext(ctx)
+}
+
+// ConsistentRead runs fn in one read-only transaction that sees a single
+// state of the store, whatever commits meanwhile (this node's mutations or
+// another node's): on PostgreSQL a repeatable-read transaction, since at
+// its default, read committed, each statement sees what was committed when
+// it started, so a change committed between two of fn's queries would show
+// in the second only. A SQLite transaction always sees one state.
+func (s *Store) ConsistentRead(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	var opts []*sql.TxOptions
+	if s.Kind == "postgres" {
+		opts = append(opts, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	}
+	return s.DB.WithContext(ctx).Transaction(fn, opts...)
 }
 
 // SeedSettings creates the settings row from seed when the store has none

@@ -11,6 +11,7 @@ package backup
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/api"
 	"github.com/caddy-gateway/gateway/schema"
+	"github.com/caddy-gateway/gateway/storage"
 )
 
 // Format and Version identify an export document; import accepts exactly
@@ -35,6 +37,7 @@ const (
 
 const exportDescription = "The whole routing configuration as one JSON document: format \"gateway-export\", version 1, exported_at, secrets_included, " +
 	"settings, services (each with its targets), routes, stream_routes, plugins, consumers (each with its credentials), certificates and wasm_modules, every list in id order. " +
+	"The document is one state of the store: a change committed while it is read (on this node or another) is in it whole or not at all. " +
 	"Without include_secrets (any role) no secret leaves the gateway: credentials carry no key-auth key, basic-auth password_hash or jwt secret, " +
 	"and name what was left out in redacted; plugin configs carry \"<redacted>\" in place of their secret fields' values (http-log endpoint credentials and header values); certificates carry no private key; wasm_modules carry their metadata (name, size_bytes, sha256) but not the module; there is no acme section. " +
 	"include_secrets=true (admin only, 403 otherwise) adds them (wasm_modules[].wasm_base64) and an acme section with the Cloudflare token and the EAB credentials, so that the document restores a working gateway; treat it as a secret. " +
@@ -92,18 +95,21 @@ func exportConfig(c *api.Call) (any, error) {
 			return nil, forbidden("include_secrets=true needs the admin role")
 		}
 	}
-	return Export(c.CP.Store().DB.WithContext(c.Ctx()), secrets)
+	return Export(c.Ctx(), c.CP.Store(), secrets)
 }
 
-// Export builds the export document from one consistent read of db.
-func Export(db *gorm.DB, secrets bool) (map[string]any, error) {
+// Export builds the export document from one consistent read of the store
+// (storage.Store.ConsistentRead): a change committed while it reads is in
+// the document whole or not at all, so every reference in it (a route's
+// service_id, a plugin's route_id …) names an item of the document.
+func Export(ctx context.Context, st *storage.Store, secrets bool) (map[string]any, error) {
 	doc := map[string]any{
 		"format":           Format,
 		"version":          Version,
 		"exported_at":      time.Now().UTC(),
 		"secrets_included": secrets,
 	}
-	err := db.Transaction(func(tx *gorm.DB) error {
+	err := st.ConsistentRead(ctx, func(tx *gorm.DB) error {
 		for _, k := range kinds {
 			v, err := k.Export(tx, secrets)
 			if err != nil {

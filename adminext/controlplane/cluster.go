@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -181,18 +180,18 @@ type failedSync struct {
 }
 
 // readSnapshot reads the store's configuration. On PostgreSQL it is one
-// consistent read (a repeatable-read transaction): another node may commit
-// between the queries.
+// consistent read (Store.ConsistentRead): another node may commit between
+// the queries.
 func (cp *ControlPlane) readSnapshot() (*storage.Snapshot, error) {
 	if cp.store.Kind != "postgres" {
 		return cp.store.LoadSnapshot(cp.store.DB)
 	}
 	var snap *storage.Snapshot
-	err := cp.store.DB.Transaction(func(tx *gorm.DB) error {
+	err := cp.store.ConsistentRead(context.Background(), func(tx *gorm.DB) error {
 		var err error
 		snap, err = cp.store.LoadSnapshot(tx)
 		return err
-	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	})
 	return snap, err
 }
 
