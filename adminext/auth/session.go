@@ -51,7 +51,8 @@ func sessionEndpoints() []*api.Endpoint {
 			Summary: "Sign in with email and password (public)",
 			Description: "Answers the Principal and sets the session cookie. " + sessionDoc + " " +
 				"Failed logins are limited per client IP (trusted_proxies honoured; IPv6 per /64): after 10 failures within 15 minutes every login attempt from that client answers 429 with Retry-After (seconds) until the oldest of those failures is 15 minutes old; a success does not reset the count. " +
-				"A Content-Type other than application/json (for example a cross-site HTML form) is refused with 400 (login CSRF). Unknown accounts cost the same time as wrong passwords.",
+				"A Content-Type other than application/json (for example a cross-site HTML form) is refused with 400 (login CSRF). Unknown accounts cost the same time as wrong passwords. " +
+				"A sign-in during which the account's password is changed or the account deleted answers 401 and opens no session.",
 			Body: Login{}, Response: api.Principal{}, Statuses: []int{400, 401, 429}, Handle: login},
 		{Method: "POST", Path: "/api/v1/auth/logout", Role: api.RoleViewer, Tag: "auth",
 			Summary:     "Sign out: delete the session and clear the cookie",
@@ -63,7 +64,7 @@ func sessionEndpoints() []*api.Endpoint {
 			Summary: "Change the signed-in user's own password",
 			Description: "Needs a session (400 for the admin token or open mode: they have no user). current_password is required when a password is set (400 when missing or wrong); SSO-only accounts may set a first password. " +
 				"A wrong current_password counts as a failed login of the client, and a client the failed-login limit blocks gets 400 naming current_password, with Retry-After (see POST /api/v1/auth/login; 400 rather than login's 429 because the specification lists 200, 400 and 401 for this endpoint). " +
-				"The user's other sessions end; the current one stays. " + csrfRule,
+				"The user's other sessions end; the current one stays. When a reset of the password by an admin (or the account's deletion) commits first, it wins: the change answers 401 (the session ended with it). " + csrfRule,
 			Body: PasswordChange{}, Response: Updated{}, Statuses: []int{400}, Handle: changePassword},
 	}
 }
@@ -74,9 +75,23 @@ func secureCookie(db *gorm.DB) bool {
 	return err == nil && strings.EqualFold(u.Scheme, "https")
 }
 
+// errCredentialChanged is a sign-in or password change whose account was
+// deleted, or its password changed, after the sign-in read it.
+var errCredentialChanged = errors.New("the account was deleted or its credential changed meanwhile")
+
 // startSession creates a session for u and sets its cookie. A session the
 // request already carried is ended first: a sign-in always gets a new
 // session id.
+//
+// u is the account as the sign-in read it before checking the password
+// (a slow hash) or the SSO identity: the session is created only if the
+// account still exists with that password hash (errCredentialChanged
+// otherwise). A password change or a deletion committed meanwhile ends the
+// user's sessions, and must end this one too: a password reset would
+// otherwise leave the old password's sign-in in. The conditional update of
+// the user's row comes first: on PostgreSQL its row lock orders it with
+// the change (updateUser, changePassword and deleteUser write the row
+// before they delete the sessions).
 func startSession(db *gorm.DB, w http.ResponseWriter, r *http.Request, u *storage.AdminUser, method string) error {
 	tok, err := randomToken(32)
 	if err != nil {
@@ -85,17 +100,21 @@ func startSession(db *gorm.DB, w http.ResponseWriter, r *http.Request, u *storag
 	now := time.Now().UTC()
 	purgeExpired(db)
 	err = db.Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&storage.AdminUser{}).Where("id = ? AND password_hash = ?", u.ID, u.PasswordHash).Update("last_login_at", now)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errCredentialChanged
+		}
+		u.LastLoginAt = &now
 		if ck, err := r.Cookie(cookieName); err == nil && ck.Value != "" {
 			if err := tx.Where("token_hash = ?", sha256Hex(ck.Value)).Delete(&storage.AdminSession{}).Error; err != nil {
 				return err
 			}
 		}
 		sess := storage.AdminSession{TokenHash: sha256Hex(tok), UserID: u.ID, Method: method, CreatedAt: now, ExpiresAt: now.Add(sessionTTL)}
-		if err := tx.Create(&sess).Error; err != nil {
-			return err
-		}
-		u.LastLoginAt = &now
-		return tx.Model(&storage.AdminUser{}).Where("id = ?", u.ID).Update("last_login_at", now).Error
+		return tx.Create(&sess).Error
 	})
 	if err != nil {
 		return fmt.Errorf("creating session: %w", err)
@@ -150,6 +169,9 @@ func login(c *api.Call) (any, error) {
 		return nil, unauthorized("invalid email or password")
 	}
 	if err := startSession(db, c.W, c.R, &u, "password"); err != nil {
+		if errors.Is(err, errCredentialChanged) {
+			return nil, unauthorized("invalid email or password")
+		}
 		return nil, err
 	}
 	return &api.Principal{Role: u.Role, Method: "session", User: userView(&u)}, nil
@@ -226,11 +248,21 @@ func changePassword(c *api.Call) (any, error) {
 		return nil, err
 	}
 	err = db.Transaction(func(tx *gorm.DB) error {
-		if err := tx.Model(&storage.AdminUser{}).Where("id = ?", u.ID).Update("password_hash", h).Error; err != nil {
-			return err
+		// Only over the password just checked: a reset by an admin (or
+		// another session's change, or a deletion) committed meanwhile
+		// ended this session, and wins.
+		res := tx.Model(&storage.AdminUser{}).Where("id = ? AND password_hash = ?", u.ID, u.PasswordHash).Update("password_hash", h)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errCredentialChanged
 		}
 		return tx.Where("user_id = ? AND id <> ?", u.ID, sess.ID).Delete(&storage.AdminSession{}).Error
 	})
+	if errors.Is(err, errCredentialChanged) {
+		return nil, unauthorized("the session ended: the account's password was changed or the account deleted meanwhile")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("updating password: %w", err)
 	}

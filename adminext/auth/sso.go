@@ -523,7 +523,11 @@ func ssoCallback(c *api.Call) {
 		return
 	}
 	if err := startSession(db, c.W, c.R, u, "sso"); err != nil {
-		fail("server_error", err)
+		if errors.Is(err, errCredentialChanged) {
+			fail("not_provisioned", err)
+		} else {
+			fail("server_error", err)
+		}
 		return
 	}
 	log.Info("SSO sign-in", zap.Int64("user_id", u.ID))

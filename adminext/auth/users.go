@@ -194,12 +194,18 @@ func updateUser(c *api.Call) (any, error) {
 		u.Email, u.EmailKey, u.Name, u.Role = in.Email, key, in.Name, in.Role
 		if in.Password != nil {
 			u.PasswordHash = hash
-			if err := tx.Where("user_id = ?", id).Delete(&storage.AdminSession{}).Error; err != nil {
-				return err
-			}
 		}
 		if err := tx.Save(u).Error; err != nil {
 			return err
+		}
+		if in.Password != nil {
+			// After the row is written (and, on PostgreSQL, locked): a
+			// sign-in that checked the old password either committed its
+			// session before, and it is deleted here, or finds the new
+			// hash and creates none (startSession).
+			if err := tx.Where("user_id = ?", id).Delete(&storage.AdminSession{}).Error; err != nil {
+				return err
+			}
 		}
 		out = u
 		return nil
