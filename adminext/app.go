@@ -49,20 +49,21 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision attaches the app to the process's control plane (created on the
-// first load) and provisions the compiled router. It must not read the store
-// or take the mutation lock: a mutation holds both while it calls caddy.Load.
+// Provision provisions the compiled router and attaches the app to the
+// process's control plane. A hand-written config (no Generated part)
+// attaches at Start instead, where the control plane is created on the
+// first load: provisioning alone (`caddy validate`) opens no store. It must
+// not read the store or take the mutation lock: a mutation holds both while
+// it calls caddy.Load.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.SetDefaults()
-	cp, err := controlplane.For(a.Bootstrap, a.logger, withFeatures)
-	if err != nil {
-		return err
-	}
-	a.cp = cp
 	a.inst = &controlplane.Instance{Bootstrap: a.Bootstrap, Generated: a.Generated}
 	if a.Generated == nil {
 		return nil
+	}
+	if err := a.attach(); err != nil {
+		return err
 	}
 	if app, err := ctx.AppIfConfigured("tls"); err == nil {
 		a.inst.TLSApp, _ = app.(*caddytls.TLS)
@@ -143,13 +144,31 @@ func (a *App) Validate() error {
 // unchanged), the router is swapped in atomically and health checks follow
 // the new target set. Connections and in-flight requests are untouched.
 func (a *App) Start() error {
+	if err := a.attach(); err != nil {
+		return err
+	}
 	return a.cp.Activate(a.inst)
+}
+
+// attach finds the process's control plane, creating it on the first load.
+func (a *App) attach() error {
+	if a.cp != nil {
+		return nil
+	}
+	cp, err := controlplane.For(a.Bootstrap, a.logger, withFeatures)
+	if err != nil {
+		return err
+	}
+	a.cp = cp
+	return nil
 }
 
 // Stop does nothing on a reload (the newer app has taken over); when the
 // gateway app is unloaded for good, the control plane shuts down.
 func (a *App) Stop() error {
-	a.cp.Deactivate(a.inst)
+	if a.cp != nil {
+		a.cp.Deactivate(a.inst)
+	}
 	return nil
 }
 

@@ -127,6 +127,7 @@ func (cp *ControlPlane) SyncFromStore(ctx context.Context) (bool, error) {
 	if stored == cp.AppliedConfigVersion() {
 		return false, nil // a mutation of this node got there first
 	}
+	cp.settleLocked()
 	failed := &cp.syncFailed
 	if failed.version == stored && time.Now().Before(failed.retryAt) {
 		return false, nil

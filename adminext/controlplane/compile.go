@@ -28,7 +28,11 @@ func (cp *ControlPlane) AddCompileStep(step compiler.Step) { cp.steps = append(c
 
 func (cp *ControlPlane) compile(snap *storage.Snapshot) (*compiler.Compiled, int64, error) {
 	version := cp.version.Add(1)
-	boot, err := json.Marshal(cp.boot)
+	if cp.base == nil {
+		return nil, 0, ErrNoBase
+	}
+	bootstrap := cp.Boot()
+	boot, err := json.Marshal(bootstrap)
 	if err != nil {
 		return nil, 0, fmt.Errorf("encoding the gateway bootstrap: %w", err)
 	}
@@ -41,8 +45,8 @@ func (cp *ControlPlane) compile(snap *storage.Snapshot) (*compiler.Compiled, int
 		Previous:        cp.table,
 		Proxies:         cp.liveProxies,
 		Pool:            cp.proxies,
-		NodeHTTPListen:  cp.boot.NodeHTTPListen,
-		NodeHTTPSListen: cp.boot.NodeHTTPSListen,
+		NodeHTTPListen:  bootstrap.NodeHTTPListen,
+		NodeHTTPSListen: bootstrap.NodeHTTPSListen,
 		Storage:         certStorage,
 		Now:             time.Now().UTC(),
 		Bootstrap:       boot,

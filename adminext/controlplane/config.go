@@ -35,10 +35,11 @@ type Bootstrap struct {
 	// (defaults :8080 and :8443); afterwards the settings resource decides.
 	HTTPListen  string `json:"http_listen,omitempty"`
 	HTTPSListen string `json:"https_listen,omitempty"`
-	// CaddyAdmin is Caddy's own admin endpoint, read once after start to
-	// capture the rest of the running config, which every generated config
-	// keeps (user site blocks keep working). Default: Caddy's default admin
-	// address (honours CADDY_ADMIN).
+	// CaddyAdmin is Caddy's own admin endpoint, read after every load the
+	// control plane did not make (start, `caddy reload`, a change through
+	// Caddy's admin API) to capture the rest of the running config, which
+	// every generated config keeps (user site blocks keep working).
+	// Default: Caddy's default admin address (honours CADDY_ADMIN).
 	CaddyAdmin string `json:"caddy_admin,omitempty"`
 	// ACMETrustedRoots are PEM files of extra roots trusted for the ACME
 	// CA's own HTTPS (a private or test CA); default: the system roots.

@@ -45,8 +45,10 @@ import (
 // mutation lock, target health and the TCP stream listeners.
 type ControlPlane struct {
 	logger *zap.Logger
-	boot   Bootstrap // of the first app
-	store  *storage.Store
+	// boot is the bootstrap of the first app, its live values replaced by
+	// those of every hand-written config since (`caddy reload`: reboot).
+	boot  atomic.Pointer[Bootstrap]
+	store *storage.Store
 
 	adminLn  net.Listener
 	adminSrv *http.Server
@@ -55,8 +57,21 @@ type ControlPlane struct {
 	// mu serializes mutations and config loads.
 	mu sync.Mutex
 	// base is the rest of the running Caddy config (the user's own apps and
-	// sites), captured after start; generated configs keep it.
+	// sites), captured after start and after every change of the running
+	// config made through Caddy's admin API; generated configs keep it.
+	// nil while it could not be read: nothing is compiled then.
 	base map[string]json.RawMessage
+	// loaded is the config the control plane loaded last (under mu), to
+	// tell what a change through Caddy's admin API changed (rebase).
+	loaded []byte
+	// loading is the version of the compiled config being loaded by load:
+	// a compiled config that goes live with another version was loaded
+	// through Caddy's admin API.
+	loading atomic.Int64
+	// pending is the config loaded by others than the control plane (a
+	// hand-written one, or a compiled one changed through Caddy's admin
+	// API) whose base is not read yet (settle).
+	pending atomic.Pointer[Instance]
 	// table is the routing table of the last config that went live (under
 	// mu); the next compile updates it with the changed routes.
 	table *router.Table
@@ -135,13 +150,13 @@ func newControlPlane(a Bootstrap, logger *zap.Logger) (*ControlPlane, error) {
 		health:    reg,
 		streams:   streams.NewServer(reg),
 		logger:    logger.Named("control_plane"),
-		boot:      a,
 		store:     store,
 		listeners: map[string]*proxyListener{},
 		observer:  nopObserver{},
 		admin:     http.NotFoundHandler(),
 		ready:     make(chan struct{}),
 	}
+	cp.boot.Store(&a)
 	return cp, nil
 }
 
@@ -154,12 +169,19 @@ func (cp *ControlPlane) SetObserver(o Observer) { cp.observer = o }
 
 func (cp *ControlPlane) closed() bool { return cp.isClosed.Load() }
 
-// checkBootstrap warns about bootstrap changes that need a restart.
-func (cp *ControlPlane) checkBootstrap(a Bootstrap) {
-	if a.AdminListen != cp.boot.AdminListen || a.Database != cp.boot.Database || a.DSN != cp.boot.DSN {
-		cp.logger.Warn("gateway admin_listen and database changes take effect after a restart",
-			zap.String("admin_listen", cp.boot.AdminListen), zap.String("database", cp.boot.Database))
+// reboot takes the bootstrap of a hand-written config (`caddy reload` of an
+// edited Caddyfile): its values replace the control plane's, and configs
+// compiled from now on carry them, except the admin listener, the store
+// and the health interval, which are bound or started once per process
+// (a restart applies them; warned).
+func (cp *ControlPlane) reboot(a Bootstrap) {
+	cur := cp.Boot()
+	if a.AdminListen != cur.AdminListen || a.Database != cur.Database || a.DSN != cur.DSN || a.HealthInterval != cur.HealthInterval {
+		cp.logger.Warn("gateway admin_listen, database and health_interval changes take effect after a restart",
+			zap.String("admin_listen", cur.AdminListen), zap.String("database", cur.Database))
 	}
+	a.AdminListen, a.Database, a.DSN, a.PostgresDSN, a.HealthInterval = cur.AdminListen, cur.Database, cur.DSN, cur.PostgresDSN, cur.HealthInterval
+	cp.boot.Store(&a)
 }
 
 // applyWASMMemoryLimit sets the process's wasm memory budget from the
@@ -176,12 +198,13 @@ func applyWASMMemoryLimit(a Bootstrap) {
 func (cp *ControlPlane) Logger() *zap.Logger { return cp.logger }
 
 // Boot is the bootstrap configuration (Caddyfile values).
-func (cp *ControlPlane) Boot() Bootstrap { return cp.boot }
+func (cp *ControlPlane) Boot() Bootstrap { return *cp.boot.Load() }
 
 // DefaultSettings are the settings with every default (the proxy listeners
 // from the Caddyfile).
 func (cp *ControlPlane) DefaultSettings() *storage.Settings {
-	return storage.NewSettings(cp.boot.HTTPListen, cp.boot.HTTPSListen)
+	boot := cp.Boot()
+	return storage.NewSettings(boot.HTTPListen, boot.HTTPSListen)
 }
 
 // Applied is the live compiled configuration and when it went live (nil
@@ -213,10 +236,15 @@ func (cp *ControlPlane) Activate(a *Instance) error {
 		// serving the current router, and once Caddy has finished this
 		// load, compile the store's configuration on top of it.
 		cp.active.Store(a)
-		go cp.bootstrap(a)
+		cp.pending.Store(a)
+		go cp.settle()
 		return nil
 	}
 	g := a.Generated
+	// A compiled config loaded by anyone but the control plane was changed
+	// through Caddy's admin API: once this load has finished, the change
+	// becomes part of the base (rebase).
+	changed := g.Version != cp.loading.Load()
 	if err := cp.ensureListeners(g.HTTPListen, g.HTTPSListen, g.HTTPS); err != nil {
 		return err
 	}
@@ -229,6 +257,10 @@ func (cp *ControlPlane) Activate(a *Instance) error {
 	cp.applied.Store(g)
 	cp.appliedAt.Store(&now)
 	cp.active.Store(a)
+	if changed {
+		cp.pending.Store(a)
+		go cp.settle()
+	}
 	return nil
 }
 
@@ -317,7 +349,7 @@ func (cp *ControlPlane) startAdmin() error {
 	if cp.adminLn != nil {
 		return nil
 	}
-	ln, err := net.Listen("tcp", cp.boot.AdminListen)
+	ln, err := net.Listen("tcp", cp.Boot().AdminListen)
 	if err != nil {
 		return fmt.Errorf("gateway admin listener: %w", err)
 	}
@@ -350,17 +382,49 @@ func (cp *ControlPlane) AdminAddr() string {
 	return cp.adminLn.Addr().String()
 }
 
-// bootstrap captures the running config and loads the compiled one.
-func (cp *ControlPlane) bootstrap(a *Instance) {
-	base := cp.captureBase(a)
+// settle catches up with the config loaded last by others than the
+// control plane (pending), once that load has finished: from a goroutine
+// started by its Activate, or from the next mutation or cluster sync if
+// it comes first, so a gateway change made right after `caddy reload` or
+// a change through Caddy's admin API never compiles on the base before it.
+func (cp *ControlPlane) settle() {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	defer cp.readyOnce.Do(func() { close(cp.ready) })
+	cp.settleLocked()
+}
+
+// settleLocked is settle with cp.mu held.
+func (cp *ControlPlane) settleLocked() {
+	a := cp.pending.Swap(nil)
+	if a == nil || cp.active.Load() != a {
+		return // none, or a newer config took over (it settles itself)
+	}
+	if a.Generated == nil {
+		cp.bootstrapLocked(a)
+	} else {
+		cp.rebaseLocked(a)
+	}
+}
+
+// bootstrapLocked captures the running config, hand-written, and loads the
+// compiled one on top of it. When the running config cannot be read,
+// nothing is loaded: a config of the gateway alone would drop the user's
+// sites (and switch on Caddy's admin endpoint where the user said `admin
+// off`).
+func (cp *ControlPlane) bootstrapLocked(a *Instance) {
+	cp.reboot(a.Bootstrap)
+	base, err := cp.readRunning(a)
 	if cp.active.Load() != a {
-		return // a newer config took over meanwhile
+		return
+	}
+	cp.base = base
+	if err != nil {
+		cp.logger.Error("the gateway did not load its configuration: it keeps the rest of the running config in every config it loads, and could not read it from Caddy's admin endpoint; keep Caddy's admin endpoint on (not `admin off`), set the gateway's caddy_admin to its address, then `caddy reload`",
+			zap.String("caddy_admin", caddyAdminAddr(a)), zap.Error(err))
+		return
 	}
 	quietLogging(base)
-	cp.base = base
 	cp.ensureProxyPool()
 	if err := cp.reloadLocked(); err != nil {
 		cp.logger.Error("loading the stored gateway configuration", zap.Error(err))
@@ -372,19 +436,58 @@ func (cp *ControlPlane) bootstrap(a *Instance) {
 	cp.startServices()
 }
 
+// rebaseLocked takes a change of the running config made through Caddy's
+// admin API (POST /load, PATCH /config/…) of a config the control plane
+// had compiled (a): the changed config becomes the base of the configs
+// compiled from now on, except what the gateway writes into every config
+// (compiler.Rebase), whose changes are logged as not kept.
+func (cp *ControlPlane) rebaseLocked(a *Instance) {
+	if cp.base == nil {
+		return
+	}
+	running, err := cp.readRunning(a)
+	if cp.active.Load() != a {
+		return
+	}
+	if err != nil {
+		cp.logger.Error("a change made through Caddy's admin API could not be read back: the next gateway change replaces it",
+			zap.String("caddy_admin", caddyAdminAddr(a)), zap.Error(err))
+		return
+	}
+	base, kept, err := compiler.Rebase(cp.base, running, cp.loaded)
+	if err != nil {
+		cp.logger.Error("a change made through Caddy's admin API could not be kept: the next gateway change replaces it", zap.Error(err))
+		return
+	}
+	cp.base = base
+	if len(kept) > 0 {
+		cp.logger.Warn("a change made through Caddy's admin API to what the gateway writes into every config is replaced at the next gateway change; make it in your Caddyfile (`caddy reload`) instead",
+			zap.Strings("changed", kept))
+	}
+}
+
 // SetReadyHook installs what runs each time the stored configuration has
 // been loaded on top of a hand-written one (process start, `caddy reload`):
 // the app's startup summary.
 func (cp *ControlPlane) SetReadyHook(fn func()) { cp.onReady = fn }
 
-// captureBase reads the running config from Caddy's admin API. It waits
-// for the load in progress (the one that started a), so it runs in a
-// goroutine, never in Provision or Start.
-func (cp *ControlPlane) captureBase(a *Instance) map[string]json.RawMessage {
-	addr := a.CaddyAdmin
-	if addr == "" {
-		addr = caddy.DefaultAdminListen
+// ErrNoBase is a compile without the rest of the running config: the
+// gateway changes nothing then.
+var ErrNoBase = errors.New("the gateway could not read the running config from Caddy's admin endpoint, and does not replace what it cannot read: nothing was changed (keep Caddy's admin endpoint on, set the gateway's caddy_admin to its address, then caddy reload)")
+
+func caddyAdminAddr(a *Instance) string {
+	if a.CaddyAdmin != "" {
+		return a.CaddyAdmin
 	}
+	return caddy.DefaultAdminListen
+}
+
+// readRunning reads the running config from Caddy's admin API, once the
+// load of a's config has finished: GET /config/ waits for a load in
+// progress, so it runs after Start, never in Provision or Start. Holding
+// cp.mu is fine: no load waits for it (Provision and Start never take it).
+func (cp *ControlPlane) readRunning(a *Instance) (map[string]json.RawMessage, error) {
+	addr := caddyAdminAddr(a)
 	var lastErr error
 	for i := 0; i < 50; i++ {
 		resp, err := caddycmd.AdminAPIRequest(addr, http.MethodGet, "/config/", nil, nil)
@@ -393,7 +496,7 @@ func (cp *ControlPlane) captureBase(a *Instance) map[string]json.RawMessage {
 			resp.Body.Close()
 			var base map[string]json.RawMessage
 			if rerr == nil && json.Unmarshal(body, &base) == nil && base != nil {
-				return base
+				return base, nil
 			}
 			lastErr = fmt.Errorf("unexpected /config/ answer: %.200s", body)
 		} else {
@@ -401,11 +504,7 @@ func (cp *ControlPlane) captureBase(a *Instance) map[string]json.RawMessage {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	cp.logger.Warn("could not read the running config from Caddy's admin endpoint; generated configs will contain only the gateway",
-		zap.String("caddy_admin", addr), zap.Error(lastErr))
-	boot, _ := json.Marshal(a.Bootstrap)
-	apps, _ := json.Marshal(map[string]json.RawMessage{"gateway": boot})
-	return map[string]json.RawMessage{"apps": apps}
+	return nil, lastErr
 }
 
 // WaitReady blocks until the stored configuration has been loaded once.
@@ -437,6 +536,7 @@ func (cp *ControlPlane) Mutate(ctx context.Context, fn func(tx *gorm.DB) error) 
 	}
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
+	cp.settleLocked()
 	loaded := false
 	err := cp.store.DB.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
 		// First: the version row's lock serializes mutations of every node
@@ -511,11 +611,15 @@ func (cp *ControlPlane) applyLocked(snap *storage.Snapshot) error {
 // load loads a compiled config; the values it references (package
 // configref) are kept for it when it went live and dropped otherwise.
 func (cp *ControlPlane) load(out *compiler.Compiled, version int64) error {
-	if err := caddy.Load(out.Config, false); err != nil {
+	cp.loading.Store(version)
+	err := caddy.Load(out.Config, false)
+	cp.loading.Store(0)
+	if err != nil {
 		configref.Drop(version)
 		return err
 	}
 	configref.Retain(version)
+	cp.loaded = out.Config
 	cp.table = out.Table
 	cp.liveProxies = out.Proxies
 	return nil

@@ -20,7 +20,7 @@ type NamedAddr struct{ What, Addr string }
 // with: the gateway admin API (configured and bound) and Caddy's admin
 // endpoint (every address it may be on; unix sockets cannot collide).
 func (cp *ControlPlane) ReservedListeners() []NamedAddr {
-	out := []NamedAddr{{"the gateway admin API listener", cp.boot.AdminListen}}
+	out := []NamedAddr{{"the gateway admin API listener", cp.Boot().AdminListen}}
 	if a := cp.AdminAddr(); a != "" {
 		out = append(out, NamedAddr{"the gateway admin API listener", a})
 	}
@@ -35,7 +35,7 @@ func (cp *ControlPlane) ReservedListeners() []NamedAddr {
 			caddyAdmin = ac.Listen
 		}
 	}
-	for _, a := range []string{cp.boot.CaddyAdmin, os.Getenv("CADDY_ADMIN"), caddy.DefaultAdminListen} {
+	for _, a := range []string{cp.Boot().CaddyAdmin, os.Getenv("CADDY_ADMIN"), caddy.DefaultAdminListen} {
 		if caddyAdmin == "" {
 			caddyAdmin = a
 		}

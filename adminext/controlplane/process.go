@@ -25,7 +25,6 @@ func For(boot Bootstrap, logger *zap.Logger, setup func(cp *ControlPlane) error)
 	defer processMu.Unlock()
 	applyWASMMemoryLimit(boot)
 	if processCP != nil && !processCP.closed() {
-		processCP.checkBootstrap(boot)
 		return processCP, nil
 	}
 	cp, err := newControlPlane(boot, logger)

@@ -100,7 +100,7 @@ func (cp *ControlPlane) listen(addr string, isTLS bool) (*proxyListener, error) 
 	l := &proxyListener{addr: addr, tls: isTLS, ln: ln}
 	l.srv = &http.Server{
 		Handler:           cp.ProxyHandler(),
-		MaxHeaderBytes:    cp.boot.MaxHeaderBytes,
+		MaxHeaderBytes:    cp.Boot().MaxHeaderBytes,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          zap.NewStdLog(cp.logger.Named("proxy")),

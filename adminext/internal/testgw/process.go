@@ -31,6 +31,8 @@ type Process struct {
 	// session).
 	Cookie string
 	Logs   *Logs
+	// Caddyfile, when set, is run instead of the shipped one.
+	Caddyfile string
 
 	t      testing.TB
 	binary string
@@ -59,7 +61,11 @@ func NewProcess(t testing.TB, name, binary string, env ...string) *Process {
 // Start runs the process; Done is closed when it exits.
 func (p *Process) Start() {
 	p.t.Helper()
-	cmd := exec.Command(p.binary, "run", "--config", filepath.Join(RepoRoot(), "Caddyfile"), "--adapter", "caddyfile")
+	config := p.Caddyfile
+	if config == "" {
+		config = filepath.Join(RepoRoot(), "Caddyfile")
+	}
+	cmd := exec.Command(p.binary, "run", "--config", config, "--adapter", "caddyfile")
 	cmd.Dir = p.Dir
 	cmd.Env = p.env
 	cmd.Stdout, cmd.Stderr = p.Logs, p.Logs

@@ -1,0 +1,195 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+)
+
+// The gateway dropped into an existing Caddy setup: the user's Caddyfile
+// with site blocks of its own beside the `gateway` option.
+
+// wantBody fails unless GET http://addr/ answers body.
+func wantBody(t *testing.T, addr, body string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatalf("%s: %v", addr, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != body {
+		t.Fatalf("%s answered %d %q, want %q", addr, resp.StatusCode, b, body)
+	}
+}
+
+// A change of the running config made through Caddy's own admin API (a
+// user server added with POST /config/…) is kept by the configs the
+// gateway compiles afterwards, also by a gateway change made at once:
+// the gateway's captured base follows it.
+func TestCaddyAdminChangeKeptAcrossGatewayChanges(t *testing.T) {
+	site, added := testgw.FreeAddr(t), testgw.FreeAddr(t)
+	g := testgw.Start(t, &testgw.Options{Apps: map[string]any{
+		"http": map[string]any{"servers": map[string]any{"user": map[string]any{
+			"listen": []string{site},
+			"routes": []any{map[string]any{"handle": []any{map[string]any{"handler": "static_response", "body": "user site"}}}},
+		}}},
+	}})
+	server := fmt.Sprintf(`{"listen": [%q], "routes": [{"handle": [{"handler": "static_response", "body": "added"}]}]}`, added)
+	resp, err := http.Post("http://"+g.CaddyAdmin+"/config/apps/http/servers/added", "application/json", strings.NewReader(server))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST to Caddy's admin API: %d %s", resp.StatusCode, b)
+	}
+	wantBody(t, added, "added")
+	sid := g.Service("s", testgw.Addr(testgw.Echo(t, "up"))) // right away
+	g.Route("all", sid, nil)
+	wantBody(t, added, "added")
+	wantBody(t, site, "user site")
+	g.WantGet("", "/", 200)
+}
+
+// dropInBinary is bin/caddy (make build), or the test is skipped.
+func dropInBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(testgw.RepoRoot(), "bin", "caddy")
+	if _, err := os.Stat(bin); err != nil {
+		t.Skip("bin/caddy not built (make build)")
+	}
+	return bin
+}
+
+// userCaddyfile writes a user's Caddyfile: Caddy's admin endpoint on
+// adminLine, the gateway option with the process's admin address and
+// extra lines, and a site answering "site <addr>" for each of sites.
+func userCaddyfile(t *testing.T, p *testgw.Process, adminLine, gatewayExtra string, sites ...string) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "{\n\t%s\n\tgateway {\n\t\tadmin_listen %s\n\t\thttp_listen %s\n\t\thttps_listen %s\n%s\t}\n}\n",
+		adminLine, p.Admin, testgw.FreeAddr(t), testgw.FreeAddr(t), gatewayExtra)
+	for _, s := range sites {
+		fmt.Fprintf(&b, "http://%s {\n\trespond \"site %s\"\n}\n", s, s)
+	}
+	if p.Caddyfile == "" {
+		p.Caddyfile = filepath.Join(p.Dir, "Caddyfile")
+	}
+	if err := os.WriteFile(p.Caddyfile, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// `caddy reload` of an edited Caddyfile (a site added, a gateway option
+// changed), then a gateway change at once: the new site keeps serving,
+// the old one is gone, and the generated configs carry the new option.
+func TestBinaryReloadEditedCaddyfile(t *testing.T) {
+	bin := dropInBinary(t)
+	p := testgw.NewProcess(t, "bin/caddy", bin)
+	caddyAdmin := testgw.FreeAddr(t)
+	admin := "admin " + caddyAdmin
+	gw := "\t\tcaddy_admin " + caddyAdmin + "\n"
+	site1, site2 := testgw.FreeAddr(t), testgw.FreeAddr(t)
+	userCaddyfile(t, p, admin, gw, site1)
+	p.Start()
+	p.WaitLoaded(20 * time.Second)
+	wantBody(t, site1, "site "+site1)
+
+	userCaddyfile(t, p, admin, gw+"\t\twasm_memory_limit 256MiB\n", site2)
+	out, err := exec.Command(bin, "reload", "--config", p.Caddyfile, "--adapter", "caddyfile", "--address", caddyAdmin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("caddy reload: %v\n%s", err, out)
+	}
+	p.Must("POST", "/api/v1/services", map[string]any{"name": "right-after-reload"})
+	wantBody(t, site2, "site "+site2)
+	if _, err := (&netClient).Get("http://" + site1 + "/"); err == nil {
+		t.Fatalf("the site removed from the Caddyfile still serves")
+	}
+	cfg := readCaddyConfig(t, caddyAdmin, "/config/apps/gateway/wasm_memory_limit")
+	if strings.TrimSpace(cfg) != fmt.Sprint(256<<20) {
+		t.Fatalf("wasm_memory_limit of the generated config after the reload: %s", cfg)
+	}
+}
+
+var netClient = http.Client{Timeout: 5 * time.Second}
+
+// readCaddyConfig GETs path from Caddy's admin endpoint at addr.
+func readCaddyConfig(t *testing.T, addr, path string) string {
+	t.Helper()
+	resp, err := netClient.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// With `admin off` the gateway cannot read the running config: it loads
+// nothing (the user's site keeps serving; a gateway-only config would drop
+// it and switch Caddy's admin endpoint on), says so in the log, and its
+// admin API answers changes 503.
+func TestBinaryAdminOffKeepsUserSites(t *testing.T) {
+	bin := dropInBinary(t)
+	p := testgw.NewProcess(t, "bin/caddy", bin)
+	site := testgw.FreeAddr(t)
+	userCaddyfile(t, p, "admin off", "\t\tcaddy_admin "+testgw.FreeAddr(t)+"\n", site)
+	p.Start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := netClient.Get("http://" + site + "/"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the user's site never served:\n%s", p.Logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for !strings.Contains(p.Logs.String(), "the gateway did not load its configuration") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no error logged:\n%s", p.Logs.String())
+		}
+		wantBody(t, site, "site "+site)
+		time.Sleep(100 * time.Millisecond)
+	}
+	wantBody(t, site, "site "+site)
+	st, body := p.Do("POST", "/api/v1/services", map[string]any{"name": "s"})
+	if st != 503 || !strings.Contains(string(body), "caddy_admin") {
+		t.Fatalf("a change without the running config: %d %s", st, body)
+	}
+	wantBody(t, site, "site "+site)
+}
+
+// `caddy validate` of a Caddyfile with the gateway option opens no store:
+// no database file is created (nor a PostgreSQL schema migrated).
+func TestBinaryValidateOpensNoStore(t *testing.T) {
+	bin := dropInBinary(t)
+	p := testgw.NewProcess(t, "bin/caddy", bin)
+	userCaddyfile(t, p, "admin "+testgw.FreeAddr(t), "", testgw.FreeAddr(t))
+	cmd := exec.Command(bin, "validate", "--config", p.Caddyfile, "--adapter", "caddyfile")
+	cmd.Dir = p.Dir
+	cmd.Env = append(os.Environ(), "HOME="+p.Dir, "XDG_DATA_HOME="+p.Dir, "XDG_CONFIG_HOME="+p.Dir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("caddy validate: %v\n%s", err, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(p.Dir, "data", "gateway.db")); err == nil {
+		t.Fatalf("caddy validate created the store")
+	}
+}
