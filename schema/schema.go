@@ -849,3 +849,45 @@ func (k strKind) pattern() string {
 	}
 	return `^[^\x00-\x1F\x7F]*$`
 }
+
+// ClampMax lowers every top-level number of v (a pointer to a struct) that
+// is above its field's max to that max, and returns the JSON names of the
+// fields it lowered. It is for values stored before the bound existed (an
+// upgraded store), never for input, which Check refuses instead.
+func ClampMax(v any) []string {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer {
+		rv = rv.Elem()
+	}
+	var names []string
+	for _, f := range structInfo(rv.Type()).fields {
+		if f.max == nil || f.readonly || f.internal {
+			continue
+		}
+		fv := rv.FieldByIndex(f.index)
+		if fv.Kind() == reflect.Pointer {
+			if fv.IsNil() {
+				continue
+			}
+			fv = fv.Elem()
+		}
+		switch fv.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			if float64(fv.Int()) > *f.max {
+				fv.SetInt(int64(*f.max))
+				names = append(names, f.name)
+			}
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			if float64(fv.Uint()) > *f.max {
+				fv.SetUint(uint64(*f.max))
+				names = append(names, f.name)
+			}
+		case reflect.Float32, reflect.Float64:
+			if fv.Float() > *f.max {
+				fv.SetFloat(*f.max)
+				names = append(names, f.name)
+			}
+		}
+	}
+	return names
+}

@@ -140,6 +140,10 @@ func newControlPlane(a Bootstrap, logger *zap.Logger) (*ControlPlane, error) {
 		store.Close()
 		return nil, fmt.Errorf("gateway store: %w", err)
 	}
+	if err := clampStoredBounds(store.DB, logger.Named("control_plane")); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("gateway store: %w", err)
+	}
 	caddyAdmin := a.CaddyAdmin
 	if caddyAdmin == "" {
 		caddyAdmin = caddy.DefaultAdminListen

@@ -336,3 +336,39 @@ func prefixAll(p string, names []string) []string {
 	}
 	return names
 }
+
+// ClampStored brings a stored config of type typeName written before one of
+// its numbers had a maximum within that maximum (schema.ClampMax): the
+// fields it lowered (config.max_age_s) and the config with them lowered,
+// its other keys as stored. A config that passes the type's rules, or one
+// that cannot be read, is returned as is with no names.
+func ClampStored(typeName string, config json.RawMessage) (json.RawMessage, []string, error) {
+	cfg, ok := decodeLoose(typeName, config)
+	if !ok || schema.Check(cfg) == nil {
+		return config, nil, nil
+	}
+	names := schema.ClampMax(cfg)
+	if len(names) == 0 {
+		return config, nil, nil
+	}
+	m := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(config)) > 0 {
+		if err := json.Unmarshal(config, &m); err != nil || m == nil {
+			return config, nil, nil
+		}
+	}
+	rv := reflect.ValueOf(cfg).Elem()
+	index := schema.FieldIndex(rv.Type())
+	for _, n := range names {
+		raw, err := json.Marshal(rv.FieldByIndex(index[n]).Interface())
+		if err != nil {
+			return nil, nil, err
+		}
+		m[n] = raw
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, prefixAll("config.", names), nil
+}

@@ -1,0 +1,74 @@
+package tests
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/storage"
+)
+
+// A store written before a maximum existed loads after an upgrade: the
+// numbers above today's maxima (a plugin config's, a service's, a
+// target's) are lowered to them at start. Before, one hsts or cors
+// max_age_s above its maximum (accepted by the API until the bounds were
+// declared) kept the whole stored configuration from loading, the proxy
+// served nothing, and every change was refused while a second such
+// plugin remained; the store's own export did not import.
+func TestUpgradedStoreAboveMaxima(t *testing.T) {
+	g, sid := echoGateway(t)
+	rid := g.Route("r", sid, map[string]any{"paths": []string{"/r"}})
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "hsts", "scope": "route", "route_id": rid})
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "cors", "scope": "route", "route_id": rid,
+		"config": map[string]any{"allow_origins": []string{"*"}}})
+	if err := stopGateway(); err != nil {
+		t.Fatal(err)
+	}
+	// What an older version stored.
+	st, err := storage.Open("sqlite", g.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`UPDATE plugins SET config = '{"max_age_s":999999999999,"include_subdomains":false,"preload":false}' WHERE type = 'hsts'`,
+		`UPDATE plugins SET config = '{"allow_origins":["*"],"allow_methods":["GET","HEAD"],"allow_headers":[],"expose_headers":[],"allow_credentials":false,"max_age_s":999999999}' WHERE type = 'cors'`,
+		`UPDATE services SET connect_timeout_ms = 7200000, retries = 1000`,
+		`UPDATE targets SET weight = 100000`,
+	} {
+		if err := st.DB.Exec(q).Error; err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	st.Close()
+
+	g = testgw.Start(t, &testgw.Options{DSN: g.DSN})
+	if a := g.Proxy(t, "GET", "/r", nil); a.Status != 200 {
+		t.Fatalf("after the upgrade: %d %s", a.Status, a.Body)
+	}
+	a := g.Proxy(t, "OPTIONS", "/r", nil, "Origin", "https://app.example", "Access-Control-Request-Method", "GET")
+	if got := a.Header.Get("Access-Control-Max-Age"); got != "86400" {
+		t.Errorf("preflight max-age %q", got)
+	}
+	for _, p := range g.List("/api/v1/plugins") {
+		b, _ := json.Marshal(p["config"])
+		want := map[any]string{"hsts": `"max_age_s":315360000`, "cors": `"max_age_s":86400`}[p["type"]]
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s config %s", p["type"], b)
+		}
+	}
+	svc := g.Must("GET", "/api/v1/services/"+itoa(sid), nil)
+	if svc["connect_timeout_ms"] != float64(3600000) || svc["retries"] != float64(100) {
+		t.Errorf("service %v", svc)
+	}
+	// The store's export imports, and changes go live.
+	var doc map[string]any
+	if code := g.JSON("GET", "/api/v1/export?include_secrets=true", nil, &doc); code != 200 {
+		t.Fatal(code)
+	}
+	g.Must("POST", "/api/v1/import", doc)
+	g.Route("r2", int64(g.List("/api/v1/services")[0]["id"].(float64)), map[string]any{"paths": []string{"/r2"}})
+	if a := g.Proxy(t, "GET", "/r2", nil); a.Status != 200 {
+		t.Fatalf("a new route: %d", a.Status)
+	}
+}
