@@ -319,3 +319,23 @@ func TestEmbeddedRules(t *testing.T) {
 		t.Fatalf("redacted %v: %+v", names, w)
 	}
 }
+
+func TestClampMax(t *testing.T) {
+	type cfg struct {
+		A int64    `json:"a" schema:"min=1,max=10"`
+		B *int     `json:"b" schema:"max=5"`
+		C float64  `json:"c" schema:"max=1.5"`
+		D int      `json:"d" schema:"min=3"`
+		E int      `json:"e" schema:"readonly,max=1"`
+		F []string `json:"f" schema:"maxItems=1"`
+	}
+	b := 9
+	v := cfg{A: 11, B: &b, C: 1, D: 0, E: 7, F: []string{"x", "y"}}
+	names := ClampMax(&v)
+	if strings.Join(names, ",") != "a,b" || v.A != 10 || *v.B != 5 || v.C != 1 || v.D != 0 || v.E != 7 || len(v.F) != 2 {
+		t.Fatalf("%v %+v %d", names, v, *v.B)
+	}
+	if names := ClampMax(&v); names != nil {
+		t.Fatalf("second pass: %v", names)
+	}
+}
