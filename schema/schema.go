@@ -891,3 +891,59 @@ func ClampMax(v any) []string {
 	}
 	return names
 }
+
+// RewritePlaceholderValues applies fn to every string of v's top-level
+// fields tagged placeholders (a string, the items of a slice, the values
+// of a map) and returns the JSON names of the fields it changed. Like
+// ClampMax, it is for stored values (placeholders.EscapeDenied).
+func RewritePlaceholderValues(v any, fn func(string) string) []string {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer {
+		rv = rv.Elem()
+	}
+	var names []string
+	for _, f := range structInfo(rv.Type()).fields {
+		if !f.str.placeholders || f.readonly || f.internal {
+			continue
+		}
+		fv := rv.FieldByIndex(f.index)
+		if fv.Kind() == reflect.Pointer {
+			if fv.IsNil() {
+				continue
+			}
+			fv = fv.Elem()
+		}
+		changed := false
+		switch fv.Kind() {
+		case reflect.String:
+			if s := fn(fv.String()); s != fv.String() {
+				fv.SetString(s)
+				changed = true
+			}
+		case reflect.Slice:
+			for i := 0; i < fv.Len(); i++ {
+				if e := fv.Index(i); e.Kind() == reflect.String {
+					if s := fn(e.String()); s != e.String() {
+						e.SetString(s)
+						changed = true
+					}
+				}
+			}
+		case reflect.Map:
+			if fv.Type().Elem().Kind() != reflect.String {
+				continue
+			}
+			for _, k := range fv.MapKeys() {
+				old := fv.MapIndex(k).String()
+				if s := fn(old); s != old {
+					fv.SetMapIndex(k, reflect.ValueOf(s).Convert(fv.Type().Elem()))
+					changed = true
+				}
+			}
+		}
+		if changed {
+			names = append(names, f.name)
+		}
+	}
+	return names
+}

@@ -13,11 +13,13 @@ import (
 
 // clampStoredBounds lowers the stored numbers that are above a maximum
 // added after they were written (an upgraded store; docs/operations.md,
-// Upgrading) to that maximum, and logs each change. The plugin types'
-// maxima are checked when a configuration loads, so one such number (a
-// cors max_age_s above a day, an hsts max_age_s above ten years) kept the
-// whole gateway from loading after an upgrade, and each change made
-// through the API was refused while another such plugin remained. The
+// Upgrading) to that maximum, makes the placeholders plugin values may no
+// longer use literal text (plugins.UpgradeStored), and logs each change.
+// The plugin types' rules are checked when a configuration loads, so one
+// such value (a cors max_age_s above a day, an hsts max_age_s above ten
+// years, {env.TOKEN} in a request-transform header) kept the whole
+// gateway from loading after an upgrade, and each change made through
+// the API was refused while another such plugin remained. The
 // services' and targets' maxima are the API's only: they are lowered too
 // so that the store's export imports again.
 func clampStoredBounds(db *gorm.DB, logger *zap.Logger) error {
@@ -27,7 +29,7 @@ func clampStoredBounds(db *gorm.DB, logger *zap.Logger) error {
 			return fmt.Errorf("reading plugins: %w", err)
 		}
 		for _, p := range ps {
-			cfg, names, err := plugins.ClampStored(p.Type, p.Config)
+			cfg, names, err := plugins.UpgradeStored(p.Type, p.Config)
 			if err != nil {
 				return fmt.Errorf("plugin %d: %w", p.ID, err)
 			}
@@ -37,7 +39,7 @@ func clampStoredBounds(db *gorm.DB, logger *zap.Logger) error {
 			if err := tx.Model(&storage.Plugin{}).Where("id = ?", p.ID).UpdateColumn("config", string(cfg)).Error; err != nil {
 				return fmt.Errorf("plugin %d: %w", p.ID, err)
 			}
-			logger.Warn("stored plugin config above today's maximum: lowered to it",
+			logger.Warn("stored plugin config refused by today's rules: changed to pass them (numbers above a maximum lowered to it, placeholders no longer allowed made literal)",
 				zap.Int64("plugin", p.ID), zap.String("type", p.Type), zap.Strings("fields", names),
 				zap.ByteString("was", p.Config), zap.ByteString("now", cfg))
 		}

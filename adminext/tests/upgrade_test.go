@@ -9,19 +9,23 @@ import (
 	"github.com/caddy-gateway/gateway/storage"
 )
 
-// A store written before a maximum existed loads after an upgrade: the
-// numbers above today's maxima (a plugin config's, a service's, a
-// target's) are lowered to them at start. Before, one hsts or cors
-// max_age_s above its maximum (accepted by the API until the bounds were
-// declared) kept the whole stored configuration from loading, the proxy
-// served nothing, and every change was refused while a second such
-// plugin remained; the store's own export did not import.
+// A store written before some of today's rules loads after an upgrade:
+// the numbers above today's maxima (a plugin config's, a service's, a
+// target's) are lowered to them at start, and placeholders plugin values
+// may no longer use are made literal. Before, one hsts or cors max_age_s
+// above its maximum, or a request-transform header with {env.…} (both
+// accepted by the API of early versions), kept the whole stored
+// configuration from loading, the proxy served nothing, and every change
+// was refused while a second such plugin remained; the store's own export
+// did not import.
 func TestUpgradedStoreAboveMaxima(t *testing.T) {
 	g, sid := echoGateway(t)
 	rid := g.Route("r", sid, map[string]any{"paths": []string{"/r"}})
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "hsts", "scope": "route", "route_id": rid})
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "cors", "scope": "route", "route_id": rid,
 		"config": map[string]any{"allow_origins": []string{"*"}}})
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "request-transform", "scope": "route", "route_id": rid,
+		"config": map[string]any{"set_headers": map[string]string{"X-Env": "x"}}})
 	if err := stopGateway(); err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +37,7 @@ func TestUpgradedStoreAboveMaxima(t *testing.T) {
 	for _, q := range []string{
 		`UPDATE plugins SET config = '{"max_age_s":999999999999,"include_subdomains":false,"preload":false}' WHERE type = 'hsts'`,
 		`UPDATE plugins SET config = '{"allow_origins":["*"],"allow_methods":["GET","HEAD"],"allow_headers":[],"expose_headers":[],"allow_credentials":false,"max_age_s":999999999}' WHERE type = 'cors'`,
+		`UPDATE plugins SET config = replace(config, '"X-Env":"x"', '"X-Env":"Bearer {env.HOME}"') WHERE type = 'request-transform'`,
 		`UPDATE services SET connect_timeout_ms = 7200000, retries = 1000`,
 		`UPDATE targets SET weight = 100000`,
 	} {
@@ -43,16 +48,21 @@ func TestUpgradedStoreAboveMaxima(t *testing.T) {
 	st.Close()
 
 	g = testgw.Start(t, &testgw.Options{DSN: g.DSN})
-	if a := g.Proxy(t, "GET", "/r", nil); a.Status != 200 {
+	a := g.Proxy(t, "GET", "/r", nil)
+	if a.Status != 200 {
 		t.Fatalf("after the upgrade: %d %s", a.Status, a.Body)
 	}
-	a := g.Proxy(t, "OPTIONS", "/r", nil, "Origin", "https://app.example", "Access-Control-Request-Method", "GET")
+	if got := testgw.DecodeEcho(t, a.Body).Headers.Get("X-Env"); got != "Bearer {env.HOME}" {
+		t.Errorf("X-Env %q", got)
+	}
+	a = g.Proxy(t, "OPTIONS", "/r", nil, "Origin", "https://app.example", "Access-Control-Request-Method", "GET")
 	if got := a.Header.Get("Access-Control-Max-Age"); got != "86400" {
 		t.Errorf("preflight max-age %q", got)
 	}
 	for _, p := range g.List("/api/v1/plugins") {
 		b, _ := json.Marshal(p["config"])
-		want := map[any]string{"hsts": `"max_age_s":315360000`, "cors": `"max_age_s":86400`}[p["type"]]
+		want := map[any]string{"hsts": `"max_age_s":315360000`, "cors": `"max_age_s":86400`,
+			"request-transform": `"X-Env":"Bearer \\{env.HOME\\}"`}[p["type"]]
 		if !strings.Contains(string(b), want) {
 			t.Errorf("%s config %s", p["type"], b)
 		}

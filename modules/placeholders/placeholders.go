@@ -234,3 +234,20 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// EscapeDenied returns s with the braces of every placeholder that is not
+// allowed escaped (\{env.HOME\}), so that it is literal text; s is
+// returned as is when that does not make it pass Check. It is for values
+// stored before the rule (an upgraded store), never for input.
+func EscapeDenied(s string) string {
+	out := s
+	for _, key := range Keys(s) {
+		if looksLikePlaceholder(key) && !Allowed(key) {
+			out = strings.ReplaceAll(out, "{"+key+"}", `\{`+key+`\}`)
+		}
+	}
+	if Check(out) != nil {
+		return s
+	}
+	return out
+}

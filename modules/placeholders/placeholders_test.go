@@ -127,3 +127,22 @@ func TestExpandStopsAtTheLimit(t *testing.T) {
 		t.Errorf("%d bytes allocated for a %d-byte result", got, len(v))
 	}
 }
+
+func TestEscapeDenied(t *testing.T) {
+	for in, want := range map[string]string{
+		"Bearer {env.TOKEN}":                       `Bearer \{env.TOKEN\}`,
+		"{http.request.host} on {system.hostname}": `{http.request.host} on \{system.hostname\}`,
+		"{file./etc/passwd}{env.A}":                `\{file./etc/passwd\}\{env.A\}`,
+		"plain {http.vars.client_ip}":              "plain {http.vars.client_ip}",
+		`\{env.X\}`:                                `\{env.X\}`,
+	} {
+		got := EscapeDenied(in)
+		if got != want || Check(got) != nil {
+			t.Errorf("EscapeDenied(%q) = %q (check %v), want %q", in, got, Check(got), want)
+		}
+		repl := caddy.NewReplacer()
+		if exp, _ := Expand(repl, got, 1<<20); in != want && strings.Contains(exp, `\`) {
+			t.Errorf("%q expands to %q", got, exp)
+		}
+	}
+}

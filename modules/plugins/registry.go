@@ -24,6 +24,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-gateway/gateway/modules/placeholders"
 	"github.com/caddy-gateway/gateway/schema"
 )
 
@@ -337,17 +338,20 @@ func prefixAll(p string, names []string) []string {
 	return names
 }
 
-// ClampStored brings a stored config of type typeName written before one of
-// its numbers had a maximum within that maximum (schema.ClampMax): the
-// fields it lowered (config.max_age_s) and the config with them lowered,
-// its other keys as stored. A config that passes the type's rules, or one
-// that cannot be read, is returned as is with no names.
-func ClampStored(typeName string, config json.RawMessage) (json.RawMessage, []string, error) {
+// UpgradeStored brings a stored config of type typeName, written before
+// some of today's rules, within two of them: a number above a maximum
+// added since is lowered to it (schema.ClampMax), and a placeholder that
+// values may no longer use ({env.*}, {file.*}, {system.*} …) is escaped to
+// literal text (placeholders.EscapeDenied) instead of failing the load.
+// It returns the fields it changed (config.max_age_s) and the config with
+// them changed, its other keys as stored. A config that passes the type's
+// rules, or one that cannot be read, is returned as is with no names.
+func UpgradeStored(typeName string, config json.RawMessage) (json.RawMessage, []string, error) {
 	cfg, ok := decodeLoose(typeName, config)
 	if !ok || schema.Check(cfg) == nil {
 		return config, nil, nil
 	}
-	names := schema.ClampMax(cfg)
+	names := append(schema.ClampMax(cfg), schema.RewritePlaceholderValues(cfg, placeholders.EscapeDenied)...)
 	if len(names) == 0 {
 		return config, nil, nil
 	}
