@@ -82,3 +82,36 @@ func TestUpgradedStoreAboveMaxima(t *testing.T) {
 		t.Fatalf("a new route: %d", a.Status)
 	}
 }
+
+// TestUpgradedStoreWithALargeRouteRegex: a route regular expression over
+// today's size bound (regexsize.MaxProgram), stored before the bound
+// existed, still loads and routes after an upgrade (leaving the route out
+// would send its traffic to a less specific route, without its plugins);
+// the API refuses such an expression in a change.
+func TestUpgradedStoreWithALargeRouteRegex(t *testing.T) {
+	g, sid := echoGateway(t)
+	rid := g.Route("big", sid, map[string]any{"paths": []string{"~/a"}})
+	if err := stopGateway(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.Open("sqlite", g.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := "~/a" + strings.Repeat("b{0,1000}", 11) // over 11,000 instructions
+	paths, _ := json.Marshal([]string{big})
+	if err := st.DB.Exec("UPDATE routes SET paths = ? WHERE id = ?", string(paths), rid).Error; err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	g = testgw.Start(t, &testgw.Options{DSN: g.DSN})
+	if a := g.Proxy(t, "GET", "/abb", nil); a.Status != 200 {
+		t.Fatalf("a stored route over the regex bound after the upgrade: %d %s", a.Status, a.Body)
+	}
+	g.WantError(400, "PUT", "/api/v1/routes/"+itoa(rid), map[string]any{"name": "big", "service_id": sid, "paths": []string{big}}, "paths[0]", "too large")
+	g.Route("other", sid, map[string]any{"paths": []string{"/other"}}) // other changes go live
+	if a := g.Proxy(t, "GET", "/other", nil); a.Status != 200 {
+		t.Fatalf("a new route: %d", a.Status)
+	}
+}

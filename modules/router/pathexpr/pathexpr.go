@@ -18,12 +18,8 @@ import (
 
 // Compile compiles a path expression (without its "~") anchored at the
 // start of the path, and returns the literal prefix every match starts
-// with. An expression whose program would exceed regexsize.MaxProgram
-// instructions is an error, found before anything is compiled.
+// with.
 func Compile(expr string) (re *regexp.Regexp, prefix string, err error) {
-	if err := regexsize.Check(expr); err != nil {
-		return nil, "", err
-	}
 	// Compile the bare expression first: it validates it on its own (so
 	// "a)(b" cannot sneak through the wrapping below, where it would read
 	// as "^(?:a)(b)"), and its LiteralPrefix is the literal prefix of every
@@ -43,8 +39,17 @@ func Compile(expr string) (re *regexp.Regexp, prefix string, err error) {
 
 // Validate checks a route path pattern: a literal prefix ("/…") or
 // "~regex". Its errors are phrased for an API answer naming the field.
+// An expression whose program would exceed regexsize.MaxProgram
+// instructions is refused before anything is compiled. That bound is the
+// API's (and import's) only: the router compiles what the store holds, so
+// a store written before the bound still loads after an upgrade (leaving
+// such a route out would send its traffic to a less specific route,
+// without its plugins).
 func Validate(pattern string) error {
 	if expr, ok := strings.CutPrefix(pattern, "~"); ok {
+		if err := regexsize.Check(expr); err != nil {
+			return errors.New("invalid regular expression: " + err.Error())
+		}
 		if _, _, err := Compile(expr); err != nil {
 			return errors.New("invalid regular expression: " + err.Error())
 		}
