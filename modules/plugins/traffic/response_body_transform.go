@@ -24,10 +24,10 @@ import (
 // ResponseBodyTransform is the response-body-transform plugin. It buffers
 // eligible responses (media type in content_types, body at most
 // max_body_bytes, not HEAD, not 1xx/204/206/304, identity, gzip or zstd
-// encoded), applies the replace rules to the body text, then for JSON
-// bodies (application/json or +json) json_remove and json_set, and sends
-// the result with a corrected Content-Length (re-encoded as it came; the
-// ETag, which no longer matches, is dropped). Other responses, and any that
+// encoded, not an event stream), applies the replace rules to the body
+// text, then for JSON bodies (application/json or +json) json_remove and
+// json_set, and sends the result with a corrected Content-Length
+// (re-encoded as it came; the ETag, which no longer matches, is dropped). Other responses, and any that
 // turn out larger than max_body_bytes while being read, stream through
 // unchanged, as does a body the replacements would make larger than
 // maxTransformedBytes.
@@ -48,7 +48,7 @@ type ResponseBodyTransform struct {
 	Replace      []BodyReplacement          `json:"replace" schema:"maxItems=100" doc:"Regular expression replacements on the body text, in order."`
 	JSONRemove   []string                   `json:"json_remove" schema:"maxItems=100,maxLength=1024" doc:"Dotted paths removed from JSON bodies (a.b.c; numeric segments index arrays: items.0.secret)."`
 	JSONSet      map[string]json.RawMessage `json:"json_set" schema:"keys=path,maxItems=100" doc:"Dotted path → JSON value set in JSON bodies (missing objects on the way are created)."`
-	ContentTypes []string                   `json:"content_types" schema:"maxItems=100,maxLength=255" doc:"Media types transformed (type/subtype or type/*). Default application/json, text/html, text/plain."`
+	ContentTypes []string                   `json:"content_types" schema:"maxItems=100,maxLength=255" doc:"Media types transformed (type/subtype or type/*). Default application/json, text/html, text/plain. An event stream (text/event-stream) passes through as it comes, even when listed."`
 	MaxBodyBytes int64                      `json:"max_body_bytes" schema:"min=1,max=67108864" doc:"Largest body transformed, in bytes (as sent by the upstream, and again after decompression). Default 1048576."`
 
 	res     []*regexp.Regexp
@@ -198,7 +198,11 @@ func (h *ResponseBodyTransform) eligible(status int, hdr http.Header) bool {
 	default:
 		return false
 	}
-	return mediaTypeIn(mediaType(hdr), h.ContentTypes)
+	// An event stream is delivered event by event and may never end:
+	// held back, its events would wait for max_body_bytes (text/*
+	// covers it).
+	mt := mediaType(hdr)
+	return mt != "text/event-stream" && mediaTypeIn(mt, h.ContentTypes)
 }
 
 // mediaType is the lowercased media type of the Content-Type, without

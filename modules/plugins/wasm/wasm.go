@@ -51,7 +51,7 @@ const (
 //	    config      `{"deny": ["/admin"]}`
 //	}
 type Wasm struct {
-	Module string          `json:"module" schema:"required,minLength=1,maxLength=64" doc:"Name of an uploaded WASM module (1 to 64 of a-z 0-9 - _): a proxy-wasm 0.2.0 or 0.2.1 HTTP filter. Its request and response header callbacks (and body callbacks, bodies up to 1 MiB) run for every request; a local response it sends answers the client without calling the upstream. A module that traps, runs longer than 500 ms in a callback or exhausts its memory (64 MiB per instance; all instances together at most the gateway's wasm_memory_limit, default 1 GiB) fails only that request, with 500; a request that needs a new instance while that limit has no room is 503. The plugins of one module share its proxy-wasm shared data (at most 64 MiB), kept across changes while a plugin of the module exists and freed with the last one."`
+	Module string          `json:"module" schema:"required,minLength=1,maxLength=64" doc:"Name of an uploaded WASM module (1 to 64 of a-z 0-9 - _): a proxy-wasm 0.2.0 or 0.2.1 HTTP filter. Its request and response header callbacks (and body callbacks, bodies up to 1 MiB; an event stream, text/event-stream, is handed to the response body callback as it comes, at every flush with end_of_stream false, what the module pauses on held for the next call up to 1 MiB) run for every request; a local response it sends answers the client without calling the upstream. A module that traps, runs longer than 500 ms in a callback or exhausts its memory (64 MiB per instance; all instances together at most the gateway's wasm_memory_limit, default 1 GiB) fails only that request, with 500; a request that needs a new instance while that limit has no room is 503. The plugins of one module share its proxy-wasm shared data (at most 64 MiB), kept across changes while a plugin of the module exists and freed with the last one."`
 	Config json.RawMessage `json:"config" schema:"nullable" doc:"The plugin configuration handed to the module (proxy_on_configure, PLUGIN_CONFIGURATION buffer): a JSON string is handed as its text, any other JSON value as its compact JSON encoding, null as empty. A module that rejects it (proxy_on_configure returns false) fails the change."`
 
 	// ModuleSHA256 is set by the gateway's config compiler: the hex sha256 of
@@ -364,6 +364,7 @@ type responseHook struct {
 	status  int
 	body    bytes.Buffer
 	tooBig  bool
+	events  bool // an event stream: the body callback runs at every flush
 }
 
 func (w *responseHook) WriteHeader(status int) {
@@ -388,18 +389,91 @@ func (w *responseHook) WriteHeader(status int) {
 		return
 	}
 	if w.buffer && status != http.StatusSwitchingProtocols {
-		w.status = ex.ResponseStatus
-		return
+		if !isEventStream(w.Header()) {
+			w.status = ex.ResponseStatus
+			return
+		}
+		// An event stream may never end: its body is handed to the
+		// module as it comes (streamBody), the header goes out now.
+		w.events = true
+		w.Header().Del("Content-Length")
 	}
 	w.ResponseWriter.WriteHeader(ex.ResponseStatus)
 }
+
+// isEventStream reports a text/event-stream response.
+func isEventStream(h http.Header) bool {
+	mt, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}
+
+// streamBody runs the body callback on an event stream's body received
+// since the last call, at a flush (end false) or at the end, and writes
+// what the module leaves; a module that pauses keeps the body for the
+// next call. After a failure the rest is dropped and errStreamFailed
+// aborts the response, whose header is already out.
+func (w *responseHook) streamBody(end bool) error {
+	if w.swallow {
+		return errStreamFailed
+	}
+	if w.body.Len() == 0 && !end {
+		return nil
+	}
+	if w.tooBig {
+		w.swallow = true
+		w.s.failed = true
+		w.s.h.logger.Error("event stream held back by the wasm plugin past 1 MiB", zap.String("module", w.s.h.Module))
+		return errStreamFailed
+	}
+	ex := w.s.ex
+	ex.ResponseBody = w.body.Bytes()
+	act, err := w.s.in.OnResponseBody(end)
+	if err == nil && (ex.Local != nil || ex.Closed) {
+		err = errors.New("local response or close after the response header was sent")
+	}
+	if err != nil {
+		w.swallow = true
+		w.s.failed = true
+		w.s.h.logger.Error("wasm plugin failed on an event stream; response aborted", zap.String("module", w.s.h.Module), zap.Error(err))
+		return errStreamFailed
+	}
+	if act == proxywasm.ActionPause && !end {
+		return nil
+	}
+	out := ex.ResponseBody
+	ex.ResponseBody = nil
+	w.body.Reset()
+	if len(out) == 0 {
+		return nil
+	}
+	_, err = w.ResponseWriter.Write(out)
+	return err
+}
+
+var errStreamFailed = errors.New("wasm plugin failed on the event stream")
 
 func (w *responseHook) Write(p []byte) (int, error) {
 	if !w.started {
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.swallow {
+		if w.events {
+			return 0, errStreamFailed
+		}
 		return len(p), nil
+	}
+	if w.events {
+		if w.body.Len()+len(p) > maxBodyBytes {
+			// written without a flush: the module sees what it has
+			if err := w.streamBody(false); err != nil {
+				return 0, err
+			}
+			if w.body.Len()+len(p) > maxBodyBytes {
+				w.tooBig = true // held back by the module
+				return 0, w.streamBody(false)
+			}
+		}
+		return w.body.Write(p)
 	}
 	if w.status != 0 { // buffering
 		if w.body.Len()+len(p) > maxBodyBytes {
@@ -416,7 +490,7 @@ func (w *responseHook) ReadFrom(r io.Reader) (int64, error) {
 	if !w.started {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.swallow || w.status != 0 {
+	if w.swallow || w.status != 0 || w.events {
 		return io.Copy(writerOnly{w}, r)
 	}
 	return w.ResponseWriterWrapper.ReadFrom(r)
@@ -425,12 +499,17 @@ func (w *responseHook) ReadFrom(r io.Reader) (int64, error) {
 type writerOnly struct{ io.Writer }
 
 // FlushError implements the interface http.ResponseController looks for;
-// a buffered body is flushed at the end only.
+// a buffered body is flushed at the end only, an event stream's after the
+// body callback.
 func (w *responseHook) FlushError() error {
 	if !w.started {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.swallow || w.status != 0 {
+	if w.events {
+		if err := w.streamBody(false); err != nil {
+			return err
+		}
+	} else if w.swallow || w.status != 0 {
 		return nil
 	}
 	return http.NewResponseController(w.ResponseWriter).Flush()
@@ -441,6 +520,9 @@ func (w *responseHook) FlushError() error {
 func (w *responseHook) finish() {
 	if w.status != 0 {
 		w.finishBody()
+	}
+	if w.events && w.streamBody(true) != nil {
+		return
 	}
 	if w.started && !w.swallow && !w.s.failed && w.s.in.WantsResponseTrailers() {
 		w.trailers()

@@ -1,0 +1,196 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm/pwtest"
+)
+
+// Streaming and upgraded responses through every plugin that wraps the
+// response writer: an event stream that never ends must reach the client
+// event by event, and a WebSocket must open (101, the connection
+// hijacked through every wrapper) and keep working across a reload.
+
+// bodyWAT is a module with request and response body callbacks that let
+// everything continue (the wasm plugin buffers bodies for them).
+const bodyWAT = `(module` + pwtest.Prelude + `  (func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_configure") (param i32 i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32) (i32.const 0))
+  (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32) (i32.const 0))
+  (func (export "proxy_on_response_body") (param i32 i32 i32) (result i32) (i32.const 0)))
+`
+
+// streamingUpstream serves, under any prefix, /sse (an event every 100 ms
+// until the client leaves) and /ws (a WebSocket echo).
+func streamingUpstream(t testing.TB) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/sse"):
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-cache")
+			rc := http.NewResponseController(w)
+			for i := 0; ; i++ {
+				if _, err := fmt.Fprintf(w, "data: event-%d\n\n", i); err != nil {
+					return
+				}
+				if rc.Flush() != nil {
+					return
+				}
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		case strings.HasSuffix(r.URL.Path, "/ws"):
+			c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true}) // the Origin is the client app's
+			if err != nil {
+				return
+			}
+			defer c.CloseNow()
+			for {
+				typ, msg, err := c.Read(r.Context())
+				if err != nil {
+					return
+				}
+				if err := c.Write(r.Context(), typ, append([]byte("echo:"), msg...)); err != nil {
+					return
+				}
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+// readEvents reads n events of an event stream, failing after a generous
+// deadline (the stream never ends: a buffering plugin shows as no event).
+func readEvents(t *testing.T, client *http.Client, url string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Origin", "https://app.example")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	got := 0
+	for got < n && sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			got++
+		}
+	}
+	if got < n {
+		t.Fatalf("GET %s: %d of %d events before the deadline (%v): the stream is held back", url, got, n, sc.Err())
+	}
+}
+
+// streamingPlugins are the plugins that see the response, each on a route
+// of its own (/<type>).
+func streamingPlugins(t *testing.T, g *testgw.Gateway, collector string) map[string]map[string]any {
+	uploadModule(t, g, map[string]any{"name": "bodies", "wat": bodyWAT})
+	return map[string]map[string]any{
+		"none":                    nil,
+		"request-id":              {},
+		"cors":                    {"allow_origins": []string{"https://app.example"}},
+		"rate-limit":              {"limit": 1000000, "window_s": 60},
+		"request-size-limit":      {"max_bytes": 1 << 20},
+		"proxy-cache":             {"content_types": []string{}},
+		"response-transform":      {"set_headers": map[string]string{"X-Seen": "yes"}},
+		"response-body-transform": {"replace": []map[string]any{{"pattern": "event", "with": "EVENT"}}, "content_types": []string{"text/*"}},
+		"response-compression":    {"min_length": 1},
+		"hsts":                    {},
+		"wasm":                    {"module": "bodies"},
+		"http-log":                {"endpoint": collector},
+	}
+}
+
+func TestStreamingThroughPlugins(t *testing.T) {
+	g := testgw.Start(t, nil)
+	up := streamingUpstream(t)
+	var logged atomic.Int64
+	coll := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		logged.Add(1)
+		io.Copy(io.Discard, r.Body)
+	}))
+	t.Cleanup(coll.Close)
+	sid := g.Service("s", testgw.Addr(up))
+	plugins := streamingPlugins(t, g, coll.URL)
+	for typ, cfg := range plugins {
+		rid := g.Route(typ, sid, testgw.Paths("/"+typ))
+		if cfg != nil {
+			addPlugin(t, g, typ, "route", rid, cfg)
+		}
+	}
+	// every plugin together too
+	all := g.Route("all", sid, testgw.Paths("/all"))
+	for typ, cfg := range plugins {
+		if cfg != nil {
+			addPlugin(t, g, typ, "route", all, cfg)
+		}
+	}
+	names := []string{"all"}
+	for typ := range plugins {
+		names = append(names, typ)
+	}
+
+	client := &http.Client{}
+	for _, name := range names {
+		t.Run("sse/"+name, func(t *testing.T) {
+			readEvents(t, client, g.ProxyURL+"/"+name+"/sse", 3)
+		})
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conns := map[string]*websocket.Conn{}
+	for _, name := range names {
+		ws, resp, err := websocket.Dial(ctx, "ws://"+g.ProxyAddr+"/"+name+"/ws", &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://app.example"}}})
+		if err != nil {
+			st := 0
+			if resp != nil {
+				st = resp.StatusCode
+			}
+			t.Errorf("websocket through %s: %d %v", name, st, err)
+			continue
+		}
+		defer ws.CloseNow()
+		conns[name] = ws
+	}
+	echo := func(when string) {
+		for name, ws := range conns {
+			msg := name + "-" + when
+			if err := ws.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+				t.Errorf("websocket %s write %s: %v", name, when, err)
+				continue
+			}
+			if _, got, err := ws.Read(ctx); err != nil || string(got) != "echo:"+msg {
+				t.Errorf("websocket %s read %s: %q %v", name, when, got, err)
+			}
+		}
+	}
+	echo("before")
+	g.Service("unrelated", "127.0.0.1:9") // a reload
+	echo("after-reload")
+}
