@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,6 +40,16 @@ const bodyWAT = `(module` + pwtest.Prelude + `  (func (export "proxy_on_vm_start
 func streamingUpstream(t testing.TB) *httptest.Server {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
+		case strings.HasSuffix(r.URL.Path, "/upload"):
+			// tells the client (by key) when the first MiB came
+			n, _ := io.CopyN(io.Discard, r.Body, 1<<20)
+			if n == 1<<20 {
+				if ch, ok := uploads.Load(r.URL.Query().Get("k")); ok {
+					close(ch.(chan struct{}))
+				}
+			}
+			m, _ := io.Copy(io.Discard, r.Body)
+			fmt.Fprintf(w, "%d", n+m)
 		case strings.HasSuffix(r.URL.Path, "/sse"):
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.Header().Set("Cache-Control", "no-cache")
@@ -89,6 +101,42 @@ func streamingUpstream(t testing.TB) *httptest.Server {
 	}))
 	t.Cleanup(up.Close)
 	return up
+}
+
+// uploads are the channels upload tests wait on, by key.
+var uploads sync.Map
+
+// upload streams 8 MiB to url, the last 7 only once the upstream has read
+// the first: a gateway that buffered the request body would never let it.
+func upload(t *testing.T, client *http.Client, url string) {
+	t.Helper()
+	first := make(chan struct{})
+	uploads.Store(url, first)
+	defer uploads.Delete(url)
+	pr, pw := io.Pipe()
+	go func() {
+		chunk := make([]byte, 1<<20)
+		pw.Write(chunk)
+		select {
+		case <-first:
+		case <-time.After(15 * time.Second):
+			pw.CloseWithError(fmt.Errorf("the upstream did not get the first MiB before the rest was sent"))
+			return
+		}
+		for i := 1; i < 8; i++ {
+			pw.Write(chunk)
+		}
+		pw.Close()
+	}()
+	resp, err := client.Post(url+"?k="+neturl.QueryEscape(url), "application/octet-stream", pr)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != fmt.Sprint(8<<20) {
+		t.Fatalf("POST %s: %d %s", url, resp.StatusCode, b)
+	}
 }
 
 // readEvents reads n events of an event stream, failing after a generous
@@ -160,7 +208,7 @@ func streamingPlugins(t *testing.T, g *testgw.Gateway, collector, wat string) ma
 		"request-id":              {},
 		"cors":                    {"allow_origins": []string{"https://app.example"}},
 		"rate-limit":              {"limit": 1000000, "window_s": 60},
-		"request-size-limit":      {"max_bytes": 1 << 20},
+		"request-size-limit":      {"max_bytes": 16 << 20},
 		"proxy-cache":             {"content_types": []string{}},
 		"response-transform":      {"set_headers": map[string]string{"X-Seen": "yes"}},
 		"response-body-transform": {"replace": []map[string]any{{"pattern": "event", "with": "EVENT"}}, "content_types": []string{"text/*"}},
@@ -227,6 +275,9 @@ func TestStreamingThroughPlugins(t *testing.T) {
 	for _, name := range names {
 		t.Run("sse/"+name, func(t *testing.T) {
 			readEvents(t, client, g.ProxyURL+"/"+name+"/sse", 3)
+		})
+		t.Run("upload/"+name, func(t *testing.T) {
+			upload(t, client, g.ProxyURL+"/"+name+"/upload")
 		})
 	}
 
