@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"golang.org/x/sync/errgroup"
@@ -376,4 +378,46 @@ func TestTrailers(t *testing.T) {
 	}
 	// Without the trailer the request goes upstream.
 	plugintest.WantStatus(t, g.Do("POST", "/", strings.NewReader("no trailer")), 200)
+}
+
+// TestEventStreamBody: an event stream, which never ends, is handed to the
+// response body callback at every flush (what the module pauses on comes
+// with the next call), and what the module leaves reaches the client as
+// it comes.
+func TestEventStreamBody(t *testing.T) {
+	// pauses on a chunk of 9 bytes or less (each event is 9), appends to
+	// the others
+	g := start(t, filter(`
+  (data (i32.const 1056) "|")
+  (func (export "proxy_on_response_body") (param $ctx i32) (param $size i32) (param $eos i32) (result i32)
+    (if (i32.le_u (local.get $size) (i32.const 9)) (then (return (i32.const 1))))
+    (drop (call $set_buffer (i32.const 1) (local.get $size) (i32.const 0) (i32.const 1056) (i32.const 1)))
+    (i32.const 0))
+`), nil, plugintest.WithUpstreamFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for i := 0; ; i++ {
+			if _, err := fmt.Fprintf(w, "data: %d\n\n", i%10); err != nil || rc.Flush() != nil {
+				return
+			}
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.URL+"/", nil)
+	resp, err := g.Client.Do(req)
+	if err != nil {
+		t.Fatalf("event stream: %v", err)
+	}
+	defer resp.Body.Close()
+	want := "data: 0\n\ndata: 1\n\n|data: 2\n\ndata: 3\n\n|"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != want {
+		t.Fatalf("stream %q (%v), want %q", got, err, want)
+	}
 }
