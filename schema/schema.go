@@ -855,41 +855,27 @@ func (k strKind) pattern() string {
 // fields it lowered. It is for values stored before the bound existed (an
 // upgraded store), never for input, which Check refuses instead.
 func ClampMax(v any) []string {
-	rv := reflect.ValueOf(v)
-	for rv.Kind() == reflect.Pointer {
-		rv = rv.Elem()
-	}
-	var names []string
-	for _, f := range structInfo(rv.Type()).fields {
-		if f.max == nil || f.readonly || f.internal {
-			continue
-		}
-		fv := rv.FieldByIndex(f.index)
-		if fv.Kind() == reflect.Pointer {
-			if fv.IsNil() {
-				continue
+	return eachField(v, func(f *field) bool { return f.max != nil && !f.readonly && !f.internal },
+		func(f *field, fv reflect.Value) bool {
+			switch fv.Kind() {
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+				if float64(fv.Int()) > *f.max {
+					fv.SetInt(int64(*f.max))
+					return true
+				}
+			case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+				if float64(fv.Uint()) > *f.max {
+					fv.SetUint(uint64(*f.max))
+					return true
+				}
+			case reflect.Float32, reflect.Float64:
+				if fv.Float() > *f.max {
+					fv.SetFloat(*f.max)
+					return true
+				}
 			}
-			fv = fv.Elem()
-		}
-		switch fv.Kind() {
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			if float64(fv.Int()) > *f.max {
-				fv.SetInt(int64(*f.max))
-				names = append(names, f.name)
-			}
-		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			if float64(fv.Uint()) > *f.max {
-				fv.SetUint(uint64(*f.max))
-				names = append(names, f.name)
-			}
-		case reflect.Float32, reflect.Float64:
-			if fv.Float() > *f.max {
-				fv.SetFloat(*f.max)
-				names = append(names, f.name)
-			}
-		}
-	}
-	return names
+			return false
+		})
 }
 
 // RewritePlaceholderValues applies fn to every string of v's top-level
@@ -897,13 +883,70 @@ func ClampMax(v any) []string {
 // of a map) and returns the JSON names of the fields it changed. Like
 // ClampMax, it is for stored values (placeholders.EscapeDenied).
 func RewritePlaceholderValues(v any, fn func(string) string) []string {
+	rewrite := func(sv reflect.Value) bool {
+		if s := fn(sv.String()); s != sv.String() {
+			sv.SetString(s)
+			return true
+		}
+		return false
+	}
+	return eachField(v, func(f *field) bool { return f.str.placeholders && !f.readonly && !f.internal },
+		func(_ *field, fv reflect.Value) bool {
+			changed := false
+			switch fv.Kind() {
+			case reflect.String:
+				changed = rewrite(fv)
+			case reflect.Slice:
+				for i := 0; i < fv.Len(); i++ {
+					if e := fv.Index(i); e.Kind() == reflect.String && rewrite(e) {
+						changed = true
+					}
+				}
+			case reflect.Map:
+				if fv.Type().Elem().Kind() != reflect.String {
+					return false
+				}
+				for _, k := range fv.MapKeys() {
+					old := fv.MapIndex(k).String()
+					if s := fn(old); s != old {
+						fv.SetMapIndex(k, reflect.ValueOf(s).Convert(fv.Type().Elem()))
+						changed = true
+					}
+				}
+			}
+			return changed
+		})
+}
+
+// eachField calls fn with every top-level field of v (a pointer to a
+// struct) that want picks, its value dereferenced (nil pointers skipped),
+// and returns the JSON names of the fields fn reports changed.
+func eachField(v any, want func(*field) bool, fn func(f *field, fv reflect.Value) bool) []string {
+	return walkFields(v, want, func(f *field, fv reflect.Value) []string {
+		if fn(f, fv) {
+			return []string{f.name}
+		}
+		return nil
+	})
+}
+
+// walkFields calls fn with every top-level field of v (a pointer to a
+// struct) that want picks, its value dereferenced (nil pointers skipped),
+// and returns the names fn returns, in field order.
+func walkFields(v any, want func(*field) bool, fn func(f *field, fv reflect.Value) []string) []string {
 	rv := reflect.ValueOf(v)
 	for rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return nil
+		}
 		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Struct {
+		return nil
 	}
 	var names []string
 	for _, f := range structInfo(rv.Type()).fields {
-		if !f.str.placeholders || f.readonly || f.internal {
+		if !want(f) {
 			continue
 		}
 		fv := rv.FieldByIndex(f.index)
@@ -913,37 +956,7 @@ func RewritePlaceholderValues(v any, fn func(string) string) []string {
 			}
 			fv = fv.Elem()
 		}
-		changed := false
-		switch fv.Kind() {
-		case reflect.String:
-			if s := fn(fv.String()); s != fv.String() {
-				fv.SetString(s)
-				changed = true
-			}
-		case reflect.Slice:
-			for i := 0; i < fv.Len(); i++ {
-				if e := fv.Index(i); e.Kind() == reflect.String {
-					if s := fn(e.String()); s != e.String() {
-						e.SetString(s)
-						changed = true
-					}
-				}
-			}
-		case reflect.Map:
-			if fv.Type().Elem().Kind() != reflect.String {
-				continue
-			}
-			for _, k := range fv.MapKeys() {
-				old := fv.MapIndex(k).String()
-				if s := fn(old); s != old {
-					fv.SetMapIndex(k, reflect.ValueOf(s).Convert(fv.Type().Elem()))
-					changed = true
-				}
-			}
-		}
-		if changed {
-			names = append(names, f.name)
-		}
+		names = append(names, fn(f, fv)...)
 	}
 	return names
 }

@@ -61,28 +61,8 @@ func RedactedFields(v any) []string {
 // walkSecrets calls fn on every string of v's secret fields; fn returns the
 // new value and whether to report the field.
 func walkSecrets(v any, fn func(f *field, s string) (string, bool)) []string {
-	rv := reflect.ValueOf(v)
-	for rv.Kind() == reflect.Pointer {
-		if rv.IsNil() {
-			return nil
-		}
-		rv = rv.Elem()
-	}
-	if rv.Kind() != reflect.Struct {
-		return nil
-	}
-	var names []string
-	for _, f := range structInfo(rv.Type()).fields {
-		if !f.secret {
-			continue
-		}
-		fv := rv.FieldByIndex(f.index)
-		if fv.Kind() == reflect.Pointer {
-			if fv.IsNil() {
-				continue
-			}
-			fv = fv.Elem()
-		}
+	return walkFields(v, func(f *field) bool { return f.secret }, func(f *field, fv reflect.Value) []string {
+		var names []string
 		switch fv.Kind() {
 		case reflect.String:
 			if s, hit := fn(f, fv.String()); hit {
@@ -93,7 +73,7 @@ func walkSecrets(v any, fn func(f *field, s string) (string, bool)) []string {
 			}
 		case reflect.Map:
 			if fv.Type().Elem().Kind() != reflect.String {
-				continue
+				return nil
 			}
 			keys := fv.MapKeys()
 			sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
@@ -104,6 +84,6 @@ func walkSecrets(v any, fn func(f *field, s string) (string, bool)) []string {
 				}
 			}
 		}
-	}
-	return names
+		return names
+	})
 }

@@ -149,20 +149,7 @@ func TestLongStreamsSurviveMutations(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/ws":
-			c, err := websocket.Accept(w, r, nil)
-			if err != nil {
-				return
-			}
-			defer c.CloseNow()
-			for {
-				typ, msg, err := c.Read(r.Context())
-				if err != nil {
-					return
-				}
-				if err := c.Write(r.Context(), typ, append([]byte("echo:"), msg...)); err != nil {
-					return
-				}
-			}
+			wsEcho(w, r, nil)
 		case "/download":
 			w.Header().Set("Content-Type", "application/octet-stream")
 			for i := 0; i < 40; i++ {
@@ -296,5 +283,24 @@ func TestReloadReleasesOldConfigs(t *testing.T) {
 	t.Logf("heap after GC: %d KB before, %d KB after 300 changes", before/1024, after/1024)
 	if after > before+4<<20 {
 		t.Fatalf("heap grew by %d KB over 300 changes", (after-before)/1024)
+	}
+}
+
+// wsEcho accepts a WebSocket and answers every message with "echo:" and
+// the message, until the client goes.
+func wsEcho(w http.ResponseWriter, r *http.Request, opts *websocket.AcceptOptions) {
+	c, err := websocket.Accept(w, r, opts)
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	for {
+		typ, msg, err := c.Read(r.Context())
+		if err != nil {
+			return
+		}
+		if err := c.Write(r.Context(), typ, append([]byte("echo:"), msg...)); err != nil {
+			return
+		}
 	}
 }

@@ -81,20 +81,7 @@ func streamingUpstream(t testing.TB) *httptest.Server {
 				}
 			}
 		case strings.HasSuffix(r.URL.Path, "/ws"):
-			c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true}) // the Origin is the client app's
-			if err != nil {
-				return
-			}
-			defer c.CloseNow()
-			for {
-				typ, msg, err := c.Read(r.Context())
-				if err != nil {
-					return
-				}
-				if err := c.Write(r.Context(), typ, append([]byte("echo:"), msg...)); err != nil {
-					return
-				}
-			}
+			wsEcho(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true}) // the Origin is the client app's
 		default:
 			http.NotFound(w, r)
 		}

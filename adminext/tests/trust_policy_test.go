@@ -26,16 +26,8 @@ import (
 // admin endpoint.
 func caddyConfig(t *testing.T, g *testgw.Gateway, path string, out any) {
 	t.Helper()
-	resp, err := http.Get("http://" + g.CaddyAdmin + "/config/" + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET /config/%s: %d %s", path, resp.StatusCode, b)
-	}
-	if err := json.Unmarshal(b, out); err != nil {
+	b := readCaddyConfig(t, g.CaddyAdmin, "/config/"+path)
+	if err := json.Unmarshal([]byte(b), out); err != nil {
 		t.Fatalf("GET /config/%s: %q: %v", path, b, err)
 	}
 }

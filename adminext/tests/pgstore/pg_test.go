@@ -27,9 +27,15 @@ import (
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 )
 
-func TestGatewayOnPostgres(t *testing.T) {
+// pgGateway starts a PostgreSQL server and an in-process gateway on it.
+func pgGateway(t *testing.T) *testgw.Gateway {
+	t.Helper()
 	dsn := pgtest.Start(t).DSN
-	g := testgw.Start(t, &testgw.Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}})
+	return testgw.Start(t, &testgw.Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}})
+}
+
+func TestGatewayOnPostgres(t *testing.T) {
+	g := pgGateway(t)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("pg " + r.URL.Path)) }))
 	defer up.Close()
 	sid := g.Service("s", strings.TrimPrefix(up.URL, "http://"))
@@ -91,8 +97,7 @@ func TestGatewayOnPostgres(t *testing.T) {
 // try compiles the whole configuration), not at every check, and fails
 // again; a newer version is tried at once.
 func TestStoredVersionThatDoesNotLoad(t *testing.T) {
-	dsn := pgtest.Start(t).DSN
-	g := testgw.Start(t, &testgw.Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}})
+	g := pgGateway(t)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("up")) }))
 	defer up.Close()
 	rid := g.Route("r", g.Service("s", strings.TrimPrefix(up.URL, "http://")), testgw.Paths("/ok"))

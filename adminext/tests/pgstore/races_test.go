@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-
-	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
-	"github.com/caddy-gateway/gateway/internal/pgtest"
 )
 
 // TestExportDuringChangesOnPostgres: exports taken while applications are
@@ -18,8 +15,7 @@ import (
 // committed between the services query and the routes query showed up as
 // a route of a service the document did not have.
 func TestExportDuringChangesOnPostgres(t *testing.T) {
-	dsn := pgtest.Start(t).DSN
-	g := testgw.Start(t, &testgw.Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}})
+	g := pgGateway(t)
 	const apps = 60
 	done := make(chan struct{})
 	go func() {
