@@ -111,7 +111,9 @@ Decisions where the specification is silent:
   plugin's counters (a limit of N allows up to N per node). While the
   database is unreachable, nodes keep serving their last configuration and
   admin requests that need the database answer 503 {"error"} without
-  changing anything.
+  changing anything. So do changes while the gateway cannot read the rest
+  of the running Caddy config from Caddy's admin endpoint (admin off, or
+  caddy_admin not its address): it never replaces what it cannot read.
 `
 
 // DocEndpoints serve the OpenAPI document and its rendering.

@@ -59,7 +59,7 @@ func compileRouter(snap *storage.Snapshot, idx *snapIndex, opt Options, out *Com
 		if err != nil {
 			return nil, err
 		}
-		pluginConfigs[p.ID] = raw
+		pluginConfigs[p.ID] = router.PluginConfig{Module: plugins.ModuleName(p.Type), Config: raw}
 	}
 	if len(pluginConfigs) > 0 {
 		rt.PluginsRef = configref.Put(version, "plugins", pluginConfigs)
@@ -134,7 +134,7 @@ func compilePlugin(snap *storage.Snapshot, p *storage.Plugin, typed TypeInternal
 			internals[k] = v
 		}
 	}
-	return plugins.HandlerJSON(p.Type, p.Config, internals)
+	return plugins.ConfigJSON(p.Type, p.Config, internals)
 }
 
 // pluginInternals are the fields the compiler adds to a plugin instance's

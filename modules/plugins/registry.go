@@ -258,11 +258,29 @@ func NormalizeConfig(typeName string, raw json.RawMessage) (json.RawMessage, err
 	return out, nil
 }
 
-// HandlerJSON is the Caddy JSON of a plugin instance: its normalized config
-// plus the "handler" key and those of the compiler's internal fields (e.g.
-// "instance_id") that the type declares (Caddy decodes module configs
-// strictly).
+// HandlerJSON is the Caddy JSON of a plugin instance as an inline handler
+// (ConfigJSON plus the "handler" key).
 func HandlerJSON(typeName string, config json.RawMessage, internal map[string]any) (json.RawMessage, error) {
+	m, err := configMap(typeName, config, internal)
+	if err != nil {
+		return nil, err
+	}
+	m["handler"] = ModuleName(typeName)
+	return json.Marshal(m)
+}
+
+// ConfigJSON is the module config of a plugin instance: its normalized
+// config plus those of the compiler's internal fields (e.g. "instance_id")
+// that the type declares (Caddy decodes module configs strictly).
+func ConfigJSON(typeName string, config json.RawMessage, internal map[string]any) (json.RawMessage, error) {
+	m, err := configMap(typeName, config, internal)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+func configMap(typeName string, config json.RawMessage, internal map[string]any) (map[string]any, error) {
 	t, ok := Lookup(typeName)
 	if !ok {
 		return nil, fmt.Errorf("unknown plugin type %q", typeName)
@@ -282,8 +300,7 @@ func HandlerJSON(typeName string, config json.RawMessage, internal map[string]an
 			m[k] = v
 		}
 	}
-	m["handler"] = ModuleName(typeName)
-	return json.Marshal(m)
+	return m, nil
 }
 
 // RedactConfig returns a plugin config of type typeName with the values of

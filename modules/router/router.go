@@ -214,9 +214,16 @@ func (rt *Router) loadByID(ctx caddy.Context, field string, n int, what string) 
 	return out, nil
 }
 
-// PluginConfigs are plugin handler modules by instance id, each as Plugins
-// holds one (with its "handler" key): what PluginsRef references.
-type PluginConfigs map[int64]json.RawMessage
+// PluginConfigs are plugin handler modules by instance id: what
+// PluginsRef references.
+type PluginConfigs map[int64]PluginConfig
+
+// PluginConfig is one plugin handler module: its name in http.handlers
+// and its config.
+type PluginConfig struct {
+	Module string          `json:"module"`
+	Config json.RawMessage `json:"config"`
+}
 
 // loadPlugins loads the handler modules of the PluginConfigs ref names
 // into out.
@@ -225,29 +232,14 @@ func loadPlugins(ctx caddy.Context, ref string, out map[int64]caddyhttp.Middlewa
 	if err != nil {
 		return fmt.Errorf("plugins_ref: %w", err)
 	}
-	for id, raw := range configs {
-		// As Caddy reads an inline module key: the name, then the
-		// config without it (module configs are decoded strictly).
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			return fmt.Errorf("loading plugin %d: %w", id, err)
-		}
-		var name string
-		if err := json.Unmarshal(obj["handler"], &name); err != nil || name == "" {
-			return fmt.Errorf("loading plugin %d: no handler module name", id)
-		}
-		delete(obj, "handler")
-		cfg, err := json.Marshal(obj)
-		if err != nil {
-			return fmt.Errorf("loading plugin %d: %w", id, err)
-		}
-		m, err := ctx.LoadModuleByID("http.handlers."+name, cfg)
+	for id, pc := range configs {
+		m, err := ctx.LoadModuleByID("http.handlers."+pc.Module, pc.Config)
 		if err != nil {
 			return fmt.Errorf("loading plugin %d: %w", id, err)
 		}
 		h, ok := m.(caddyhttp.MiddlewareHandler)
 		if !ok {
-			return fmt.Errorf("loading plugin %d: %s is %T, not an HTTP handler", id, name, m)
+			return fmt.Errorf("loading plugin %d: %s is %T, not an HTTP handler", id, pc.Module, m)
 		}
 		out[id] = h
 	}
