@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
@@ -35,4 +36,15 @@ func ClientIP(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
+}
+
+// IsEventStream reports whether h is the header of an event stream
+// (text/event-stream, parameters allowed): a response delivered event by
+// event that may never end, which the proxy flushes as it comes and no
+// plugin may hold back whole. It allocates nothing.
+func IsEventStream(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	const sse = "text/event-stream"
+	return len(ct) >= len(sse) && strings.EqualFold(ct[:len(sse)], sse) &&
+		(len(ct) == len(sse) || ct[len(sse)] == ';' || ct[len(sse)] == ' ')
 }

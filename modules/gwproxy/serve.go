@@ -18,6 +18,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/caddy-gateway/gateway/modules/gwctx"
 )
 
 // UpstreamHostportKey is the replacer key set to the chosen target's dial
@@ -494,10 +496,7 @@ func streaming(res *http.Response) bool {
 	if res.ContentLength < 0 || caddyhttp.IsIncremental(res.Header) {
 		return true
 	}
-	ct := res.Header.Get("Content-Type")
-	const sse = "text/event-stream"
-	return len(ct) >= len(sse) && strings.EqualFold(ct[:len(sse)], sse) &&
-		(len(ct) == len(sse) || ct[len(sse)] == ';' || ct[len(sse)] == ' ')
+	return gwctx.IsEventStream(res.Header)
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}

@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/caddy-gateway/gateway/internal/regexsize"
+	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )
@@ -201,8 +202,7 @@ func (h *ResponseBodyTransform) eligible(status int, hdr http.Header) bool {
 	// An event stream is delivered event by event and may never end:
 	// held back, its events would wait for max_body_bytes (text/*
 	// covers it).
-	mt := mediaType(hdr)
-	return mt != "text/event-stream" && mediaTypeIn(mt, h.ContentTypes)
+	return !gwctx.IsEventStream(hdr) && mediaTypeIn(mediaType(hdr), h.ContentTypes)
 }
 
 // mediaType is the lowercased media type of the Content-Type, without

@@ -389,7 +389,7 @@ func (w *responseHook) WriteHeader(status int) {
 		return
 	}
 	if w.buffer && status != http.StatusSwitchingProtocols {
-		if !isEventStream(w.Header()) {
+		if !gwctx.IsEventStream(w.Header()) {
 			w.status = ex.ResponseStatus
 			return
 		}
@@ -399,12 +399,6 @@ func (w *responseHook) WriteHeader(status int) {
 		w.Header().Del("Content-Length")
 	}
 	w.ResponseWriter.WriteHeader(ex.ResponseStatus)
-}
-
-// isEventStream reports a text/event-stream response.
-func isEventStream(h http.Header) bool {
-	mt, _, _ := strings.Cut(h.Get("Content-Type"), ";")
-	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
 
 // streamBody runs the body callback on an event stream's body received
