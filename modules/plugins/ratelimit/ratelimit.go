@@ -23,7 +23,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "rate-limit", Ordering: 700, Doc: "Sliding-window request limit per key (client ip, consumer, route, service, header value or one global counter); over the limit the answer is 429. Counters live for the process and survive config reloads.", New: func() plugins.Plugin { return new(RateLimit) }})
+	plugins.Register(plugins.Type{Name: "rate-limit", Ordering: 700, Doc: "Sliding-window request limit per key (client ip, consumer, route, service, header value or one global counter); over the limit the answer is 429. Counters live for the process and survive config reloads; it holds at most 262,144 of them, and past that a new key takes the place of the counter that holds the least of its limit in a random sample, so spraying fresh keys does not reset another client's exhausted counter.", New: func() plugins.Plugin { return new(RateLimit) }})
 }
 
 // RateLimit is the rate-limit plugin.

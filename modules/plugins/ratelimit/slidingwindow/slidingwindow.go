@@ -2,7 +2,11 @@
 // window approximated by two fixed windows (the current one and the previous
 // one, weighted by how much of it still overlaps the sliding window), kept
 // per key in memory. Memory is bounded: idle keys are swept, and the number
-// of keys is capped (the least recently seen of a random sample is evicted).
+// of keys is capped. At the cap a new key takes the place of the least used
+// counter (its share of its limit) of a random sample, so a client spraying
+// fresh keys mostly evicts its own one-request counters: resetting another
+// client's exhausted counter would take as many requests per sprayed key as
+// that client made.
 //
 // The plugin's instances share a Store held in a usage pool beside the
 // plugin (ratelimit/state.go), so counters survive config reloads.
@@ -42,6 +46,7 @@ type entry struct {
 	idx      int64         // index of the current fixed window
 	curr     float64       // hits in the current fixed window
 	prev     float64       // hits in the previous fixed window
+	limit    float64       // the limit of the last Take, for eviction
 	lastSeen int64         // unix nanoseconds
 }
 
@@ -106,7 +111,7 @@ func (s *Store) TakeBytes(key []byte, limit int64, window time.Duration) Result 
 	e := sh.m[string(key)] // no allocation: a lookup only
 	if e == nil || e.window != window {
 		if e == nil && len(sh.m) >= s.perShardMax {
-			sh.evict(ns, s.perShardMax)
+			sh.evict(ns)
 		}
 		e = &entry{window: window, idx: idx}
 		sh.m[string(key)] = e
@@ -119,8 +124,9 @@ func (s *Store) TakeBytes(key []byte, limit int64, window time.Duration) Result 
 		e.prev, e.curr, e.idx = 0, 0, idx
 	}
 	e.lastSeen = ns
-
 	lim := float64(limit)
+	e.limit = lim
+
 	est := e.prev*(1-frac) + e.curr
 	untilEnd := time.Duration((1 - frac) * float64(window))
 	if est < lim {
@@ -149,28 +155,48 @@ func (s *Store) TakeBytes(key []byte, limit int64, window time.Duration) Result 
 	return Result{Limit: limit, Reset: retry, RetryAfter: retry}
 }
 
-// evict makes room in a full shard: idle entries go first, else the least
-// recently seen of a random sample. Called with the lock held.
-func (sh *shard) evict(now int64, max int) {
-	for k, e := range sh.m {
-		if idle(e, now) {
-			delete(sh.m, k)
+// evict makes room in a full shard for one key: of a random sample, the
+// entry that holds the least of its limit goes (an idle one holds nothing),
+// the least recently seen on a tie. A sample, not a scan of the shard: the
+// shard is full on every new key while keys are sprayed, and the janitor
+// sweeps idle entries anyway. Called with the lock held.
+func (sh *shard) evict(now int64) {
+	var victim string
+	least, oldest := math.Inf(1), int64(math.MaxInt64)
+	n := 0
+	for k, e := range sh.m { // map iteration starts at a random point
+		used := e.used(now)
+		if used < least || used == least && e.lastSeen < oldest {
+			victim, least, oldest = k, used, e.lastSeen
+		}
+		if n++; n >= sampleSize {
+			break
 		}
 	}
-	if len(sh.m) >= max {
-		var oldestKey string
-		oldest := int64(math.MaxInt64)
-		n := 0
-		for k, e := range sh.m { // map iteration starts at a random point
-			if e.lastSeen < oldest {
-				oldest, oldestKey = e.lastSeen, k
-			}
-			if n++; n >= sampleSize {
-				break
-			}
-		}
-		delete(sh.m, oldestKey)
+	delete(sh.m, victim)
+}
+
+// used is the share of its limit the entry's sliding window holds at now:
+// what evicting it would hand back to its client.
+func (e *entry) used(now int64) float64 {
+	if idle(e, now) {
+		return 0
 	}
+	est := e.curr
+	switch idx := now / int64(e.window); {
+	case idx == e.idx+1:
+		frac := float64(now-idx*int64(e.window)) / float64(e.window)
+		est = e.curr * (1 - frac)
+	case idx != e.idx:
+		est = 0
+	default:
+		frac := float64(now-idx*int64(e.window)) / float64(e.window)
+		est += e.prev * (1 - frac)
+	}
+	if e.limit <= 0 {
+		return est
+	}
+	return est / e.limit
 }
 
 // idle reports whether an entry no longer affects any decision: both of its

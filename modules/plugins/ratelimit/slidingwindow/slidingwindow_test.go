@@ -99,3 +99,47 @@ func TestWindowChange(t *testing.T) {
 		t.Fatal("a new window length starts a new counter")
 	}
 }
+
+// A client spraying fresh keys at a full store must not reset another
+// client's exhausted counter: the spray's one-request counters go first.
+func TestSprayKeepsExhaustedCounters(t *testing.T) {
+	s, c := newTestStore(numShards * 16)
+	const limit = 20
+	victims := []string{"victim-a", "victim-b", "victim-c"}
+	for _, v := range victims {
+		for s.Take(v, limit, time.Hour).Allowed {
+		}
+	}
+	// the victims stop asking; a minute later the spray starts
+	c.t = c.t.Add(time.Minute)
+	for i := 0; i < 200_000; i++ {
+		s.Take(fmt.Sprint("spray-", i), limit, time.Hour)
+		if i%1000 == 0 {
+			c.t = c.t.Add(time.Millisecond)
+		}
+	}
+	if n := s.Len(); n > numShards*16 {
+		t.Fatalf("%d keys held, cap %d", n, numShards*16)
+	}
+	for _, v := range victims {
+		if s.Take(v, limit, time.Hour).Allowed {
+			t.Errorf("%s: its exhausted counter was evicted by the spray", v)
+		}
+	}
+}
+
+// At the cap, a new key costs a sample, not a scan of the shard.
+func BenchmarkTakeFullStore(b *testing.B) {
+	s, _ := newTestStore(DefaultMaxKeys)
+	for i := 0; i < DefaultMaxKeys; i++ {
+		s.Take(fmt.Sprint("k", i), 10, time.Hour)
+	}
+	keys := make([]string, 1<<16)
+	for i := range keys {
+		keys[i] = fmt.Sprint("new", i)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.Take(keys[i%len(keys)], 10, time.Hour)
+	}
+}
