@@ -2,9 +2,12 @@ package traffic
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
@@ -16,7 +19,7 @@ import (
 // operations run in the order remove, rename, set, add; values may use the
 // request's Caddy placeholders (package placeholders). What they expand to
 // for one request is bounded (maxExpanded): a header past the bound is left
-// out.
+// out, and a warning logged (at most once a minute).
 //
 // Caddyfile: the generic syntax of plugins.UnmarshalCaddyfile (map fields
 // take one "key value" per line):
@@ -41,7 +44,15 @@ func (*ResponseTransform) CaddyModule() caddy.ModuleInfo {
 
 // Provision checks the config with the admin API's rules and prepares the
 // header operations.
-func (h *ResponseTransform) Provision(caddy.Context) error { return h.HeaderTransform.provision(h) }
+func (h *ResponseTransform) Provision(ctx caddy.Context) error {
+	if err := h.HeaderTransform.provision(h); err != nil {
+		return err
+	}
+	h.headers.leftOut = ctx.Logger().WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Minute, 1, 0)
+	}))
+	return nil
+}
 
 // Validate implements schema.Validator and caddy.Validator.
 func (h *ResponseTransform) Validate() error {

@@ -21,6 +21,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
+	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-gateway/gateway/modules/placeholders"
@@ -39,7 +40,7 @@ func init() {
 		plugins.Type{Name: "request-size-limit", Ordering: 800, Doc: "413 for a request body over max_bytes, declared (Content-Length, refused before the upstream is contacted) or streamed (cut off while the upstream reads it).", New: func() plugins.Plugin { return new(RequestSizeLimit) }},
 		plugins.Type{Name: "request-termination", Ordering: 900, Doc: "Answers every request itself, never proxying: {error: message} by default, or a raw body with content_type.", New: func() plugins.Plugin { return new(RequestTermination) }},
 		plugins.Type{Name: "request-transform", Ordering: 1100, Doc: "Changes the headers (remove, rename, set, add) and query (remove, set) of the request the upstream receives; values may use Caddy placeholders. A request whose values make the values with placeholders longer than 64 KiB together is answered 431.", New: func() plugins.Plugin { return new(RequestTransform) }},
-		plugins.Type{Name: "response-transform", Ordering: 1300, Doc: "Changes the headers of the response the client receives: remove, rename, set, add (in that order); values may use Caddy placeholders. Past 64 KiB of values with placeholders together for a request, the header that goes past it is left out. Behind a proxy-cache (a lower ordering, as by default), values with placeholders make the response uncacheable (see proxy-cache).", New: func() plugins.Plugin { return new(ResponseTransform) }},
+		plugins.Type{Name: "response-transform", Ordering: 1300, Doc: "Changes the headers of the response the client receives: remove, rename, set, add (in that order); values may use Caddy placeholders. Past 64 KiB of values with placeholders together for a request, the header that goes past it is left out, with a warning in the log (at most one a minute per plugin). Behind a proxy-cache (a lower ordering, as by default), values with placeholders make the response uncacheable (see proxy-cache).", New: func() plugins.Plugin { return new(ResponseTransform) }},
 		plugins.Type{Name: "response-body-transform", Ordering: 1310, Doc: "Rewrites eligible response bodies (media type in content_types, at most max_body_bytes, identity/gzip/zstd encoded, not an event stream): regular-expression replacements, then for JSON bodies json_remove and json_set. Other responses stream through unchanged, and so does a body the replacements would make larger than 64 MiB; JSON nested more than 10000 levels deep is not JSON to json_remove and json_set.", New: func() plugins.Plugin { return new(ResponseBodyTransform) }},
 		plugins.Type{Name: "response-compression", Ordering: 1400, Doc: "Compresses responses with Caddy's own encode handler (zstd, gzip), negotiated with the client's Accept-Encoding.", New: func() plugins.Plugin { return new(ResponseCompression) }},
 		plugins.Type{Name: "hsts", Ordering: 1450, Doc: "Strict-Transport-Security on responses to HTTPS requests (never on plain HTTP); replaces an upstream's own header.", New: func() plugins.Plugin { return new(HSTS) }},
@@ -152,6 +153,11 @@ type headerOps struct {
 	// placeholders: some set or add value has placeholders (the
 	// request's values).
 	placeholders bool
+
+	// leftOut logs a response header left out because its values grow
+	// past maxExpanded, at most once a minute (a client chooses when that
+	// happens); nil for request-transform, whose request is refused.
+	leftOut *zap.Logger
 }
 
 func newHeaderOps(remove []string, rename, set, add map[string]string) *headerOps {
@@ -213,14 +219,25 @@ func (ops *headerOps) apply(hdr http.Header, repl *caddy.Replacer, buf []string)
 		v, ok := b.expand(f, repl)
 		if !ok {
 			delete(hdr, f.name)
+			ops.logLeftOut(f.name)
 			continue
 		}
 		hdr[f.name] = []string{v}
 	}
 	for _, f := range ops.add {
-		if v, ok := b.expand(f, repl); ok {
-			hdr[f.name] = append(hdr[f.name], v)
+		v, ok := b.expand(f, repl)
+		if !ok {
+			ops.logLeftOut(f.name)
+			continue
 		}
+		hdr[f.name] = append(hdr[f.name], v)
+	}
+}
+
+func (ops *headerOps) logLeftOut(name string) {
+	if ops.leftOut != nil {
+		ops.leftOut.Warn("response header left out: with this request's values its placeholders grow past the plugin's budget (logged at most once a minute)",
+			zap.String("header", name), zap.Int("budget_bytes", maxExpanded))
 	}
 }
 

@@ -3,6 +3,8 @@ package traffic
 import (
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -167,6 +169,7 @@ func TestRequestTransformValuesBounded(t *testing.T) {
 // does not fit is left out (a set one removed, not the upstream's left);
 // the response and its other headers are as they would be.
 func TestResponseTransformValuesBounded(t *testing.T) {
+	logFile := filepath.Join(t.TempDir(), "caddy.log")
 	g := startGW(t, []string{plugintest.HandlerJSON(t, "response-transform", `{
 		"set_headers":{"X-Echo":"`+bigValue+`","X-Method":"{http.request.method}","Cache-Control":"no-store"},
 		"add_headers":{"X-Added":"`+bigValue+`","X-Via":"gw {http.request.uri.path}"}}`)},
@@ -174,7 +177,7 @@ func TestResponseTransformValuesBounded(t *testing.T) {
 			w.Header().Set("X-Echo", "upstream")
 			w.Header().Set("X-Added", "upstream")
 			_, _ = w.Write([]byte("body"))
-		}), bigHeaders)
+		}), bigHeaders, plugintest.WithLogFile(logFile))
 	big := strings.Repeat("b", 100<<10)
 	var res plugintest.Result
 	n := allocated(func() { res = g.Get("/r", "X-Big", big) })
@@ -195,6 +198,12 @@ func TestResponseTransformValuesBounded(t *testing.T) {
 	}
 	if n > 8<<20 {
 		t.Errorf("one request allocated %d MB", n>>20)
+	}
+	// The operator learns why, once a minute however many requests.
+	res = g.Get("/r", "X-Big", big)
+	logged, _ := os.ReadFile(logFile)
+	if n := strings.Count(string(logged), `"msg":"response header left out`); n != 1 || !strings.Contains(string(logged), `"header":"X-Echo"`) {
+		t.Errorf("%d warnings about a header left out, want 1 naming X-Echo; log:\n%.2000s", n, logged)
 	}
 
 	// A small header: everything is there.

@@ -154,6 +154,7 @@ type options struct {
 	port     int
 	tls      bool
 	server   map[string]any
+	logFile  string
 }
 
 // WithUpstream proxies to u instead of a new echo upstream.
@@ -174,6 +175,10 @@ func WithTLS() Option { return func(o *options) { o.tls = true } }
 // WithServer adds keys to the server objects, e.g. "trusted_proxies".
 // Start only.
 func WithServer(keys map[string]any) Option { return func(o *options) { o.server = keys } }
+
+// WithLogFile writes Caddy's logs of level WARN and above to path, as JSON
+// lines (the default: ERROR and above, to stderr).
+func WithLogFile(path string) Option { return func(o *options) { o.logFile = path } }
 
 func (o *options) apply(t *testing.T, opts []Option) {
 	t.Helper()
@@ -223,9 +228,14 @@ func Start(t *testing.T, handlers []any, opts ...Option) *Gateway {
 			map[string]any{"certificate": certPEM, "key": keyPEM},
 		}}}
 	}
+	defaultLog := map[string]any{"level": "ERROR"}
+	if o.logFile != "" {
+		defaultLog = map[string]any{"level": "WARN", "encoder": map[string]any{"format": "json"},
+			"writer": map[string]any{"output": "file", "filename": o.logFile}}
+	}
 	cfg, err := json.Marshal(map[string]any{
 		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
-		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+		"logging": map[string]any{"logs": map[string]any{"default": defaultLog}},
 		"storage": map[string]any{"module": "file_system", "root": storage(t)},
 		"apps":    apps,
 	})
