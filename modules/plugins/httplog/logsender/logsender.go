@@ -54,6 +54,15 @@ const (
 // hundred requests a second, with everyday records (a few hundred bytes).
 const MaxHeldBytes = 64 << 20
 
+// maxBatchBytes bounds one batch by its records' estimated size, whatever
+// BatchMaxSize allows: once encoded, the batch is held as its JSON body
+// instead of its records (see Sender.encode), and JSON escapes a control
+// character a client put in a path in six bytes, so a body may be several
+// times its records. A batch of at most 4 MiB keeps that excess past
+// MaxHeldBytes to about 20 MiB; 10,000 records of everyday size are about
+// 3 MiB.
+const maxBatchBytes = 4 << 20
+
 // recordOverhead is what a held record takes beside its strings: the
 // sender's copy, its queue slot, and the values its optional fields point
 // to (gwctx allocates them with the record; shared with the other sinks,
@@ -228,7 +237,7 @@ type Stats struct {
 	Key      string `json:"key"`
 	Endpoint string `json:"endpoint"`
 	Queued   int    `json:"queued"`
-	Held     int    `json:"held_bytes"` // estimated bytes of the queued records and of the batch being sent (MaxHeldBytes)
+	Held     int    `json:"held_bytes"` // estimated bytes of the queued records, and the body of the batch being sent (MaxHeldBytes)
 	Sent     uint64 `json:"sent"`
 	Dropped  uint64 `json:"dropped"`
 	Failed   uint64 `json:"failed"`
@@ -288,7 +297,7 @@ type Sender struct {
 	mu    sync.Mutex
 	cfg   Config
 	queue []*records.Record
-	held  int // recordBytes of the queue and of the batch being sent (MaxHeldBytes)
+	held  int // recordBytes of the queue, and the JSON body of the batch being sent (MaxHeldBytes)
 
 	wake chan struct{}
 	stop chan struct{}
@@ -352,31 +361,59 @@ func (s *Sender) Stats() Stats {
 // Done is closed once the sender has stopped.
 func (s *Sender) Done() <-chan struct{} { return s.done }
 
-// take removes up to one batch from the queue; with fullOnly, only a full
-// batch. The batch stays held (MaxHeldBytes) until its caller is done with
-// it and calls release.
-func (s *Sender) take(fullOnly bool) ([]*records.Record, Config) {
+// take removes up to one batch from the queue (BatchMaxSize records, at
+// most maxBatchBytes of them but at least one) and encodes it; with
+// fullOnly, only a full batch. The batch's records are let go: its body
+// is held in their place (MaxHeldBytes) until its caller is done with it
+// and calls release. ok is false when there is nothing to send.
+func (s *Sender) take(fullOnly bool) (b batch, cfg Config, ok bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := min(len(s.queue), s.cfg.BatchMaxSize)
-	if n == 0 || (fullOnly && n < s.cfg.BatchMaxSize) {
-		return nil, s.cfg
+	n, size := 0, 0
+	for n < min(len(s.queue), s.cfg.BatchMaxSize) {
+		r := recordBytes(s.queue[n])
+		if n > 0 && size+r > maxBatchBytes {
+			break
+		}
+		n, size = n+1, size+r
 	}
-	batch := slices.Clone(s.queue[:n])
+	full := n == s.cfg.BatchMaxSize || n < len(s.queue)
+	if n == 0 || (fullOnly && !full) {
+		cfg = s.cfg
+		s.mu.Unlock()
+		return batch{}, cfg, false
+	}
+	recs := slices.Clone(s.queue[:n])
 	clear(s.queue[:n])
 	s.queue = s.queue[n:]
 	if len(s.queue) == 0 {
 		s.queue = nil // let the backing array go
 	}
-	return batch, s.cfg
+	cfg = s.cfg
+	s.mu.Unlock()
+
+	b = batch{records: n}
+	body, err := json.Marshal(recs)
+	if err == nil {
+		b.body = body
+	}
+	s.mu.Lock()
+	s.held += len(b.body) - size
+	s.mu.Unlock()
+	return b, cfg, true
+}
+
+// batch is a batch taken from the queue: how many records, and their
+// JSON array (nil when they could not be encoded).
+type batch struct {
+	records int
+	body    []byte
 }
 
 // release stops holding a batch that take returned (delivered or given
 // up).
-func (s *Sender) release(batch []*records.Record) {
-	n := bytesOf(batch)
+func (s *Sender) release(b batch) {
 	s.mu.Lock()
-	s.held -= n
+	s.held -= len(b.body)
 	s.mu.Unlock()
 }
 
@@ -402,12 +439,12 @@ func (s *Sender) run() {
 			flushAll = true
 		}
 		for {
-			batch, cfg := s.take(!flushAll)
-			if batch == nil {
+			b, cfg, ok := s.take(!flushAll)
+			if !ok {
 				break
 			}
-			ok := s.deliver(batch, cfg)
-			s.release(batch)
+			ok = s.deliver(b, cfg)
+			s.release(b)
 			if !ok {
 				break // stopping
 			}
@@ -433,21 +470,21 @@ func (s *Sender) run() {
 // add one more.
 func (s *Sender) flushOnce() {
 	for {
-		batch, cfg := s.take(false)
-		if batch == nil {
+		b, cfg, ok := s.take(false)
+		if !ok {
 			return
 		}
-		body, err := json.Marshal(batch)
-		if err == nil {
-			err = s.post(body, cfg)
+		err := errEncoding
+		if b.body != nil {
+			err = s.post(b.body, cfg)
 		}
-		s.release(batch)
+		s.release(b)
 		if err != nil {
-			s.giveUp(len(batch))
+			s.giveUp(b.records)
 			s.giveUpQueue()
 			return
 		}
-		s.delivered(len(batch))
+		s.delivered(b.records)
 	}
 }
 
@@ -463,10 +500,10 @@ func (s *Sender) giveUpQueue() {
 
 // deliver posts a batch, retrying with exponential backoff for up to the
 // retry window. It returns false when the sender is stopping.
-func (s *Sender) deliver(batch []*records.Record, cfg Config) bool {
-	body, err := json.Marshal(batch)
-	if err != nil {
-		s.giveUp(len(batch))
+func (s *Sender) deliver(b batch, cfg Config) bool {
+	body := b.body
+	if body == nil {
+		s.giveUp(b.records)
 		return true
 	}
 	s.reg.mu.Lock()
@@ -476,19 +513,19 @@ func (s *Sender) deliver(batch []*records.Record, cfg Config) bool {
 	for {
 		err := s.post(body, cfg)
 		if err == nil {
-			s.delivered(len(batch))
+			s.delivered(b.records)
 			return true
 		}
 		if errors.Is(err, guard.ErrForbidden) {
 			// The endpoint (or a redirect, or what its name resolves to)
 			// is one of the process's control endpoints: never retried.
 			caddy.Log().Named("http_log").Error("records not delivered: the endpoint reaches a control endpoint of the gateway",
-				zap.String("sender", s.key), zap.Int("records", len(batch)), zap.Error(err))
-			s.giveUp(len(batch))
+				zap.String("sender", s.key), zap.Int("records", b.records), zap.Error(err))
+			s.giveUp(b.records)
 			return true
 		}
 		if time.Now().Add(wait).After(deadline) {
-			s.giveUp(len(batch))
+			s.giveUp(b.records)
 			return true
 		}
 		t := time.NewTimer(wait)
@@ -498,10 +535,10 @@ func (s *Sender) deliver(batch []*records.Record, cfg Config) bool {
 			// one last try for this batch, then the rest of the queue
 			// (given up too when the collector still fails)
 			if s.post(body, cfg) == nil {
-				s.delivered(len(batch))
+				s.delivered(b.records)
 				s.flushOnce()
 			} else {
-				s.giveUp(len(batch))
+				s.giveUp(b.records)
 				s.giveUpQueue()
 			}
 			return false
@@ -522,7 +559,10 @@ func (s *Sender) giveUp(n int) {
 	s.reg.failed.Add(uint64(n))
 }
 
-var errStatus = errors.New("collector answered with an error status")
+var (
+	errStatus   = errors.New("collector answered with an error status")
+	errEncoding = errors.New("records could not be encoded as JSON")
+)
 
 // newClient is a sender's HTTP client: the default transport's settings,
 // with a dialer that refuses the process's control endpoints (the gateway

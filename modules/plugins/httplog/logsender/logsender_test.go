@@ -3,9 +3,11 @@ package logsender
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,13 +118,15 @@ func TestGoneSenderGivesUpOnAFailingCollector(t *testing.T) {
 }
 
 // TestHeldBytesBound: a sender holds records up to MaxHeldBytes of their
-// estimated size exactly (a record that would go past it is dropped and
-// counted, whatever QueueMaxSize allows), a batch being sent still counts,
-// and delivered batches stop counting.
+// estimated size (a record that would go past it is dropped and counted,
+// whatever QueueMaxSize allows), a batch is at most maxBatchBytes of
+// records, a batch being sent counts as its JSON body, and delivered
+// batches stop counting.
 func TestHeldBytesBound(t *testing.T) {
-	var got atomic.Int64
+	var got, bodyLen atomic.Int64
 	arrived, block := make(chan struct{}, 1), make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bodyLen.CompareAndSwap(0, r.ContentLength)
 		select {
 		case arrived <- struct{}{}:
 		default:
@@ -131,27 +135,72 @@ func TestHeldBytesBound(t *testing.T) {
 		countBatch(t, r, &got)
 	}))
 	defer srv.Close()
+	var unblock sync.Once
+	release := func() { unblock.Do(func() { close(block) }) }
+	defer release() // before srv.Close: a failed check must not leave the handler waiting
 
 	g := NewRegistry(time.Hour)
-	s := g.Acquire("k", Config{Endpoint: srv.URL, BatchMaxSize: 16, FlushInterval: time.Hour, QueueMaxSize: 1000000})
+	// woken at the 64th record, the last one the bound lets in
+	s := g.Acquire("k", Config{Endpoint: srv.URL, BatchMaxSize: 64, FlushInterval: time.Hour, QueueMaxSize: 1000000})
 	ip := "127.0.0.1"
 	rec := &records.Record{Method: "GET", Scheme: "http", ClientIP: &ip}
 	rec.Path = strings.Repeat("p", 1<<20-recordBytes(rec)) // 1 MiB a record
 	for i := 0; i < MaxHeldBytes>>20+3; i++ {
 		s.Enqueue(rec)
 	}
-	// 16 records are the batch at the collector, 48 are queued
+	// 4 records (maxBatchBytes) are the batch at the collector, 60 are
+	// queued
 	<-arrived
-	if st := s.Stats(); st.Queued != 48 || st.Held != MaxHeldBytes || st.Dropped != 3 || g.Dropped() != 3 {
-		t.Fatalf("%+v", st)
+	st := s.Stats()
+	if st.Queued != 60 || st.Held != 60<<20+int(bodyLen.Load()) || st.Dropped != 3 || g.Dropped() != 3 {
+		t.Fatalf("body of %d bytes: %+v", bodyLen.Load(), st)
 	}
-	close(block)
+	release()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	g.Shutdown(ctx)
 	<-s.Done()
-	if st := s.Stats(); got.Load() != 64 || st.Sent != 64 || st.Held != 0 || st.Queued != 0 {
+	if st := s.Stats(); got.Load() != 64 || st.Sent != 64 || st.Held != 0 || st.Queued != 0 || st.Batches != 16 {
 		t.Fatalf("delivered %d: %+v", got.Load(), st)
+	}
+}
+
+// TestBatchBodyBounded: JSON writes a control character as six bytes, so a
+// batch's body may be several times its records' estimated size. A batch
+// is cut at maxBatchBytes of records, and its body counts as held while it
+// is sent (the 2,000 records below were one uncounted 99 MB body).
+func TestBatchBodyBounded(t *testing.T) {
+	var biggest, heldDuring atomic.Int64
+	var s *Sender
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > biggest.Load() {
+			biggest.Store(r.ContentLength)
+			heldDuring.Store(int64(s.Stats().Held))
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+
+	g := NewRegistry(time.Hour)
+	const n = 2000
+	s = g.Acquire("k", Config{Endpoint: srv.URL, BatchMaxSize: n, FlushInterval: time.Hour, QueueMaxSize: 1000000})
+	rec := &records.Record{Method: "GET", Scheme: "http", Path: strings.Repeat("\x01", 8<<10)}
+	for i := 0; i < n; i++ {
+		s.Enqueue(rec)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g.Shutdown(ctx)
+	<-s.Done()
+	if st := s.Stats(); st.Sent != n || st.Held != 0 {
+		t.Fatalf("%+v", st)
+	}
+	// 6 bytes a path byte, plus the keys and punctuation of each record
+	if max := int64(6*maxBatchBytes + 4<<10); biggest.Load() > max {
+		t.Errorf("a batch body of %d bytes (bound %d)", biggest.Load(), max)
+	}
+	if heldDuring.Load() < biggest.Load() {
+		t.Errorf("held %d bytes while a %d-byte body was sent", heldDuring.Load(), biggest.Load())
 	}
 }
 
