@@ -55,6 +55,13 @@ type fakeIDP struct {
 	LastAuthorize url.Values
 	LastToken     url.Values
 	TokenErrors   int
+	held          *tokenHold
+}
+
+// tokenHold keeps the token endpoint's answers waiting (holdTokens).
+type tokenHold struct {
+	arrived chan struct{} // one send per waiting token request
+	release chan struct{} // closed: answer them
 }
 
 func newIDP(t testing.TB) *fakeIDP {
@@ -123,7 +130,40 @@ func (p *fakeIDP) authorize(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, back.String(), http.StatusFound)
 }
 
+// holdTokens makes the token endpoint wait, before it answers, until
+// release is called (again is a no-op); arrived receives once per waiting
+// request (up to 16 unread). A test acts there while a callback waits for its code
+// exchange.
+func (p *fakeIDP) holdTokens() (arrived <-chan struct{}, release func()) {
+	h := &tokenHold{arrived: make(chan struct{}, 16), release: make(chan struct{})}
+	p.mu.Lock()
+	p.held = h
+	p.mu.Unlock()
+	var once sync.Once
+	return h.arrived, func() {
+		once.Do(func() {
+			p.mu.Lock()
+			if p.held == h {
+				p.held = nil
+			}
+			p.mu.Unlock()
+			close(h.release)
+		})
+	}
+}
+
 func (p *fakeIDP) token(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	h := p.held
+	p.mu.Unlock()
+	if h != nil {
+		// Without the lock: the rest of the provider keeps answering.
+		select {
+		case h.arrived <- struct{}{}:
+		default: // nobody counts beyond the buffer
+		}
+		<-h.release
+	}
 	_ = r.ParseForm()
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -84,22 +84,40 @@ var errCredentialChanged = errors.New("the account was deleted or its credential
 // session id.
 //
 // u is the account as the sign-in read it before checking the password
-// (a slow hash) or the SSO identity: the session is created only if the
-// account still exists with that password hash (errCredentialChanged
-// otherwise). A password change or a deletion committed meanwhile ends the
-// user's sessions, and must end this one too: a password reset would
-// otherwise leave the old password's sign-in in. The conditional update of
-// the user's row comes first: on PostgreSQL its row lock orders it with
-// the change (updateUser, changePassword and deleteUser write the row
-// before they delete the sessions).
+// (a slow hash): the session is created only if the account still exists
+// with that password hash (errCredentialChanged otherwise). A password
+// change or a deletion committed meanwhile ends the user's sessions, and
+// must end this one too: a password reset would otherwise leave the old
+// password's sign-in in. The conditional update of the user's row comes
+// first: on PostgreSQL its row lock orders it with the change (updateUser,
+// changePassword and deleteUser write the row before they delete the
+// sessions).
 func startSession(db *gorm.DB, w http.ResponseWriter, r *http.Request, u *storage.AdminUser, method string) error {
+	_, err := startSessionWith(db, w, r, method, func(*gorm.DB) (*storage.AdminUser, error) { return u, nil })
+	return err
+}
+
+// startSessionWith is startSession for the account that account answers
+// inside the session's transaction, before anything else is written
+// there: the SSO callback checks there that the configuration it signed
+// in with is still the current one, and finds, links or provisions the
+// account, so that none of it is written when the check fails. An error
+// of account rolls the transaction back and is returned wrapped. The
+// account's row is then updated on startSession's condition: a password
+// change or a deletion committed since account read it wins.
+func startSessionWith(db *gorm.DB, w http.ResponseWriter, r *http.Request, method string, account func(tx *gorm.DB) (*storage.AdminUser, error)) (*storage.AdminUser, error) {
 	tok, err := randomToken(32)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	now := time.Now().UTC()
 	purgeExpired(db)
+	var u *storage.AdminUser
 	err = db.Transaction(func(tx *gorm.DB) error {
+		var err error
+		if u, err = account(tx); err != nil {
+			return err
+		}
 		res := tx.Model(&storage.AdminUser{}).Where("id = ? AND password_hash = ?", u.ID, u.PasswordHash).Update("last_login_at", now)
 		if res.Error != nil {
 			return res.Error
@@ -117,14 +135,14 @@ func startSession(db *gorm.DB, w http.ResponseWriter, r *http.Request, u *storag
 		return tx.Create(&sess).Error
 	})
 	if err != nil {
-		return fmt.Errorf("creating session: %w", err)
+		return nil, fmt.Errorf("creating session: %w", err)
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: tok, Path: "/",
 		MaxAge: int(sessionTTL / time.Second), Expires: now.Add(sessionTTL),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secureCookie(db),
 	})
-	return nil
+	return u, nil
 }
 
 func clearCookie(db *gorm.DB, w http.ResponseWriter) {

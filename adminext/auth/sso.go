@@ -130,11 +130,12 @@ func ssoEndpoints() []*api.Endpoint {
 			Summary: "Configure SSO (OpenID Connect)",
 			Description: "Full replacement, except client_secret: omitted keeps the stored one. The issuer is not contacted here; discovery happens at sign-in. " +
 				"A change of issuer or client_id unlinks every account from its provider identity (see the callback): each is linked again, by email, at its next sign-in. " +
+				"A callback in progress, which read the configuration before, fails as not_configured. " +
 				ssoFlowDoc + " " + csrfRule,
 			Body: SsoConfig{}, Response: SsoStatus{}, Statuses: []int{400}, Handle: putSSO},
 		{Method: "DELETE", Path: "/api/v1/sso/config", Role: api.RoleAdmin, Tag: "sso",
 			Summary:     "Disable SSO",
-			Description: "Answers {enabled: false, config: null}; pending sign-ins are dropped, the sessions opened by SSO end (password sessions stay) and accounts are unlinked from their provider identities. SSO-only accounts cannot sign in until they get a password. " + csrfRule,
+			Description: "Answers {enabled: false, config: null}; pending sign-ins are dropped (a callback already in progress fails as not_configured), the sessions opened by SSO end (password sessions stay) and accounts are unlinked from their provider identities. SSO-only accounts cannot sign in until they get a password. " + csrfRule,
 			Response:    SsoStatus{}, Handle: deleteSSO},
 		{Method: "GET", Path: "/api/v1/auth/sso/start", Role: api.RolePublic, Tag: "auth",
 			Summary:     "Start an SSO sign-in (browser navigation; public)",
@@ -146,7 +147,7 @@ func ssoEndpoints() []*api.Endpoint {
 				"The account is the one linked to the token's sub (the provider identity), whatever email the token now carries. Otherwise it is matched by email, ignoring the case of ASCII letters only (an address that equals an account's only by Unicode case folding, such as the Kelvin sign for k, is not_provisioned), " +
 				"and linked to the sub: an account linked to another identity at the provider is refused (identity_mismatch), so once an account has signed in through SSO, a provider identity merely claiming its email cannot. " +
 				"Changing the account's email, or the SSO issuer or client_id, unlinks it. Unknown users are created (and linked) only when auto_provision_role is set and their email domain is in allowed_domains (when not empty). " +
-				"An email_verified claim that is false is refused. Every failure answers 303 to /?sso_error=<reason>, reason one of: " +
+				"An email_verified claim that is false is refused. SSO disabled or its configuration replaced (DELETE or PUT /api/v1/sso/config) while a callback is in progress, after it read the configuration, makes it fail as not_configured: it provisions, links and signs in no one. Every failure answers 303 to /?sso_error=<reason>, reason one of: " +
 				"provider error code (e.g. access_denied), invalid_state, not_configured, provider_unavailable, missing_code, exchange_failed, missing_id_token, invalid_id_token, id_token_expired, nonce_mismatch, email_missing, email_not_verified, not_provisioned, domain_not_allowed, identity_mismatch, server_error. " + sessionDoc,
 			Query: []api.QueryParam{
 				{Name: "code", Type: "string"}, {Name: "state", Type: "string"},
@@ -517,17 +518,34 @@ func ssoCallback(c *api.Call) {
 		fail("invalid_id_token", errors.New("the id_token has no sub claim"))
 		return
 	}
-	u, reason, err := ssoUser(db, cfg, idt.Subject, &cl)
-	if reason != "" {
-		fail(reason, err)
-		return
-	}
-	if err := startSession(db, c.W, c.R, u, "sso"); err != nil {
-		if errors.Is(err, errCredentialChanged) {
-			fail("not_provisioned", err)
-		} else {
-			fail("server_error", err)
+	// The account is found, linked or provisioned in the session's
+	// transaction, after the configuration read above is checked to be
+	// still the current one: SSO disabled or reconfigured during the
+	// exchange leaves no account, link or session behind.
+	u, err := startSessionWith(db, c.W, c.R, "sso", func(tx *gorm.DB) (*storage.AdminUser, error) {
+		if err := checkSSOConfig(tx, cfg); err != nil {
+			return nil, err
 		}
+		u, reason, err := ssoUser(tx, cfg, idt.Subject, &cl)
+		if reason != "" {
+			return nil, &ssoRefusal{reason: reason, err: err}
+		}
+		return u, nil
+	})
+	var refused *ssoRefusal
+	switch {
+	case errors.As(err, &refused):
+		fail(refused.reason, refused.err)
+		return
+	case errors.Is(err, errSSOConfigChanged):
+		// As if the configuration had been gone when the callback read it.
+		fail("not_configured", err)
+		return
+	case errors.Is(err, errCredentialChanged):
+		fail("not_provisioned", err)
+		return
+	case err != nil:
+		fail("server_error", err)
 		return
 	}
 	log.Info("SSO sign-in", zap.Int64("user_id", u.ID))
@@ -536,10 +554,58 @@ func ssoCallback(c *api.Call) {
 	http.Redirect(c.W, c.R, "/", http.StatusSeeOther)
 }
 
+// errSSOConfigChanged is a callback whose SSO configuration was deleted or
+// replaced after the callback read it.
+var errSSOConfigChanged = errors.New("SSO was disabled or reconfigured during the sign-in")
+
+// checkSSOConfig checks inside tx that cfg, the configuration the callback
+// read at its start (and exchanged the code with), is still the current
+// one: every PUT sets a new updated_at, a DELETE removes the row. A sign-in
+// that outlives its configuration would otherwise open a session, or
+// provision or link an account, after the admin disabled SSO (which ends
+// the sessions SSO opened and unlinks every account) or moved it to
+// another provider or client (which unlinks them).
+//
+// The row stays locked (FOR SHARE) until tx ends: on PostgreSQL a PUT or
+// DELETE of the configuration committed meanwhile is seen here, and one
+// still running waits for the sign-in's transaction, after which the
+// DELETE ends the session just opened. (SQLite has no row locks; its
+// write transactions are serialised whole: _txlock=immediate.)
+func checkSSOConfig(tx *gorm.DB, cfg *storage.SSOConfig) error {
+	var rows []storage.SSOConfig
+	if err := tx.Clauses(clause.Locking{Strength: "SHARE"}).Where("id = ?", cfg.ID).Limit(1).Find(&rows).Error; err != nil {
+		return fmt.Errorf("reading SSO configuration: %w", err)
+	}
+	if len(rows) == 0 || !rows[0].UpdatedAt.Equal(cfg.UpdatedAt) {
+		return errSSOConfigChanged
+	}
+	return nil
+}
+
+// ssoRefusal carries a refusal of ssoUser's (reason, and the error behind
+// it if any) out of the session's transaction.
+type ssoRefusal struct {
+	reason string
+	err    error
+}
+
+func (r *ssoRefusal) Error() string {
+	if r.err == nil {
+		return r.reason
+	}
+	return r.reason + ": " + r.err.Error()
+}
+
+func (r *ssoRefusal) Unwrap() error { return r.err }
+
 // ssoUser finds the account of the provider identity sub: the account
 // linked to it, else the account with the claims' email, which is then
 // linked to it; or it provisions one when the configuration allows it. A
-// non-empty reason is a refusal.
+// non-empty reason is a refusal. db is the session's transaction
+// (startSessionWith): the provisioning, whose insert a concurrent first
+// sign-in of the same identity can make fail, is a nested transaction (a
+// savepoint), so that on PostgreSQL, which aborts a transaction at a
+// failed statement, the account that sign-in created can still be read.
 //
 // The link is what keeps a provider identity from signing in to an account
 // by claiming its email (providers that let users set an unverified email
