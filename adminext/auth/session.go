@@ -79,6 +79,20 @@ func secureCookie(db *gorm.DB) bool {
 // deleted, or its password changed, after the sign-in read it.
 var errCredentialChanged = errors.New("the account was deleted or its credential changed meanwhile")
 
+// updateUnchanged sets column of u's row to value only if the row still
+// has the password hash u was read with (errCredentialChanged otherwise:
+// the account was deleted or its password changed meanwhile).
+func updateUnchanged(tx *gorm.DB, u *storage.AdminUser, column string, value any) error {
+	res := tx.Model(&storage.AdminUser{}).Where("id = ? AND password_hash = ?", u.ID, u.PasswordHash).Update(column, value)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return errCredentialChanged
+	}
+	return nil
+}
+
 // startSession creates a session for u and sets its cookie. A session the
 // request already carried is ended first: a sign-in always gets a new
 // session id.
@@ -118,12 +132,8 @@ func startSessionWith(db *gorm.DB, w http.ResponseWriter, r *http.Request, metho
 		if u, err = account(tx); err != nil {
 			return err
 		}
-		res := tx.Model(&storage.AdminUser{}).Where("id = ? AND password_hash = ?", u.ID, u.PasswordHash).Update("last_login_at", now)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return errCredentialChanged
+		if err := updateUnchanged(tx, u, "last_login_at", now); err != nil {
+			return err
 		}
 		u.LastLoginAt = &now
 		if ck, err := r.Cookie(cookieName); err == nil && ck.Value != "" {
@@ -269,12 +279,8 @@ func changePassword(c *api.Call) (any, error) {
 		// Only over the password just checked: a reset by an admin (or
 		// another session's change, or a deletion) committed meanwhile
 		// ended this session, and wins.
-		res := tx.Model(&storage.AdminUser{}).Where("id = ? AND password_hash = ?", u.ID, u.PasswordHash).Update("password_hash", h)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return errCredentialChanged
+		if err := updateUnchanged(tx, u, "password_hash", h); err != nil {
+			return err
 		}
 		return tx.Where("user_id = ? AND id <> ?", u.ID, sess.ID).Delete(&storage.AdminSession{}).Error
 	})
