@@ -58,11 +58,19 @@ func TestPluginChainResponseHeaders(t *testing.T) {
 		}
 	}
 
+	// a plugin's error answer: one id, and no transform (response-transform
+	// comes after every plugin that answers)
+	wantPluginError := func(path string, status int, msg string, hdr ...string) proxied {
+		t.Helper()
+		p := send(t, g, "GET", path, nil, hdr...)
+		wantGatewayError(t, p, status, msg)
+		wantID(p)
+		wantServedBy(p)
+		return p
+	}
+
 	// key-auth's 401 comes before rate-limit and response-transform
-	p := send(t, g, "GET", "/chain", nil)
-	wantGatewayError(t, p, http.StatusUnauthorized, "")
-	wantID(p)
-	wantServedBy(p)
+	p := wantPluginError("/chain", http.StatusUnauthorized, "")
 	if p.Header.Get("RateLimit-Limit") != "" {
 		t.Fatalf("401 with rate-limit headers: %v", p.Header)
 	}
@@ -80,20 +88,14 @@ func TestPluginChainResponseHeaders(t *testing.T) {
 	}
 
 	// rate-limit's 429 comes before response-transform
-	p = send(t, g, "GET", "/chain", nil, "apikey", "bench-key")
-	wantGatewayError(t, p, http.StatusTooManyRequests, "")
-	wantID(p)
-	wantServedBy(p)
+	p = wantPluginError("/chain", http.StatusTooManyRequests, "", "apikey", "bench-key")
 	if p.Header.Get("RateLimit-Limit") != "1" || p.Header.Get("Retry-After") == "" {
 		t.Fatalf("429 headers: %v", p.Header)
 	}
 
 	// request-termination (ordered after rate-limit, before
 	// response-transform) answers
-	p = send(t, g, "GET", "/term", nil, "apikey", "bench-key")
-	wantGatewayError(t, p, http.StatusServiceUnavailable, "maintenance")
-	wantID(p)
-	wantServedBy(p)
+	p = wantPluginError("/term", http.StatusServiceUnavailable, "maintenance", "apikey", "bench-key")
 	if p.Header.Get("RateLimit-Limit") != "100" {
 		t.Fatalf("request-termination's answer without rate-limit headers: %v", p.Header)
 	}
