@@ -68,6 +68,19 @@ func TestTrustCORSCredentialsNeedOrigins(t *testing.T) {
 		"config": map[string]any{"allow_origins": []string{"https://*.example.com"}, "allow_credentials": true}})
 }
 
+// publicAndPrivate starts a gateway with a uriUpstream service and its
+// routes public (/public) and private (privatePath, behind key-auth), for
+// the tests of paths that climb from one into the other; sid is the
+// service.
+func publicAndPrivate(t *testing.T, privatePath string) (g *testgw.Gateway, sid int64) {
+	t.Helper()
+	g = testgw.Start(t, nil)
+	sid = g.Service("s", uriUpstream(t))
+	g.Route("public", sid, testgw.Paths("/public"))
+	addPlugin(t, g, "key-auth", "route", g.Route("private", sid, testgw.Paths(privatePath)), nil)
+	return g, sid
+}
+
 // uriUpstream answers with the request target it received, as sent on the
 // wire.
 func uriUpstream(t *testing.T) string {
@@ -90,12 +103,8 @@ func tellingUpstream(t *testing.T, tell func(*http.Request) string) string {
 // needs its key); the upstream gets the normalized path; strip_path never
 // sends a dot segment upstream; the dry run shows the same path.
 func TestTrustDotSegments(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", uriUpstream(t))
-	g.Route("public", sid, testgw.Paths("/public"))
-	private := g.Route("private", sid, testgw.Paths("/private"))
+	g, sid := publicAndPrivate(t, "/private")
 	g.Route("api", sid, map[string]any{"paths": []string{"/api"}, "strip_path": true})
-	addPlugin(t, g, "key-auth", "route", private, nil)
 
 	for _, p := range []string{
 		"/public/../private/secret",
@@ -448,12 +457,8 @@ func TestTrustHostWithExtraColons(t *testing.T) {
 // catch-all route without private's key. Parameters that leave the route
 // as it is are forwarded unchanged.
 func TestTrustPathParameters(t *testing.T) {
-	g := testgw.Start(t, nil)
-	sid := g.Service("s", uriUpstream(t))
-	g.Route("public", sid, testgw.Paths("/public"))
+	g, sid := publicAndPrivate(t, "/private/")
 	g.Route("any", sid, nil)
-	private := g.Route("private", sid, testgw.Paths("/private/"))
-	addPlugin(t, g, "key-auth", "route", private, nil)
 	for _, p := range []string{
 		"/public/..;/private/secret",
 		"/public/..;x=1/private/secret",
