@@ -21,6 +21,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-gateway/gateway/internal/reqtest"
 	"github.com/caddy-gateway/gateway/modules/gwproxy"
 	_ "github.com/caddy-gateway/gateway/modules/router" // the gateway transport and selection policy
 )
@@ -74,6 +75,20 @@ func asHandlerError(err error, he *caddyhttp.HandlerError) bool {
 
 func addr(s *httptest.Server) string { return s.Listener.Addr().String() }
 
+// send sends a request (reqtest.New) with the default client and reads
+// the whole answer: the response, its body read and closed (trailers
+// included), and the body.
+func send(t *testing.T, method, url string, body io.Reader, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	res, err := http.DefaultClient.Do(reqtest.New(t, method, url, body, hdr...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	return res, string(b)
+}
+
 // deadAddr is a 127.0.0.1 address nothing listens on any more.
 func deadAddr(t *testing.T) string {
 	s := httptest.NewServer(http.NotFoundHandler())
@@ -96,20 +111,10 @@ func TestHeadersBothWays(t *testing.T) {
 	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}]}`, addr(up)), false)
 	defer stop()
 
-	req, _ := http.NewRequest("GET", gw.URL+"/a?b=c", nil)
-	req.Host = "api.example.com"
-	req.Header.Set("X-Forwarded-For", "203.0.113.9")
-	req.Header.Set("X-Forwarded-Host", "evil.example")
-	req.Header.Set("Connection", "X-Hop")
-	req.Header.Set("X-Hop", "drop me")
-	req.Header.Set("Proxy-Authorization", "Basic x")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if string(body) != "body" || res.Header.Get("X-Up") != "1" {
+	res, body := send(t, "GET", gw.URL+"/a?b=c", nil, "Host", "api.example.com",
+		"X-Forwarded-For", "203.0.113.9", "X-Forwarded-Host", "evil.example",
+		"Connection", "X-Hop", "X-Hop", "drop me", "Proxy-Authorization", "Basic x")
+	if body != "body" || res.Header.Get("X-Up") != "1" {
 		t.Fatalf("answer %q, headers %v", body, res.Header)
 	}
 	if res.Header.Get("X-Private") != "" || res.Header.Get("Keep-Alive") != "" {
@@ -137,15 +142,8 @@ func TestTrustedPeerKeepsForwardedChain(t *testing.T) {
 	defer up.Close()
 	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}]}`, addr(up)), true)
 	defer stop()
-	req, _ := http.NewRequest("GET", gw.URL, nil)
-	req.Header.Set("X-Forwarded-For", "203.0.113.9")
-	req.Header.Set("X-Forwarded-Proto", "https")
-	req.Header.Set("X-Forwarded-Host", "public.example")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
+	send(t, "GET", gw.URL, nil,
+		"X-Forwarded-For", "203.0.113.9", "X-Forwarded-Proto", "https", "X-Forwarded-Host", "public.example")
 	if got.Get("X-Forwarded-For") != "203.0.113.9, 127.0.0.1" || got.Get("X-Forwarded-Proto") != "https" || got.Get("X-Forwarded-Host") != "public.example" {
 		t.Fatalf("trusted peer's chain: %v", got)
 	}
@@ -160,13 +158,7 @@ func TestHostFromTarget(t *testing.T) {
 	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}],
 		"headers": {"request": {"set": {"Host": ["{http.reverse_proxy.upstream.hostport}"]}}}}`, addr(up)), false)
 	defer stop()
-	req, _ := http.NewRequest("GET", gw.URL, nil)
-	req.Host = "api.example.com"
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
+	send(t, "GET", gw.URL, nil, "Host", "api.example.com")
 	if gotHost != addr(up) {
 		t.Fatalf("upstream Host = %q, want %q", gotHost, addr(up))
 	}
@@ -186,11 +178,7 @@ func TestRetriesAndPassiveHealth(t *testing.T) {
 		"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 2}}}`, dead, addr(up)), false)
 	defer stop()
 	for i := 0; i < 6; i++ {
-		res, err := http.Post(gw.URL, "text/plain", strings.NewReader("a body"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
+		res, _ := send(t, "POST", gw.URL, strings.NewReader("a body"), "Content-Type", "text/plain")
 		if res.StatusCode != 200 {
 			t.Fatalf("request %d: %d", i, res.StatusCode)
 		}
@@ -215,11 +203,7 @@ func TestFailureStatuses(t *testing.T) {
 		"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 1}}}`, dead), false)
 	defer stop()
 	for _, want := range []int{502, 503} {
-		res, err := http.Get(gw.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
+		res, _ := send(t, "GET", gw.URL, nil)
 		if res.StatusCode != want {
 			t.Fatalf("got %d, want %d", res.StatusCode, want)
 		}
@@ -241,11 +225,7 @@ func TestReadTimeout(t *testing.T) {
 		"transport": {"protocol": "gateway_http", "response_header_timeout": "100ms"},
 		"load_balancing": {"retries": 1}}`, addr(slow), addr(slow)), false)
 	defer stop()
-	res, err := http.Post(gw.URL, "text/plain", strings.NewReader("x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
+	res, _ := send(t, "POST", gw.URL, strings.NewReader("x"), "Content-Type", "text/plain")
 	if res.StatusCode != 504 || calls.Load() != 1 {
 		t.Fatalf("status %d after %d calls, want 504 after 1", res.StatusCode, calls.Load())
 	}
@@ -288,13 +268,8 @@ func TestStreamingAndTrailers(t *testing.T) {
 	}
 	res.Body.Close()
 
-	res, err = http.Get(gw.URL + "/trailer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if string(body) != "data" || res.Trailer.Get("X-Sum") != "42" {
+	res, body := send(t, "GET", gw.URL+"/trailer", nil)
+	if body != "data" || res.Trailer.Get("X-Sum") != "42" {
 		t.Fatalf("body %q, trailers %v", body, res.Trailer)
 	}
 }
@@ -506,11 +481,7 @@ func TestRetryWithNoTargetLeft(t *testing.T) {
 				"load_balancing": {"retries": 1},
 				"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 1}}}`, tc.target, tc.transport), false)
 			defer stop()
-			res, err := http.Get(gw.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
+			res, _ := send(t, "GET", gw.URL, nil)
 			if res.StatusCode != tc.want {
 				t.Fatalf("got %d, want %d", res.StatusCode, tc.want)
 			}
@@ -546,12 +517,7 @@ func TestGetWithSentBodyNotRetried(t *testing.T) {
 		"load_balancing": {"retries": 1, "selection_policy": {"policy": "gateway", "algorithm": "round_robin"}}}`,
 		ln.Addr().String(), addr(up)), false)
 	defer stop()
-	req, _ := http.NewRequest("GET", gw.URL, strings.NewReader("a body"))
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
+	res, _ := send(t, "GET", gw.URL, strings.NewReader("a body"))
 	if res.StatusCode != 502 || calls.Load() != 0 {
 		t.Fatalf("status %d, %d retries; want 502 and none", res.StatusCode, calls.Load())
 	}
@@ -584,11 +550,7 @@ func TestViaOrder(t *testing.T) {
 	defer up.Close()
 	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}]}`, addr(up)), false)
 	defer stop()
-	res, err := http.Get(gw.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
+	res, _ := send(t, "GET", gw.URL, nil)
 	if got := strings.Join(res.Header.Values("Via"), ", "); got != "1.0 cache, 1.1 Caddy" {
 		t.Fatalf("Via = %q", got)
 	}
@@ -603,11 +565,7 @@ func TestCleanupAfterFailedProvision(t *testing.T) {
 		"health_checks": {"passive": {"fail_duration": "1m", "max_fails": 5}}}`, dead)
 	_, gw, stop := front(t, cfg, false)
 	defer stop()
-	res, err := http.Get(gw.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
+	send(t, "GET", gw.URL, nil)
 
 	bad := new(gwproxy.Handler)
 	if err := json.Unmarshal([]byte(fmt.Sprintf(`{"upstreams": [{"dial": %q}], "transport": {"protocol": "no_such"}}`, dead)), bad); err != nil {
@@ -642,12 +600,7 @@ func TestGetWithUnreadBodyRetried(t *testing.T) {
 	defer stop()
 	for i := 0; i < 2; i++ { // round robin: one of the two starts at the dead target
 		got.Store("")
-		req, _ := http.NewRequest("GET", gw.URL, strings.NewReader("a body"))
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
+		res, _ := send(t, "GET", gw.URL, strings.NewReader("a body"))
 		if b, _ := got.Load().(string); res.StatusCode != 200 || b != "a body" {
 			t.Fatalf("request %d: status %d, the target got body %q", i, res.StatusCode, b)
 		}
