@@ -1,6 +1,7 @@
-// Package reqtest builds the requests of the gateway's HTTP test harnesses
-// (modules/plugins/internal/plugintest, adminext/internal/testgw), which
-// give headers as name, value pairs. Its tests are theirs.
+// Package reqtest builds (and sends) the requests of the gateway's HTTP
+// test harnesses (modules/plugins/internal/plugintest,
+// adminext/internal/testgw), which give headers as name, value pairs. Its
+// tests are theirs.
 package reqtest
 
 import (
@@ -27,4 +28,20 @@ func New(t testing.TB, method, url string, body io.Reader, hdr ...string) *http.
 		req.Header.Add(hdr[i], hdr[i+1])
 	}
 	return req
+}
+
+// Do sends req with c and reads the whole response body, then closes it;
+// a failure of either ends t.
+func Do(t testing.TB, c *http.Client, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading body: %v", req.Method, req.URL, err)
+	}
+	return resp, b
 }

@@ -76,16 +76,11 @@ func asHandlerError(err error, he *caddyhttp.HandlerError) bool {
 func addr(s *httptest.Server) string { return s.Listener.Addr().String() }
 
 // send sends a request (reqtest.New) with the default client and reads
-// the whole answer: the response, its body read and closed (trailers
-// included), and the body.
+// the whole answer (reqtest.Do): the response, trailers included, and
+// its body.
 func send(t *testing.T, method, url string, body io.Reader, hdr ...string) (*http.Response, string) {
 	t.Helper()
-	res, err := http.DefaultClient.Do(reqtest.New(t, method, url, body, hdr...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	res, b := reqtest.Do(t, http.DefaultClient, reqtest.New(t, method, url, body, hdr...))
 	return res, string(b)
 }
 

@@ -154,15 +154,7 @@ func answer(t *testing.T, client *http.Client, method, url string, header ...str
 		return nil
 	}}
 	req := reqtest.New(t, method, url, nil, header...)
-	resp, err := client.Do(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: body: %v", method, url, err)
-	}
+	resp, body := reqtest.Do(t, client, req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
 	fmt.Fprintf(&b, "\nstatus %d%sbody %q\n", resp.StatusCode, headerLines(resp.Header), body)
 	return b.String()
 }

@@ -319,15 +319,7 @@ func Do(t *testing.T, method, url string, hdr ...string) Result {
 // holds header pairs, a "Host" pair setting the request's host.
 func Send(t *testing.T, c *http.Client, method, url string, body io.Reader, hdr ...string) Result {
 	t.Helper()
-	resp, err := c.Do(reqtest.New(t, method, url, body, hdr...))
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading body: %v", method, url, err)
-	}
+	resp, b := reqtest.Do(t, c, reqtest.New(t, method, url, body, hdr...))
 	res := Result{Response: resp, Body: string(b)}
 	var e Seen
 	if json.Unmarshal(b, &e) == nil && e.Method != "" {
