@@ -175,16 +175,17 @@ func (cp *ControlPlane) closed() bool { return cp.isClosed.Load() }
 
 // reboot takes the bootstrap of a hand-written config (`caddy reload` of an
 // edited Caddyfile): its values replace the control plane's, and configs
-// compiled from now on carry them, except the admin listener, the store
-// and the health interval, which are bound or started once per process
-// (a restart applies them; warned).
+// compiled from now on carry them, except the admin listener and the
+// store, which are bound or opened once per process (a restart applies
+// them; warned). The health interval reaches the running checks at once.
 func (cp *ControlPlane) reboot(a Bootstrap) {
 	cur := cp.Boot()
-	if a.AdminListen != cur.AdminListen || a.Database != cur.Database || a.DSN != cur.DSN || a.HealthInterval != cur.HealthInterval {
-		cp.logger.Warn("gateway admin_listen, database and health_interval changes take effect after a restart",
+	if a.AdminListen != cur.AdminListen || a.Database != cur.Database || a.DSN != cur.DSN || a.PostgresDSN != cur.PostgresDSN {
+		cp.logger.Warn("gateway admin_listen and database changes take effect after a restart",
 			zap.String("admin_listen", cur.AdminListen), zap.String("database", cur.Database))
 	}
-	a.AdminListen, a.Database, a.DSN, a.PostgresDSN, a.HealthInterval = cur.AdminListen, cur.Database, cur.DSN, cur.PostgresDSN, cur.HealthInterval
+	a.AdminListen, a.Database, a.DSN, a.PostgresDSN = cur.AdminListen, cur.Database, cur.DSN, cur.PostgresDSN
+	cp.health.SetInterval(time.Duration(a.HealthInterval))
 	cp.boot.Store(&a)
 }
 

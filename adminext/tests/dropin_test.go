@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/poll"
 )
 
 // The gateway dropped into an existing Caddy setup: the user's Caddyfile
@@ -91,9 +94,10 @@ func userCaddyfile(t *testing.T, p *testgw.Process, adminLine, gatewayExtra stri
 	}
 }
 
-// `caddy reload` of an edited Caddyfile (a site added, a gateway option
+// `caddy reload` of an edited Caddyfile (a site added, gateway options
 // changed), then a gateway change at once: the new site keeps serving,
-// the old one is gone, and the generated configs carry the new option.
+// the old one is gone, the generated configs carry the new option, and
+// the running health checks take the new health_interval.
 func TestBinaryReloadEditedCaddyfile(t *testing.T) {
 	bin := dropInBinary(t)
 	p := testgw.NewProcess(t, "bin/caddy", bin)
@@ -101,12 +105,32 @@ func TestBinaryReloadEditedCaddyfile(t *testing.T) {
 	admin := "admin " + caddyAdmin
 	gw := "\t\tcaddy_admin " + caddyAdmin + "\n"
 	site1, site2 := testgw.FreeAddr(t), testgw.FreeAddr(t)
-	userCaddyfile(t, p, admin, gw, site1)
+	userCaddyfile(t, p, admin, gw+"\t\thealth_interval 1h\n", site1)
 	p.Start()
 	p.WaitLoaded(20 * time.Second)
 	wantBody(t, site1, "site "+site1)
+	// a target whose TCP checks are counted: one at once, then every hour
+	target, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	var checks atomic.Int64
+	go func() {
+		for {
+			c, err := target.Accept()
+			if err != nil {
+				return
+			}
+			checks.Add(1)
+			c.Close()
+		}
+	}()
+	svc := p.Must("POST", "/api/v1/services", map[string]any{"name": "checked"})
+	p.Must("POST", fmt.Sprintf("/api/v1/services/%v/targets", svc["id"]), map[string]any{"host": "127.0.0.1", "port": target.Addr().(*net.TCPAddr).Port})
+	poll.Until(t, "the first check", func() bool { return checks.Load() >= 1 })
 
-	userCaddyfile(t, p, admin, gw+"\t\twasm_memory_limit 256MiB\n", site2)
+	userCaddyfile(t, p, admin, gw+"\t\twasm_memory_limit 256MiB\n\t\thealth_interval 50ms\n", site2)
 	out, err := exec.Command(bin, "reload", "--config", p.Caddyfile, "--adapter", "caddyfile", "--address", caddyAdmin).CombinedOutput()
 	if err != nil {
 		t.Fatalf("caddy reload: %v\n%s", err, out)
@@ -120,6 +144,7 @@ func TestBinaryReloadEditedCaddyfile(t *testing.T) {
 	if strings.TrimSpace(cfg) != fmt.Sprint(256<<20) {
 		t.Fatalf("wasm_memory_limit of the generated config after the reload: %s", cfg)
 	}
+	poll.Until(t, "checks every 50 ms after the reload", func() bool { return checks.Load() >= 5 })
 }
 
 var netClient = http.Client{Timeout: 5 * time.Second}

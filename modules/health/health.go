@@ -105,7 +105,11 @@ type Registry struct {
 	checkers map[key]*checker
 	probes   map[probeKey]*probe
 	index    atomic.Pointer[map[key]*checker] // read on the request path
-	interval time.Duration
+
+	// interval is every probe's; a change closes (and replaces)
+	// intervalChanged, so the running probes take it at once.
+	interval        atomic.Int64
+	intervalChanged chan struct{}
 }
 
 // NewRegistry returns an empty registry checking every interval (0: 10 s).
@@ -113,7 +117,8 @@ func NewRegistry(interval time.Duration) *Registry {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	r := &Registry{checkers: map[key]*checker{}, probes: map[probeKey]*probe{}, interval: interval}
+	r := &Registry{checkers: map[key]*checker{}, probes: map[probeKey]*probe{}, intervalChanged: make(chan struct{})}
+	r.interval.Store(int64(interval))
 	empty := map[key]*checker{}
 	r.index.Store(&empty)
 	return r
@@ -153,13 +158,13 @@ func (r *Registry) Sync(specs []Spec) {
 // acquire returns the running probe that checks like s, or starts one
 // (r.mu held).
 func (r *Registry) acquire(s Spec) *probe {
-	k := probeKey{check: s, interval: r.interval}
+	k := probeKey{check: s}
 	k.check.ServiceID, k.check.TargetID = 0, 0
 	if p, ok := r.probes[k]; ok {
 		p.refs++
 		return p
 	}
-	p := newProbe(k)
+	p := newProbe(k, r)
 	p.refs = 1
 	r.probes[k] = p
 	go p.run()
@@ -221,13 +226,28 @@ func (r *Registry) Status(serviceID int64, addr string) (Status, bool) {
 	return c.status(), true
 }
 
-// SetInterval changes the interval of checkers started from now on.
+// SetInterval changes every probe's interval (d ≤ 0: DefaultInterval):
+// each checks once at once, then every d. Probes keep their state.
 func (r *Registry) SetInterval(d time.Duration) {
+	if d <= 0 {
+		d = DefaultInterval
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if d > 0 {
-		r.interval = d
+	if r.interval.Swap(int64(d)) != int64(d) {
+		close(r.intervalChanged)
+		r.intervalChanged = make(chan struct{})
 	}
+}
+
+// Interval is the probes' interval.
+func (r *Registry) Interval() time.Duration { return time.Duration(r.interval.Load()) }
+
+// changes is the channel closed at the next interval change.
+func (r *Registry) changes() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.intervalChanged
 }
 
 // Stop stops every checker.
@@ -247,10 +267,9 @@ type checker struct {
 }
 
 // probeKey is what makes two checks the same: a target's spec without its
-// service and target ids, and the interval.
+// service and target ids.
 type probeKey struct {
-	check    Spec
-	interval time.Duration
+	check Spec
 }
 
 // probe runs the checks of one address, path, TLS setting and timeout.
@@ -259,7 +278,8 @@ type probeKey struct {
 // 10,000 (bench/README.md, "Session 5: 5,000 services").
 type probe struct {
 	key    probeKey
-	refs   int // checkers using it (Registry.mu)
+	reg    *Registry // its interval
+	refs   int       // checkers using it (Registry.mu)
 	state  atomic.Int32
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -272,9 +292,9 @@ type probe struct {
 	address     string
 }
 
-func newProbe(k probeKey) *probe {
+func newProbe(k probeKey, r *Registry) *probe {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &probe{key: k, ctx: ctx, cancel: cancel}
+	c := &probe{key: k, reg: r, ctx: ctx, cancel: cancel}
 	if s := k.check; s.Path != "" {
 		sni := s.SNI
 		if sni == "" {
@@ -293,15 +313,21 @@ func newProbe(k probeKey) *probe {
 }
 
 func (c *probe) run() {
-	t := time.NewTicker(c.key.interval)
-	defer t.Stop()
 	for {
-		c.checkOnce()
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
+		changed := c.reg.changes()
+		t := time.NewTicker(c.reg.Interval())
+		for stop := false; !stop; {
+			c.checkOnce()
+			select {
+			case <-c.ctx.Done():
+				t.Stop()
+				return
+			case <-changed:
+				stop = true
+			case <-t.C:
+			}
 		}
+		t.Stop()
 	}
 }
 

@@ -91,3 +91,27 @@ func TestTargetsOnOneBackendShareTheirCheck(t *testing.T) {
 		t.Fatal("the last target's removal did not stop its probe")
 	}
 }
+
+// A change of interval reaches the running probes (the gateway option
+// health_interval, applied at a reload), and they keep their state.
+func TestSetIntervalReachesRunningProbes(t *testing.T) {
+	host, port, accepted := countingListener(t)
+	r := NewRegistry(time.Hour)
+	defer r.Stop()
+	r.Sync([]Spec{{ServiceID: 1, TargetID: 1, Host: host, Port: port}})
+	poll.Until(t, "the first check", allHealthy(r, 1))
+
+	r.SetInterval(10 * time.Millisecond)
+	poll.Until(t, "checks every 10 ms", func() bool { return accepted.Load() >= 5 })
+	if !allHealthy(r, 1)() {
+		t.Fatal("the probe lost its state")
+	}
+
+	r.SetInterval(time.Hour)
+	time.Sleep(50 * time.Millisecond) // the check the change starts
+	n := accepted.Load()
+	time.Sleep(100 * time.Millisecond)
+	if got := accepted.Load(); got != n {
+		t.Fatalf("%d checks after going back to an hour", got-n)
+	}
+}
