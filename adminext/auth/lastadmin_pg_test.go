@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
-	"github.com/caddy-gateway/gateway/internal/pgtest"
 )
 
 // TestLastAdminConcurrentDemotion: on PostgreSQL (read committed), two
@@ -14,11 +13,7 @@ import (
 // admins and both committed, leaving none. The admin rows are locked
 // before they are counted, so one of the two is refused.
 func TestLastAdminConcurrentDemotion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL")
-	}
-	dsn := pgtest.Start(t).DSN
-	e := &env{t: t, g: testgw.Start(t, &testgw.Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}})}
+	e := &env{t: t, g: testgw.StartOnPostgres(t)}
 	adm := e.withToken(e.anon().token())
 	a := adm.user("a@example.com", "admin", "a-password")
 	b := adm.user("b@example.com", "admin", "b-password")

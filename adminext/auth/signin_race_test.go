@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
-	"github.com/caddy-gateway/gateway/internal/pgtest"
 )
 
 // TestSignInDuringPasswordReset (SQLite) and
@@ -23,11 +22,7 @@ func TestSignInDuringPasswordReset(t *testing.T) {
 }
 
 func TestSignInDuringPasswordResetOnPostgres(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL")
-	}
-	dsn := pgtest.Start(t).DSN
-	signInDuringReset(t, testgw.Start(t, &testgw.Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}}))
+	signInDuringReset(t, testgw.StartOnPostgres(t))
 }
 
 func signInDuringReset(t *testing.T, g *testgw.Gateway) {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
-	"github.com/caddy-gateway/gateway/internal/pgtest"
 )
 
 // TestSSOCallbackDuringReconfiguration (SQLite) and
@@ -24,11 +23,7 @@ func TestSSOCallbackDuringReconfiguration(t *testing.T) {
 }
 
 func TestSSOCallbackDuringReconfigurationOnPostgres(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL")
-	}
-	dsn := pgtest.Start(t).DSN
-	ssoCallbackDuringReconfiguration(t, testgw.Start(t, &testgw.Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}}))
+	ssoCallbackDuringReconfiguration(t, testgw.StartOnPostgres(t))
 }
 
 func ssoCallbackDuringReconfiguration(t *testing.T, g *testgw.Gateway) {

@@ -29,6 +29,7 @@ import (
 
 	_ "github.com/caddy-gateway/gateway"
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
+	"github.com/caddy-gateway/gateway/internal/pgtest"
 )
 
 // Gateway is a running gateway.
@@ -144,6 +145,17 @@ func useTestStorage(t testing.TB) {
 		t.Cleanup(func() { storages.Delete(t) })
 	}
 	caddy.DefaultStorage = st.(*certmagic.FileStorage)
+}
+
+// StartOnPostgres starts a PostgreSQL server (package pgtest) and a
+// gateway whose store it is. Skipped with -short.
+func StartOnPostgres(t testing.TB) *Gateway {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	dsn := pgtest.Start(t).DSN
+	return Start(t, &Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}})
 }
 
 // Start loads a gateway and waits until it serves its stored config.

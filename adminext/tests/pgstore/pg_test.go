@@ -30,8 +30,7 @@ import (
 // pgGateway starts a PostgreSQL server and an in-process gateway on it.
 func pgGateway(t *testing.T) *testgw.Gateway {
 	t.Helper()
-	dsn := pgtest.Start(t).DSN
-	return testgw.Start(t, &testgw.Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}})
+	return testgw.StartOnPostgres(t)
 }
 
 func TestGatewayOnPostgres(t *testing.T) {
