@@ -9,21 +9,14 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
-// TestSignInDuringPasswordReset (SQLite) and
-// TestSignInDuringPasswordResetOnPostgres: a sign-in with the old password
-// racing an admin's password reset or the user's deletion leaves no
-// session, and answers 200 or 401. The sign-in read the account, checked
-// the password (a slow hash) and then created its session: a reset
-// committed meanwhile had already ended the user's sessions, so the old
-// password's session stayed valid, and a deletion made the session's
-// insert fail its foreign key, answered 400.
-func TestSignInDuringPasswordReset(t *testing.T) {
-	signInDuringReset(t, testgw.Start(t, nil))
-}
-
-func TestSignInDuringPasswordResetOnPostgres(t *testing.T) {
-	signInDuringReset(t, testgw.StartOnPostgres(t))
-}
+// TestSignInDuringPasswordReset, on SQLite and on PostgreSQL: a sign-in
+// with the old password racing an admin's password reset or the user's
+// deletion leaves no session, and answers 200 or 401. The sign-in read the
+// account, checked the password (a slow hash) and then created its
+// session: a reset committed meanwhile had already ended the user's
+// sessions, so the old password's session stayed valid, and a deletion
+// made the session's insert fail its foreign key, answered 400.
+func TestSignInDuringPasswordReset(t *testing.T) { testgw.EachStore(t, signInDuringReset) }
 
 func signInDuringReset(t *testing.T, g *testgw.Gateway) {
 	e := &env{t: t, g: g}

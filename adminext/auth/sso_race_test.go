@@ -9,21 +9,16 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
 
-// TestSSOCallbackDuringReconfiguration (SQLite) and
-// TestSSOCallbackDuringReconfigurationOnPostgres: SSO disabled, or moved
-// to another provider or client, while a callback waits for the
-// provider's token answer makes that callback fail as not_configured (what
-// it answers when SSO is not configured), with no session, no provisioned
-// account and no link. The callback read the configuration at its start
-// only: after the admin's DELETE had ended the sessions SSO opened and
-// unlinked every account, it still provisioned or linked the account with
-// the old configuration and signed the user in.
+// TestSSOCallbackDuringReconfiguration, on SQLite and on PostgreSQL: SSO
+// disabled, or moved to another provider or client, while a callback waits
+// for the provider's token answer makes that callback fail as
+// not_configured (what it answers when SSO is not configured), with no
+// session, no provisioned account and no link. The callback read the
+// configuration at its start only: after the admin's DELETE had ended the
+// sessions SSO opened and unlinked every account, it still provisioned or
+// linked the account with the old configuration and signed the user in.
 func TestSSOCallbackDuringReconfiguration(t *testing.T) {
-	ssoCallbackDuringReconfiguration(t, testgw.Start(t, nil))
-}
-
-func TestSSOCallbackDuringReconfigurationOnPostgres(t *testing.T) {
-	ssoCallbackDuringReconfiguration(t, testgw.StartOnPostgres(t))
+	testgw.EachStore(t, ssoCallbackDuringReconfiguration)
 }
 
 func ssoCallbackDuringReconfiguration(t *testing.T, g *testgw.Gateway) {

@@ -147,6 +147,13 @@ func useTestStorage(t testing.TB) {
 	caddy.DefaultStorage = st.(*certmagic.FileStorage)
 }
 
+// EachStore runs run on a gateway of each store: SQLite (subtest
+// "sqlite") and PostgreSQL ("postgres", StartOnPostgres).
+func EachStore(t *testing.T, run func(t *testing.T, g *Gateway)) {
+	t.Run("sqlite", func(t *testing.T) { run(t, Start(t, nil)) })
+	t.Run("postgres", func(t *testing.T) { run(t, StartOnPostgres(t)) })
+}
+
 // StartOnPostgres starts a PostgreSQL server (package pgtest) and a
 // gateway whose store it is. Skipped with -short.
 func StartOnPostgres(t testing.TB) *Gateway {
