@@ -51,7 +51,7 @@ const (
 //	    config      `{"deny": ["/admin"]}`
 //	}
 type Wasm struct {
-	Module string          `json:"module" schema:"required,minLength=1,maxLength=64" doc:"Name of an uploaded WASM module (1 to 64 of a-z 0-9 - _): a proxy-wasm 0.2.0 or 0.2.1 HTTP filter. Its request and response header callbacks (and body callbacks, bodies up to 1 MiB; an event stream, text/event-stream, is handed to the response body callback as it comes, at every flush with end_of_stream false, what the module pauses on held for the next call up to 1 MiB) run for every request; a local response it sends answers the client without calling the upstream. A module that traps, runs longer than 500 ms in a callback or exhausts its memory (64 MiB per instance; all instances together at most the gateway's wasm_memory_limit, default 1 GiB) fails only that request, with 500; a request that needs a new instance while that limit has no room is 503. The plugins of one module share its proxy-wasm shared data (at most 64 MiB), kept across changes while a plugin of the module exists and freed with the last one."`
+	Module string          `json:"module" schema:"required,minLength=1,maxLength=64" doc:"Name of an uploaded WASM module (1 to 64 of a-z 0-9 - _): a proxy-wasm 0.2.0 or 0.2.1 HTTP filter. Its request and response header callbacks (and body callbacks, bodies up to 1 MiB; a response body of unknown length — chunked, an event stream — is handed to the response body callback as it comes, at every flush with end_of_stream false, what the module pauses on held for the next call up to 1 MiB, as proxy-wasm hosts do; a body of known length comes whole) run for every request; a local response it sends answers the client without calling the upstream. A module that traps, runs longer than 500 ms in a callback or exhausts its memory (64 MiB per instance; all instances together at most the gateway's wasm_memory_limit, default 1 GiB) fails only that request, with 500; a request that needs a new instance while that limit has no room is 503. The plugins of one module share its proxy-wasm shared data (at most 64 MiB), kept across changes while a plugin of the module exists and freed with the last one."`
 	Config json.RawMessage `json:"config" schema:"nullable" doc:"The plugin configuration handed to the module (proxy_on_configure, PLUGIN_CONFIGURATION buffer): a JSON string is handed as its text, any other JSON value as its compact JSON encoding, null as empty. A module that rejects it (proxy_on_configure returns false) fails the change."`
 
 	// ModuleSHA256 is set by the gateway's config compiler: the hex sha256 of
@@ -359,12 +359,12 @@ type responseHook struct {
 	s      *stream
 	buffer bool
 
-	started bool // response headers seen
-	swallow bool // the response is replaced: drop what the upstream writes
-	status  int
-	body    bytes.Buffer
-	tooBig  bool
-	events  bool // an event stream: the body callback runs at every flush
+	started  bool // response headers seen
+	swallow  bool // the response is replaced: drop what the upstream writes
+	status   int
+	body     bytes.Buffer
+	tooBig   bool
+	streamed bool // a body of unknown length (unbounded): the body callback runs at every flush
 }
 
 func (w *responseHook) WriteHeader(status int) {
@@ -389,19 +389,21 @@ func (w *responseHook) WriteHeader(status int) {
 		return
 	}
 	if w.buffer && status != http.StatusSwitchingProtocols {
-		if !gwctx.IsEventStream(w.Header()) {
+		if !unbounded(w.Header()) {
 			w.status = ex.ResponseStatus
 			return
 		}
-		// An event stream may never end: its body is handed to the
-		// module as it comes (streamBody), the header goes out now.
-		w.events = true
+		// A body of unknown length may never end (an event stream, a
+		// chunked log or watch stream): it is handed to the module as it
+		// comes (streamBody), chunk by chunk as proxy-wasm hosts do, and
+		// the header goes out now.
+		w.streamed = true
 		w.Header().Del("Content-Length")
 	}
 	w.ResponseWriter.WriteHeader(ex.ResponseStatus)
 }
 
-// streamBody runs the body callback on an event stream's body received
+// streamBody runs the body callback on a streamed body received
 // since the last call, at a flush (end false) or at the end, and writes
 // what the module leaves; a module that pauses keeps the body for the
 // next call. After a failure the rest is dropped and errStreamFailed
@@ -416,7 +418,7 @@ func (w *responseHook) streamBody(end bool) error {
 	if w.tooBig {
 		w.swallow = true
 		w.s.failed = true
-		w.s.h.logger.Error("event stream held back by the wasm plugin past 1 MiB", zap.String("module", w.s.h.Module))
+		w.s.h.logger.Error("streamed response held back by the wasm plugin past 1 MiB", zap.String("module", w.s.h.Module))
 		return errStreamFailed
 	}
 	ex := w.s.ex
@@ -428,7 +430,7 @@ func (w *responseHook) streamBody(end bool) error {
 	if err != nil {
 		w.swallow = true
 		w.s.failed = true
-		w.s.h.logger.Error("wasm plugin failed on an event stream; response aborted", zap.String("module", w.s.h.Module), zap.Error(err))
+		w.s.h.logger.Error("wasm plugin failed on a streamed response; response aborted", zap.String("module", w.s.h.Module), zap.Error(err))
 		return errStreamFailed
 	}
 	if act == proxywasm.ActionPause && !end {
@@ -444,19 +446,26 @@ func (w *responseHook) streamBody(end bool) error {
 	return err
 }
 
-var errStreamFailed = errors.New("wasm plugin failed on the event stream")
+var errStreamFailed = errors.New("wasm plugin failed on the streamed response")
+
+// unbounded reports whether a response's body is handed to the module as
+// it comes rather than whole: one of unknown length (no Content-Length),
+// an event stream, or one its upstream marked incremental.
+func unbounded(h http.Header) bool {
+	return h.Get("Content-Length") == "" || gwctx.IsEventStream(h) || caddyhttp.IsIncremental(h)
+}
 
 func (w *responseHook) Write(p []byte) (int, error) {
 	if !w.started {
 		w.WriteHeader(http.StatusOK)
 	}
 	if w.swallow {
-		if w.events {
+		if w.streamed {
 			return 0, errStreamFailed
 		}
 		return len(p), nil
 	}
-	if w.events {
+	if w.streamed {
 		if w.body.Len()+len(p) > maxBodyBytes {
 			// written without a flush: the module sees what it has
 			if err := w.streamBody(false); err != nil {
@@ -484,7 +493,7 @@ func (w *responseHook) ReadFrom(r io.Reader) (int64, error) {
 	if !w.started {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.swallow || w.status != 0 || w.events {
+	if w.swallow || w.status != 0 || w.streamed {
 		return io.Copy(writerOnly{w}, r)
 	}
 	return w.ResponseWriterWrapper.ReadFrom(r)
@@ -493,13 +502,13 @@ func (w *responseHook) ReadFrom(r io.Reader) (int64, error) {
 type writerOnly struct{ io.Writer }
 
 // FlushError implements the interface http.ResponseController looks for;
-// a buffered body is flushed at the end only, an event stream's after the
+// a buffered body is flushed at the end only, a streamed one's after the
 // body callback.
 func (w *responseHook) FlushError() error {
 	if !w.started {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.events {
+	if w.streamed {
 		if err := w.streamBody(false); err != nil {
 			return err
 		}
@@ -515,7 +524,7 @@ func (w *responseHook) finish() {
 	if w.status != 0 {
 		w.finishBody()
 	}
-	if w.events && w.streamBody(true) != nil {
+	if w.streamed && w.streamBody(true) != nil {
 		return
 	}
 	if w.started && !w.swallow && !w.s.failed && w.s.in.WantsResponseTrailers() {

@@ -383,8 +383,15 @@ func TestTrailers(t *testing.T) {
 // TestEventStreamBody: an event stream, which never ends, is handed to the
 // response body callback at every flush (what the module pauses on comes
 // with the next call), and what the module leaves reaches the client as
-// it comes.
+// it comes. So is any body of unknown length (a chunked log or watch
+// stream), which was held whole until it ended: never, for such streams.
 func TestEventStreamBody(t *testing.T) {
+	for _, contentType := range []string{"text/event-stream", "text/plain; charset=utf-8"} {
+		t.Run(contentType, func(t *testing.T) { streamedBody(t, contentType) })
+	}
+}
+
+func streamedBody(t *testing.T, contentType string) {
 	// pauses on a chunk of 9 bytes or less (each event is 9), appends to
 	// the others
 	g := start(t, filter(`
@@ -394,7 +401,7 @@ func TestEventStreamBody(t *testing.T) {
     (drop (call $set_buffer (i32.const 1) (local.get $size) (i32.const 0) (i32.const 1056) (i32.const 1)))
     (i32.const 0))
 `), nil, plugintest.WithUpstreamFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Type", contentType)
 		rc := http.NewResponseController(w)
 		for i := 0; ; i++ {
 			if _, err := fmt.Fprintf(w, "data: %d\n\n", i%10); err != nil || rc.Flush() != nil {
