@@ -232,10 +232,10 @@ func TestStreamingOverHTTP2(t *testing.T) {
 	coll := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 	t.Cleanup(coll.Close)
 	sid := g.Service("s", testgw.Addr(up))
-	// A module with a response body callback holds a response that is not
-	// an event stream until it ends (docs/plugins.md): not one whose end
-	// waits for the client's next line. Its headers callbacks run.
-	names := pluginRoutes(t, g, sid, streamingPlugins(t, g, coll.URL, testgw.MinimalWAT))
+	// The module has a response body callback: a body of unknown length
+	// reaches it chunk by chunk (docs/plugins.md), so an answer whose end
+	// waits for the client's next line streams through it too.
+	names := pluginRoutes(t, g, sid, streamingPlugins(t, g, coll.URL, bodyWAT))
 	client := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "stream.test"}}}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
