@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/adminext/observe"
 	"github.com/caddy-gateway/gateway/modules/guard"
@@ -248,4 +249,45 @@ func TestStreamIdleTimeout(t *testing.T) {
 func isDeadline(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestStreamRouteLoopRefused: a stream route whose service targets a
+// stream listener of the gateway itself (its own, or another route's) is
+// a loop: each connection accepted would dial the listener again, every
+// hop holding two descriptors and goroutines, until the process runs out
+// of descriptors (the TCP health check of such a target starts it without
+// any client). The dial to a stream listener is refused like one to a
+// control endpoint: the client's connection is closed, nothing more.
+func TestStreamRouteLoopRefused(t *testing.T) {
+	g := testgw.Start(t, nil)
+	self, entry := testgw.FreeAddr(t), testgw.FreeAddr(t)
+	sid := g.Service("self", self)
+	g.Must("POST", "/api/v1/stream-routes", map[string]any{"name": "self", "listen_addr": self, "service_id": sid})
+	g.Must("POST", "/api/v1/stream-routes", map[string]any{"name": "entry", "listen_addr": entry, "service_id": sid})
+	dsn := g.DSN
+	if err := stopGateway(); err != nil {
+		t.Fatal(err)
+	}
+	testgw.Start(t, &testgw.Options{DSN: dsn})
+	streams := controlplane.Current().Streams()
+	before := streams.Totals().Total
+	for _, addr := range []string{self, entry} {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		c.Close()
+		if err == nil || isDeadline(err) {
+			got := streams.Totals()
+			streams.Apply(nil, nil) // cut the loop, or the test process runs out of descriptors
+			t.Fatalf("a connection to %s whose target is a stream listener was not closed (%v): %d stream connections open, a loop", addr, err, got.Active)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := streams.Totals(); got.Total-before > 10 || got.Active != 0 {
+		streams.Apply(nil, nil)
+		t.Fatalf("two client connections made %d stream connections (%d still open): a loop", got.Total-before, got.Active)
+	}
 }

@@ -149,21 +149,44 @@ func forbiddenTCP(ip netip.Addr, port uint16) string {
 	defer mu.RUnlock()
 	for _, eps := range endpoints {
 		for _, ep := range eps {
-			if ep.unix != "" || ep.port != port {
-				continue
-			}
-			if ep.anyLocal && isLocal(ip) {
+			if ep.reaches(ip, port) {
 				return ep.name
-			}
-			for _, a := range ep.addrs {
-				// Dialing the unspecified address reaches the loopback.
-				if a == ip || (ip.IsUnspecified() && a.IsLoopback()) {
-					return ep.name
-				}
 			}
 		}
 	}
 	return ""
+}
+
+// reaches reports whether a connection to ip:port lands on the TCP
+// endpoint ep.
+func (ep endpoint) reaches(ip netip.Addr, port uint16) bool {
+	if ep.unix != "" || ep.port != port {
+		return false
+	}
+	if ep.anyLocal && isLocal(ip) {
+		return true
+	}
+	for _, a := range ep.addrs {
+		// Dialing the unspecified address reaches the loopback.
+		if a == ip || (ip.IsUnspecified() && a.IsLoopback()) {
+			return true
+		}
+	}
+	return false
+}
+
+// Reaches reports whether a connection to peer (a resolved "ip:port", as
+// a dialer's Control gets it) lands on a TCP listener bound at listen
+// ("ip:port", or ":port" / an unspecified IP for every local address),
+// by the rules of the control endpoints. The stream routes use it to
+// refuse dialling their own listeners (a loop).
+func Reaches(listen, peer string) bool {
+	ap, err := netip.ParseAddrPort(peer)
+	if err != nil {
+		return false
+	}
+	ep, ok := parse("", listen)
+	return ok && ep.reaches(ap.Addr().Unmap(), ap.Port())
 }
 
 func forbiddenUnix(path string) string {

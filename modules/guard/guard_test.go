@@ -66,3 +66,24 @@ func atoi(s string) int {
 	}
 	return n
 }
+
+func TestReaches(t *testing.T) {
+	for _, c := range []struct {
+		listen, peer string
+		want         bool
+	}{
+		{"127.0.0.1:9000", "127.0.0.1:9000", true},
+		{"127.0.0.1:9000", "0.0.0.0:9000", true},
+		{"127.0.0.1:9000", "127.0.0.1:9001", false},
+		{"127.0.0.1:9000", "127.0.0.2:9000", false},
+		{"[::]:9000", "127.0.0.1:9000", true},
+		{":9000", "[::1]:9000", true},
+		{"0.0.0.0:9000", "[::ffff:127.0.0.1]:9000", true},
+		{"0.0.0.0:9000", "192.0.2.1:9000", false},
+		{"127.0.0.1:9000", "not an address", false},
+	} {
+		if got := Reaches(c.listen, c.peer); got != c.want {
+			t.Errorf("Reaches(%q, %q) = %v", c.listen, c.peer, got)
+		}
+	}
+}

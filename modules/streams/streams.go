@@ -19,11 +19,13 @@ package streams
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -373,14 +375,36 @@ func (s *Server) dial(r *liveRoute, remote net.Addr) (net.Conn, error) {
 		}
 		tried = append(tried, cands[i])
 		// Never the gateway admin API or Caddy's admin endpoint, however
-		// the target's name resolves (a client would get raw access).
-		conn, err := guard.Dialer(&net.Dialer{Timeout: timeout}).Dial("tcp", cands[i])
+		// the target's name resolves (a client would get raw access), nor
+		// a stream listener of this process (a loop).
+		conn, err := guard.Dialer(&net.Dialer{Timeout: timeout, Control: s.refuseOwnListeners}).Dial("tcp", cands[i])
 		if err == nil {
 			return conn, nil
 		}
 		lastErr = err
 	}
 	return nil, lastErr
+}
+
+// ErrLoop is the error of a dial whose peer is one of the process's stream
+// listeners.
+var ErrLoop = errors.New("the address is a stream route listener of the gateway (a loop)")
+
+// refuseOwnListeners is a net.Dialer Control function that refuses a peer
+// (after DNS) on which a stream listener of s listens. A route whose
+// target is its own listen_addr, or a chain of routes back to it, would
+// otherwise dial itself for every connection it accepts, each hop holding
+// two descriptors and goroutines, until the process has no descriptor
+// left (a TCP health check of that target starts it without a client).
+func (s *Server) refuseOwnListeners(_, address string, _ syscall.RawConn) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, ln := range s.listeners {
+		if guard.Reaches(ln.Addr().String(), address) {
+			return fmt.Errorf("%w: %s (%s)", ErrLoop, k, address)
+		}
+	}
+	return nil
 }
 
 func (r *liveRoute) candidates(tried []string, healthyOnly bool) []string {
