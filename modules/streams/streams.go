@@ -293,13 +293,13 @@ func (s *Server) serve(addr string, client net.Conn) {
 // descriptors and goroutines for ever otherwise), and a write to either
 // side that does not finish within write closes them too (a peer that
 // stops reading holds nothing). Zero durations never expire; with both
-// zero the copies are io.Copy's (splice between TCP connections).
+// zero the copies are io.Copy's (splice between TCP connections). One way
+// runs on the caller's goroutine.
 func relay(client, upstream net.Conn, idle, write time.Duration) {
 	var last atomic.Int64 // when either side last sent data (Unix ns)
 	last.Store(time.Now().UnixNano())
-	done := make(chan struct{}, 2)
+	done := make(chan struct{})
 	pipe := func(dst, src net.Conn) {
-		defer func() { done <- struct{}{} }()
 		if idle <= 0 && write <= 0 {
 			_, _ = io.Copy(dst, src)
 		} else if !copyWithin(dst, src, idle, write, &last) {
@@ -311,30 +311,45 @@ func relay(client, upstream net.Conn, idle, write time.Duration) {
 			_ = tc.CloseWrite() // pass the half-close on
 		}
 	}
-	go pipe(upstream, client)
-	go pipe(client, upstream)
-	<-done
+	go func() {
+		defer close(done)
+		pipe(upstream, client)
+	}()
+	pipe(client, upstream)
 	<-done
 }
+
+// copyBufs are the copy buffers of every stream: a way holds one only
+// from the moment its source has something to read until that was
+// written on, so idle connections (a client that connects and sends
+// nothing is the cheapest thing to hold open) cost no buffer.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // copyWithin copies src to dst until src ends, and reports false when it
 // stopped because both ways were idle for idle, or a write took longer
 // than write.
 func copyWithin(dst, src net.Conn, idle, write time.Duration, last *atomic.Int64) bool {
-	buf := make([]byte, 32<<10)
 	for {
 		if idle > 0 {
 			_ = src.SetReadDeadline(time.Now().Add(idle))
 		}
-		n, err := src.Read(buf)
-		if n > 0 {
-			last.Store(time.Now().UnixNano())
-			if write > 0 {
-				_ = dst.SetWriteDeadline(time.Now().Add(write))
+		var werr error
+		err := waitReadable(src)
+		if err == nil {
+			buf := copyBufs.Get().(*[]byte)
+			var n int
+			n, err = src.Read(*buf)
+			if n > 0 {
+				last.Store(time.Now().UnixNano())
+				if write > 0 {
+					_ = dst.SetWriteDeadline(time.Now().Add(write))
+				}
+				_, werr = dst.Write((*buf)[:n])
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return !isTimeout(werr)
-			}
+			copyBufs.Put(buf)
+		}
+		if werr != nil {
+			return !isTimeout(werr)
 		}
 		if err == nil {
 			continue

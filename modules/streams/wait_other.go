@@ -1,0 +1,9 @@
+//go:build !unix
+
+package streams
+
+import "net"
+
+// waitReadable does not wait where the socket cannot be peeked: the read
+// that follows waits, holding its buffer.
+func waitReadable(net.Conn) error { return nil }
