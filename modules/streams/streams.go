@@ -71,6 +71,12 @@ type Server struct {
 	conns     sync.WaitGroup
 	health    lb.HealthSource
 
+	// max bounds the stream connections open at once, every route
+	// together (MaxConnections); inflight counts them from their accept,
+	// refused those closed past the bound since the last log line.
+	max, inflight, refused atomic.Int64
+	refusedLog             atomic.Int64 // when the last refusal was logged (Unix ns)
+
 	// open are the proxied connections, so that a route's removal (and
 	// Close, past its deadline) can end them: a disabled or deleted
 	// route carries nothing, open connections included.
@@ -101,7 +107,24 @@ func NewServer(health lb.HealthSource) *Server {
 	empty := map[string]*liveRoute{}
 	s.table.Store(&empty)
 	s.logger.Store(zap.NewNop())
+	s.max.Store(MaxConnections(openFileLimit()))
 	return s
+}
+
+// MaxConnections is the bound on the stream connections the process holds
+// open at once, every route together, for an open-file limit of nofile
+// (0: unknown): an eighth of it, between 64 and 65536. A connection takes
+// two descriptors, six while both its timeouts are off (the kernel's
+// splice moves the data through a pipe each way), so stream clients never
+// hold more than three quarters of the descriptors: without a bound they
+// could take all of them, and the HTTP proxy and the admin API could
+// accept nothing. At 65536, idle connections hold about 650 MB.
+func MaxConnections(nofile uint64) int64 {
+	n := nofile / 8
+	if nofile == 0 || n > 65536 {
+		n = 65536
+	}
+	return max(int64(n), 64)
 }
 
 // Apply makes routes the live table. The first call of the process (or the
@@ -150,6 +173,9 @@ func (s *Server) Apply(routes []Route, logger *zap.Logger) {
 		}
 		s.listeners[r.ListenAddr] = ln
 		go s.accept(r.ListenAddr, ln)
+	}
+	if len(s.listeners) > 0 {
+		s.logger.Load().Info("stream route listeners bound", zap.Int("listeners", len(s.listeners)), zap.Int64("max_connections", s.max.Load()))
 	}
 }
 
@@ -222,12 +248,32 @@ func (s *Server) accept(addr string, ln net.Listener) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
+		if s.inflight.Add(1) > s.max.Load() {
+			s.inflight.Add(-1)
+			_ = conn.Close()
+			s.refuse()
+			continue
+		}
 		s.conns.Add(1)
 		go func() {
 			defer s.conns.Done()
+			defer s.inflight.Add(-1)
 			s.serve(addr, conn)
 		}()
 	}
+}
+
+// refuse counts a connection closed past the bound and logs the refusals,
+// at most once every 10 seconds (a flood must not flood the log too).
+func (s *Server) refuse() {
+	s.refused.Add(1)
+	now := time.Now().UnixNano()
+	prev := s.refusedLog.Load()
+	if now-prev < int64(10*time.Second) || !s.refusedLog.CompareAndSwap(prev, now) {
+		return
+	}
+	s.logger.Load().Warn("stream connection limit reached: new connections are closed",
+		zap.Int64("limit", s.max.Load()), zap.Int64("refused", s.refused.Swap(0)))
 }
 
 // cutWhere closes the connections that match, both ends.

@@ -2,11 +2,15 @@ package streams
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"runtime"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // holdingUpstream accepts connections and keeps them open, with no
@@ -33,6 +37,27 @@ func holdingUpstream(t *testing.T) string {
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); <-done })
+	return ln.Addr().String()
+}
+
+// discardingUpstream reads every connection until the client's end, then
+// closes it; it returns its address.
+func discardingUpstream(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
 	return ln.Addr().String()
 }
 
@@ -140,21 +165,7 @@ func TestHalfClose(t *testing.T) {
 // while connections are open starts no goroutine, and once the
 // connections end, the goroutines of the server are the listeners' again.
 func TestReloadLeaksNoGoroutine(t *testing.T) {
-	upstream, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer upstream.Close()
-	go func() { // reads until the client's end, then ends too
-		for {
-			c, err := upstream.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
-		}
-	}()
-	r := Route{Targets: []string{upstream.Addr().String()}, IdleTimeoutMS: 60000, WriteTimeoutMS: 60000}
+	r := Route{Targets: []string{discardingUpstream(t)}, IdleTimeoutMS: 60000, WriteTimeoutMS: 60000}
 	s, addr := startServer(t, r)
 	base := runtime.NumGoroutine()
 	var conns []net.Conn
@@ -185,6 +196,64 @@ func waitFor(t *testing.T, cond func() bool) {
 	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("not within 10 s (%d goroutines)", runtime.NumGoroutine())
+		}
+	}
+}
+
+// TestConnectionLimit: past the process's bound on open stream
+// connections, a new connection is closed at once (no goroutine, no
+// upstream dial) and the log says so once; once one closes, a new one is
+// served again. Without the bound a client could open connections until
+// the process had no descriptor left for the HTTP proxy or the admin API.
+func TestConnectionLimit(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	s := NewServer(nil)
+	s.max.Store(3)
+	s.Apply([]Route{{ID: 1, ServiceID: 1, ListenAddr: "127.0.0.1:0", Targets: []string{discardingUpstream(t)}, IdleTimeoutMS: 60000}}, zap.New(core))
+	t.Cleanup(func() { s.Close(t.Context()) })
+	addr := s.Bound()["127.0.0.1:0"]
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// closed reports whether the gateway closed c within a second.
+	closed := func(c net.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	}
+	var open []net.Conn
+	for range 3 {
+		open = append(open, dial())
+	}
+	waitFor(t, func() bool { return s.Totals().Active == 3 })
+	for i := range 5 {
+		if c := dial(); !closed(c) {
+			t.Fatalf("connection %d past the limit of 3 stayed open", i+1)
+		}
+	}
+	if got := logs.FilterMessage("stream connection limit reached: new connections are closed").All(); len(got) != 1 || got[0].ContextMap()["limit"] != int64(3) {
+		t.Fatalf("log: %v", logs.All())
+	}
+	if s.Totals().Total != 3 {
+		t.Fatalf("connections past the limit were served: %+v", s.Totals())
+	}
+	open[0].Close()
+	waitFor(t, func() bool { return s.Totals().Active == 2 })
+	if c := dial(); closed(c) {
+		t.Fatal("a connection under the limit again was closed")
+	}
+}
+
+func TestMaxConnections(t *testing.T) {
+	for nofile, want := range map[uint64]int64{0: 65536, 100: 64, 20000: 2500, 1 << 20: 65536} {
+		if got := MaxConnections(nofile); got != want {
+			t.Errorf("MaxConnections(%d) = %d, want %d", nofile, got, want)
 		}
 	}
 }

@@ -28,3 +28,13 @@ func waitReadable(c net.Conn) error {
 		return err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
 	})
 }
+
+// openFileLimit is the process's open-file limit (RLIMIT_NOFILE, which
+// the Go runtime raises to the hard limit at start), 0 when unknown.
+func openFileLimit() uint64 {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return 0
+	}
+	return l.Cur
+}
