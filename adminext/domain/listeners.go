@@ -11,8 +11,9 @@ import (
 )
 
 // checkListenAddr refuses addr (the value of field) when it collides with
-// the admin listeners, the proxy listeners of the settings in tx (unless
-// checking the settings themselves) or a stream route other than selfID.
+// the admin listeners, the proxy listeners of the settings in tx and this
+// node's own (unless checking the settings themselves) or a stream route
+// other than selfID.
 func checkListenAddr(cp *controlplane.ControlPlane, tx *gorm.DB, field, addr string, proxy bool, selfID int64) error {
 	others := cp.ReservedListeners()
 	if proxy {
@@ -24,6 +25,14 @@ func checkListenAddr(cp *controlplane.ControlPlane, tx *gorm.DB, field, addr str
 			others = append(others, controlplane.NamedAddr{What: "the proxy HTTP listener (settings.http_listen)", Addr: s.HTTPListen})
 		}
 		others = append(others, controlplane.NamedAddr{What: "the proxy HTTPS listener (settings.https_listen)", Addr: s.HTTPSListen})
+		// This node's own proxy listeners replace the settings' (cluster
+		// nodes on one host): a stream route on one would not bind.
+		if b := cp.Boot(); b.NodeHTTPListen != "" {
+			others = append(others, controlplane.NamedAddr{What: "this node's proxy HTTP listener (node_http_listen)", Addr: b.NodeHTTPListen})
+		}
+		if b := cp.Boot(); b.NodeHTTPSListen != "" {
+			others = append(others, controlplane.NamedAddr{What: "this node's proxy HTTPS listener (node_https_listen)", Addr: b.NodeHTTPSListen})
+		}
 	}
 	var routes []storage.StreamRoute
 	if err := tx.Select("id", "listen_addr").Where("id <> ?", selfID).Find(&routes).Error; err != nil {

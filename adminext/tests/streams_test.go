@@ -291,3 +291,17 @@ func TestStreamRouteLoopRefused(t *testing.T) {
 		t.Fatalf("two client connections made %d stream connections (%d still open): a loop", got.Total-before, got.Active)
 	}
 }
+
+// TestStreamRouteNodeListenerCollision: a node whose proxy listeners come
+// from its own bootstrap (node_http_listen / node_https_listen, as the
+// nodes of a cluster on one host have) refuses a stream route on them
+// too, not only on the stored settings' addresses.
+func TestStreamRouteNodeListenerCollision(t *testing.T) {
+	httpAddr, httpsAddr := testgw.FreeAddr(t), testgw.FreeAddr(t)
+	g := testgw.Start(t, &testgw.Options{Gateway: map[string]any{"node_http_listen": httpAddr, "node_https_listen": httpsAddr}})
+	sid := g.Service("tcp", "127.0.0.1:9")
+	for _, addr := range []string{httpAddr, httpsAddr} {
+		st, body := g.Do("POST", "/api/v1/stream-routes", map[string]any{"name": "x", "listen_addr": addr, "service_id": sid})
+		wantError(t, st, body, 400, "listen_addr: "+addr+" collides with this node's proxy")
+	}
+}
