@@ -324,6 +324,7 @@ func (cp *ControlPlane) shutdown() {
 		go func(l *proxyListener) { defer wg.Done(); l.shutdown(ctx) }(l)
 		delete(cp.listeners, k)
 	}
+	cp.guardListenersLocked()
 	cp.lnMu.Unlock()
 	wg.Add(1)
 	go func() { defer wg.Done(); cp.streams.Close(ctx) }()

@@ -85,7 +85,26 @@ func (cp *ControlPlane) ensureListeners(httpAddr, httpsAddr string, httpsEnabled
 			}(l)
 		}
 	}
+	cp.guardListenersLocked()
 	return nil
+}
+
+// ownProxyListener is the name under which the proxy listeners are
+// registered with package guard.
+const ownProxyListener = "this gateway's own proxy listener (a loop)"
+
+// guardListenersLocked registers the bound proxy listeners with package
+// guard (cp.lnMu held): a target, health check or http-log collector that
+// reaches one is refused. A route whose service targets the gateway itself
+// sent each request round again with one more connection pair held, some
+// 250 times until its forwarded headers passed the header limit: 500 open
+// descriptors and 800 goroutines for about a second per client request.
+func (cp *ControlPlane) guardListenersLocked() {
+	addrs := make([]string, 0, len(cp.listeners))
+	for _, l := range cp.listeners {
+		addrs = append(addrs, l.ln.Addr().String())
+	}
+	guard.Set(ownProxyListener, addrs...)
 }
 
 func (cp *ControlPlane) listen(addr string, isTLS bool) (*proxyListener, error) {

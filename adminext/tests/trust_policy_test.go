@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -264,6 +265,38 @@ func TestTrustPlaceholdersOnlyFromTheRequest(t *testing.T) {
 	p = send(t, g, "GET", "/r", nil)
 	if p.Status != 200 || p.Header.Get("X-Client") != "127.0.0.1" || p.Header.Get("X-M") != "GET" {
 		t.Fatalf("response-transform: %d %v", p.Status, p.Header)
+	}
+}
+
+// TestTrustNoLoopThroughTheGateway: a target or an http-log collector
+// that is the gateway's own proxy listener is refused (400 when named, a
+// 502 at once when it becomes one): each request went round again with
+// one more pair of connections held, some 250 times, until its forwarded
+// headers outgrew the header limit (500 descriptors and 800 goroutines for
+// a second, per client request).
+func TestTrustNoLoopThroughTheGateway(t *testing.T) {
+	g, sid := echoGateway(t)
+	host, port, _ := net.SplitHostPort(g.ProxyAddr)
+	g.WantError(400, "POST", "/api/v1/services/"+itoa(sid)+"/targets", map[string]any{"host": host, "port": atoiT(t, port)}, "port", "proxy listener")
+	g.WantError(400, "POST", "/api/v1/plugins", map[string]any{"type": "http-log", "scope": "global",
+		"config": map[string]any{"endpoint": "http://localhost:" + port + "/logs"}}, "config.endpoint")
+
+	// A target on a free port, which the proxy then moves to.
+	next := testgw.FreeAddr(t)
+	self := g.Service("self", next)
+	g.Route("loop", self, testgw.Paths("/loop"))
+	g.Must("PUT", "/api/v1/settings", map[string]any{"http_listen": next})
+	before := runtime.NumGoroutine()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + next + "/loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 502 {
+		t.Fatalf("a route whose target is the proxy itself: %d, want 502", resp.StatusCode)
+	}
+	if n := runtime.NumGoroutine(); n > before+50 {
+		t.Fatalf("%d goroutines after one request through the loop, %d before", n, before)
 	}
 }
 

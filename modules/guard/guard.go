@@ -1,9 +1,10 @@
 // Package guard keeps the gateway's outbound connections to user-supplied
 // addresses (http-log collectors, the applications upstream probe,
-// targets) away from the process's own control endpoints: the gateway
-// admin API and Caddy's admin endpoint. Reaching them from inside would
-// bypass admin authentication (Caddy's admin endpoint has none: an
-// http-log endpoint of http://localhost:2019/stop stops the process).
+// targets) away from the process's own endpoints: the gateway admin API
+// and Caddy's admin endpoint, and the gateway's proxy listeners. Reaching
+// the first from inside would bypass admin authentication (Caddy's admin
+// endpoint has none: an http-log endpoint of http://localhost:2019/stop
+// stops the process); reaching the proxy from inside is a loop.
 //
 // The control plane registers the endpoints at start (Set). Two checks use
 // them: CheckHostPort refuses a configured address that names one of them
@@ -30,7 +31,7 @@ import (
 )
 
 // ErrForbidden is the error of a refused dial or address.
-var ErrForbidden = errors.New("the address is one of the gateway's own control endpoints")
+var ErrForbidden = errors.New("the address is one of the gateway's own endpoints")
 
 // endpoint is one registered control endpoint.
 type endpoint struct {
