@@ -135,12 +135,16 @@ func Decode(body []byte, dst any) error {
 	if body[0] != '{' {
 		return &FieldError{Msg: "request body must be a JSON object"}
 	}
+	if !json.Valid(body) {
+		var v json.RawMessage
+		err := json.Unmarshal(body, &v)
+		if err == nil {
+			err = errors.New("invalid JSON")
+		}
+		return &FieldError{Msg: "malformed JSON: " + jsonErrText(err)}
+	}
 	if path, bad := invalidText(body); bad {
 		return Errorf(path, "must be valid UTF-8 text (it holds an invalid byte or an unpaired \\u surrogate escape)")
-	}
-	var present map[string]json.RawMessage
-	if err := json.Unmarshal(body, &present); err != nil {
-		return &FieldError{Msg: "malformed JSON: " + jsonErrText(err)}
 	}
 	info := structInfo(rv.Elem().Type())
 	saved := map[*field]reflect.Value{}
@@ -149,7 +153,7 @@ func Decode(body []byte, dst any) error {
 			saved[f] = reflect.ValueOf(rv.Elem().FieldByIndex(f.index).Interface())
 		}
 	}
-	if err := checkObject("", present, rv.Elem().Type()); err != nil {
+	if err := checkObject("", body, rv.Elem().Type()); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -167,23 +171,33 @@ func Decode(body []byte, dst any) error {
 	return Check(dst)
 }
 
-// checkObject walks an input object along its declaration before it is
-// decoded, at any depth: unknown fields (keys are exact, as declared),
-// required fields and nulls where the declaration has no room for one, each
-// named by its full path ("splits[0].weight", "headers.X-Id").
-// encoding/json alone names neither the path of an unknown field nor a null
-// inside an array or a map, which it silently skips. Values of the wrong
-// type are left to the decoder.
-func checkObject(path string, obj map[string]json.RawMessage, t reflect.Type) error {
+// checkObject walks an input object (raw, valid JSON) along its
+// declaration before it is decoded, at any depth: unknown fields (keys are
+// exact, as declared), required fields, nulls where the declaration has no
+// room for one, and the item counts of arrays and maps, each named by its
+// full path ("splits[0].weight", "headers.X-Id"). encoding/json alone
+// names neither the path of an unknown field nor a null inside an array or
+// a map, which it silently skips; and it would decode every item of an
+// array before Check could refuse their count. Values of the wrong type are
+// left to the decoder.
+func checkObject(path string, raw []byte, t reflect.Type) error {
 	in := structInfo(t)
 	known := make(map[string]bool, len(in.fields))
 	for _, f := range in.fields {
 		known[f.name] = !f.internal
 	}
-	for _, k := range sortedKeys(obj) {
+	// Only declared keys are kept (a key given twice: its last value, as
+	// the decoder takes it), so the walk holds at most a value per field.
+	obj := map[string][]byte{}
+	err := eachMember(raw, func(k string, v []byte) error {
 		if !known[k] {
 			return Errorf(joinPath(path, k), "unknown field")
 		}
+		obj[k] = v
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, f := range in.fields {
 		if f.internal || f.readonly {
@@ -198,7 +212,11 @@ func checkObject(path string, obj map[string]json.RawMessage, t reflect.Type) er
 			return Errorf(joinPath(path, f.name), "must not be null")
 		}
 		if ok && !isNull {
-			if err := checkRaw(joinPath(path, f.name), raw, f.typ); err != nil {
+			max := DefaultMaxItems
+			if f.maxItems != nil {
+				max = *f.maxItems
+			}
+			if err := checkRaw(joinPath(path, f.name), raw, f.typ, max); err != nil {
 				return err
 			}
 		}
@@ -207,10 +225,12 @@ func checkObject(path string, obj map[string]json.RawMessage, t reflect.Type) er
 }
 
 // checkRaw checks one input value against its Go type (see checkObject):
-// its JSON kind, and for integers their syntax and the Go type's range, so
+// its JSON kind, the count of an array's or a map's items (at most
+// maxItems; those of nested arrays and maps DefaultMaxItems, as Check
+// counts them), and for integers their syntax and the Go type's range, so
 // that a wrong type is named by its full path ("groups[0]: must be a
 // string"), which encoding/json cannot do inside arrays and maps.
-func checkRaw(path string, raw json.RawMessage, t reflect.Type) error {
+func checkRaw(path string, raw []byte, t reflect.Type, maxItems int) error {
 	if t == rawMessageType {
 		return nil // decoded later by its own declaration (plugin config …)
 	}
@@ -220,7 +240,7 @@ func checkRaw(path string, raw json.RawMessage, t reflect.Type) error {
 		if null {
 			return nil
 		}
-		return checkRaw(path, raw, t.Elem())
+		return checkRaw(path, raw, t.Elem(), maxItems)
 	}
 	if null {
 		if t.Kind() == reflect.Interface {
@@ -256,31 +276,41 @@ func checkRaw(path string, raw json.RawMessage, t reflect.Type) error {
 			}
 			return nil
 		}
-		var obj map[string]json.RawMessage
-		if c != '{' || json.Unmarshal(raw, &obj) != nil {
+		if c != '{' {
 			return Errorf(path, "must be an object")
 		}
-		return checkObject(path, obj, t)
+		return checkObject(path, raw, t)
 	case reflect.Slice, reflect.Array:
 		if t.Elem().Kind() == reflect.Uint8 {
 			return nil // []byte: base64 text, the decoder checks it
 		}
-		var items []json.RawMessage
-		if c != '[' || json.Unmarshal(raw, &items) != nil {
+		if c != '[' {
 			return Errorf(path, "must be an array")
 		}
-		for i, it := range items {
-			if err := checkRaw(fmt.Sprintf("%s[%d]", path, i), it, t.Elem()); err != nil {
-				return err
-			}
+		if n := countItems(raw, maxItems); n > maxItems {
+			return Errorf(path, "must have at most %d items", maxItems)
 		}
+		return eachItem(raw, func(i int, it []byte) error {
+			return checkRaw(fmt.Sprintf("%s[%d]", path, i), it, t.Elem(), DefaultMaxItems)
+		})
 	case reflect.Map:
-		var obj map[string]json.RawMessage
-		if c != '{' || json.Unmarshal(raw, &obj) != nil {
+		if c != '{' {
 			return Errorf(path, "must be an object")
 		}
-		for _, k := range sortedKeys(obj) {
-			if err := checkRaw(joinPath(path, k), obj[k], t.Elem()); err != nil {
+		if n := countItems(raw, maxItems); n > maxItems {
+			return Errorf(path, "must have at most %d items", maxItems)
+		}
+		obj := map[string][]byte{}
+		if err := eachMember(raw, func(k string, v []byte) error { obj[k] = v; return nil }); err != nil {
+			return Errorf(path, "must be an object")
+		}
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if err := checkRaw(joinPath(path, k), obj[k], t.Elem(), DefaultMaxItems); err != nil {
 				return err
 			}
 		}
@@ -326,15 +356,6 @@ func joinPath(path, name string) string {
 		return name
 	}
 	return path + "." + name
-}
-
-func sortedKeys(m map[string]json.RawMessage) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // DecodeValue decodes a json.RawMessage (possibly empty or null, meaning "all
