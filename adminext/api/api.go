@@ -360,8 +360,30 @@ func (a *API) methodsFor(r *http.Request) (allowed []string, public bool) {
 	return allowed, public
 }
 
-// maxBody is the admin API's request body limit (docs/operations.md).
-const maxBody = 20 << 20
+// maxBody is the admin API's request body limit, maxPublicBody that of
+// the endpoints anyone may call (docs/operations.md): sign-in takes an
+// email and a password, and a 20 MiB body from an anonymous client cost
+// the gateway some 130 MB to read and decode before its 400.
+const (
+	maxBody       = 20 << 20
+	maxPublicBody = 64 << 10
+)
+
+// BodyLimit is the most the endpoint reads of a request body (400 past it).
+func (ep *Endpoint) BodyLimit() int64 {
+	if ep.Role == RolePublic {
+		return maxPublicBody
+	}
+	return maxBody
+}
+
+// byteSize writes n (a multiple of 1 KiB) as "20 MiB" or "64 KiB".
+func byteSize(n int64) string {
+	if n%(1<<20) == 0 {
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	}
+	return strconv.FormatInt(n>>10, 10) + " KiB"
+}
 
 type principalKey struct{}
 
@@ -389,7 +411,7 @@ func (a *API) serve(ep *Endpoint, w http.ResponseWriter, r *http.Request) {
 		}
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	r.Body = http.MaxBytesReader(w, r.Body, ep.BodyLimit())
 	c := &Call{W: w, R: r, API: a, CP: a.cp}
 	if ep.Raw != nil {
 		ep.Raw(c)
@@ -469,7 +491,7 @@ func (c *Call) Decode(dst any) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return BadRequest("request body is larger than 20 MiB")
+			return BadRequest("request body is larger than " + byteSize(mbe.Limit))
 		}
 		return BadRequest("reading request body: " + err.Error())
 	}

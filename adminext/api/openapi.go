@@ -236,6 +236,9 @@ func (b *docBuilder) operation(ep *Endpoint) map[string]any {
 			"content":  map[string]any{"application/json": map[string]any{"schema": b.ref(ep.Body, schema.Input)}},
 		}
 	}
+	if rb, ok := op["requestBody"].(map[string]any); ok {
+		rb["description"] = "At most " + byteSize(ep.BodyLimit()) + " (400 past it)."
+	}
 	responses := map[string]any{}
 	ok := map[string]any{"description": "OK"}
 	switch {

@@ -168,6 +168,21 @@ func TestBodyLimit20MiB(t *testing.T) {
 	wantError(t, st, b, 400, "service_id")
 }
 
+// The public endpoints (sign-in) read at most 64 KiB of a body: anyone
+// may call them, and a 20 MiB sign-in cost some 130 MB to read and
+// decode before its 400 (a password is at most 4096 characters).
+func TestPublicBodyLimit64KiB(t *testing.T) {
+	g := testgw.Start(t, nil)
+	body := func(n int) string {
+		pad := strings.Repeat("x", n-len(`{"email":"a@example.com","password":""}`))
+		return `{"email":"a@example.com","password":"` + pad + `"}`
+	}
+	st, b := g.Do("POST", "/api/v1/auth/login", body(64<<10+1))
+	wantError(t, st, b, 400, "request body is larger than 64 KiB")
+	st, b = g.Do("POST", "/api/v1/auth/login", body(64<<10))
+	wantError(t, st, b, 400, "password: must be at most 4096 characters")
+}
+
 // TestOpenAPIMatchesServedRoutes checks the served document against the
 // server both ways: every declared endpoint is documented, and every
 // documented operation is served (it does not answer the router's "no such
