@@ -33,6 +33,13 @@ const (
 	ssoCallbackPath = "/api/v1/auth/sso/callback"
 	ssoDefaultLabel = "Sign in with SSO"
 	providerTTL     = time.Hour
+	// ssoMaxHost is the longest Host a redirect URI is built from (without
+	// public_url): a 253-character name, brackets and a port. Each pending
+	// sign-in stores its redirect URI, and an anonymous client chose it:
+	// an IPv6 literal takes a zone of any length ([::1%aaaa…]), so up to
+	// the admin listener's 1 MB of headers per row, 10 GB for the
+	// ssoMaxPending rows.
+	ssoMaxHost      = 261
 	oidcHTTPTimeout = 10 * time.Second
 )
 
@@ -139,7 +146,7 @@ func ssoEndpoints() []*api.Endpoint {
 			Response:    SsoStatus{}, Handle: deleteSSO},
 		{Method: "GET", Path: "/api/v1/auth/sso/start", Role: api.RolePublic, Tag: "auth",
 			Summary:     "Start an SSO sign-in (browser navigation; public)",
-			Description: "303 to the provider's authorization endpoint with state, nonce and code_challenge (S256). 400 {error} when SSO is not configured; 500 when the provider's discovery document cannot be read. " + ssoFlowDoc,
+			Description: "303 to the provider's authorization endpoint with state, nonce and code_challenge (S256). 400 {error} when SSO is not configured, or when settings.public_url is empty and the request's Host (which the redirect URI is then built from) is longer than " + strconv.Itoa(ssoMaxHost) + " characters; 500 when the provider's discovery document cannot be read. " + ssoFlowDoc,
 			Statuses:    []int{303, 400}, Raw: ssoStart},
 		{Method: "GET", Path: ssoCallbackPath, Role: api.RolePublic, Tag: "auth",
 			Summary: "SSO callback from the provider (public)",
@@ -291,17 +298,21 @@ func oauthConfig(cfg *storage.SSOConfig, p *oidc.Provider, redirectURI string) *
 }
 
 // callbackURL is public_url + the callback path, or the request's own
-// origin + the callback path when public_url is empty.
-func callbackURL(db *gorm.DB, r *http.Request) string {
+// origin + the callback path when public_url is empty (400 when its Host
+// is longer than ssoMaxHost).
+func callbackURL(db *gorm.DB, r *http.Request) (string, error) {
 	base := strings.TrimRight(settingsRow(db).PublicURL, "/")
 	if base == "" {
+		if len(r.Host) > ssoMaxHost {
+			return "", api.BadRequest(fmt.Sprintf("Host: longer than %d characters; the SSO redirect URI is built from it (set settings.public_url)", ssoMaxHost))
+		}
 		scheme := "http"
 		if r.TLS != nil {
 			scheme = "https"
 		}
 		base = scheme + "://" + r.Host
 	}
-	return base + ssoCallbackPath
+	return base + ssoCallbackPath, nil
 }
 
 // ---- start ----
@@ -332,7 +343,11 @@ func ssoStart(c *api.Call) {
 		return
 	}
 	verifier := oauth2.GenerateVerifier()
-	redirectURI := callbackURL(db, c.R)
+	redirectURI, err := callbackURL(db, c.R)
+	if err != nil {
+		c.Fail(err)
+		return
+	}
 	now := time.Now().UTC()
 	row := storage.SSOState{StateHash: sha256Hex(state), BindingHash: sha256Hex(binding), Nonce: nonce,
 		Verifier: verifier, RedirectURI: redirectURI, CreatedAt: now, ExpiresAt: now.Add(ssoStateTTL)}

@@ -1,11 +1,17 @@
 package auth_test
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-gateway/gateway/storage"
 )
 
 // ssoFlow runs start → provider → callback in browser b and returns the
@@ -370,4 +376,55 @@ func userByEmail(t *testing.T, adm *client, email string) map[string]any {
 	}
 	t.Fatalf("no user %s in %v", email, users)
 	return nil
+}
+
+// rawGet sends GET path to the admin listener with the Host header given
+// as it is (net/http's client would refuse some) and returns the answer's
+// status and Location or body.
+func rawGet(t *testing.T, e *env, host, path string) (int, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.g.AdminURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, host)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if loc := resp.Header.Get("Location"); loc != "" {
+		return resp.StatusCode, loc
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestSSOStartRefusesLongHost: without public_url the redirect URI of a
+// pending sign-in is built from the request's Host, and an IPv6 literal
+// passes the admin listener's Host check with a zone of any length
+// ([::1%aaaa…]): an anonymous client stored rows of up to 1 MB (the
+// listener's header limit), 10 GB for the 10,000 pending sign-ins kept.
+// A Host longer than a 253-character name with brackets and a port is 400
+// and stores nothing.
+func TestSSOStartRefusesLongHost(t *testing.T) {
+	e := start(t)
+	idp := newIDP(t)
+	adm := e.withToken(e.anon().token())
+	adm.want(200, "PUT", "/api/v1/sso/config", map[string]any{"issuer": idp.Issuer(), "client_id": idp.ClientID, "client_secret": idp.ClientSecret})
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(e.g.AdminURL, "http://"))
+	st, ans := rawGet(t, e, "[::1%"+strings.Repeat("a", 100000)+"]:"+port, "/api/v1/auth/sso/start")
+	if st != 400 || !strings.Contains(ans, `"Host: longer than 261 characters`) {
+		t.Fatalf("start with a 100 KB Host: %d %.300s", st, ans)
+	}
+	var n int64
+	e.db().DB.Model(&storage.SSOState{}).Count(&n)
+	if n != 0 {
+		t.Fatalf("%d pending sign-ins stored", n)
+	}
+	// A Host of the usual length still starts a sign-in.
+	if st, loc := rawGet(t, e, "[::1%lo]:"+port, "/api/v1/auth/sso/start"); st != 303 || !strings.HasPrefix(loc, idp.Issuer()) {
+		t.Fatalf("start: %d %.300s", st, loc)
+	}
 }
