@@ -239,6 +239,17 @@ func Types() []Type {
 	return out
 }
 
+// InputValidator is implemented by plugin configs with rules for new
+// configs only (the admin API's writes and imports, through
+// NormalizeConfig), which Provision does not check: a stored config
+// written before the rule existed still loads, and only its next change
+// must follow it. For bounds that cannot be lowered to pass (the size of
+// a wasm plugin's free-form config), where a number is clamped at the
+// upgrade instead (UpgradeStored).
+type InputValidator interface {
+	ValidateInput() error
+}
+
 // NormalizeConfig validates a plugin config of type typeName and returns it
 // with every field present, defaults filled in. Errors name the field
 // ("config.limit: is required").
@@ -250,6 +261,11 @@ func NormalizeConfig(typeName string, raw json.RawMessage) (json.RawMessage, err
 	cfg := t.New()
 	if err := schema.DecodeValue(raw, cfg); err != nil {
 		return nil, schema.Prefix("config", err)
+	}
+	if v, ok := cfg.(InputValidator); ok {
+		if err := v.ValidateInput(); err != nil {
+			return nil, schema.Prefix("config", err)
+		}
 	}
 	out, err := json.Marshal(cfg)
 	if err != nil {
