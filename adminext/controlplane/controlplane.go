@@ -348,6 +348,10 @@ func (cp *ControlPlane) shutdown() {
 	processMu.Unlock()
 }
 
+// adminMaxHeaderBytes is the most the admin listener reads of a request's
+// header section (docs/operations.md); past it the answer is 431.
+const adminMaxHeaderBytes = 64 << 10
+
 // startAdmin binds the admin API once for the life of the process.
 func (cp *ControlPlane) startAdmin() error {
 	cp.lnMu.Lock()
@@ -364,7 +368,12 @@ func (cp *ControlPlane) startAdmin() error {
 	// the admin API (package guard).
 	guard.Set("the gateway admin API", ln.Addr().String())
 	cp.adminSrv = &http.Server{
-		Handler:           cp.admin,
+		Handler: cp.admin,
+		// A session cookie, a token and the browser's usual headers fit
+		// many times over; Go's default (1 MB) let any client that reaches
+		// the listener hold a megabyte per connection before it is
+		// authenticated.
+		MaxHeaderBytes:    adminMaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          zap.NewStdLog(cp.logger.Named("admin")),

@@ -183,6 +183,28 @@ func TestPublicBodyLimit64KiB(t *testing.T) {
 	wantError(t, st, b, 400, "password: must be at most 4096 characters")
 }
 
+// TestAdminHeaderLimit: the admin listener reads at most 64 KiB of a
+// request's header section (431 past it), not Go's 1 MB, before it knows
+// who is asking.
+func TestAdminHeaderLimit(t *testing.T) {
+	g := testgw.Start(t, nil)
+	for _, tc := range []struct {
+		size int
+		want int
+	}{{32 << 10, 200}, {128 << 10, 431}} {
+		req, _ := http.NewRequest("GET", g.AdminURL+"/api/v1/admin/status", nil)
+		req.Header.Set("X-Pad", strings.Repeat("p", tc.size))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("a %d-byte header: %d, want %d", tc.size, resp.StatusCode, tc.want)
+		}
+	}
+}
+
 // TestOpenAPIMatchesServedRoutes checks the served document against the
 // server both ways: every declared endpoint is documented, and every
 // documented operation is served (it does not answer the router's "no such
