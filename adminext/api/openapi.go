@@ -88,6 +88,14 @@ Decisions where the specification is silent:
   431; one whose path is longer than 8192 bytes (decoded) is 414
   {"error"}, as nginx and Kong answer long request lines (regex routes
   cost time in proportion to the path); the dry run answers 400.
+- The admin listener reads at most 64 KiB of a request's line and headers
+  (431 past it), not Go's 1 MB.
+- Targets (of routes and stream routes), health checks and http-log
+  collectors never reach the gateway's own endpoints: its admin API,
+  Caddy's admin endpoint, its proxy listeners and its stream listeners.
+  Naming one is 400; a name that resolves to one, or a listener moved onto
+  a target, answers 502 (a stream connection is closed). A target that is
+  the proxy itself would send each request round again (a loop).
 - Stream routes use their service's timeouts as nginx's proxy_timeout and
   Kong's stream services do: a connection on which neither side sends
   anything for read_timeout_ms (default 60 s; 0 never) is closed, and each
