@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/internal/poll"
+	"github.com/caddy-gateway/gateway/internal/tcptest"
 )
 
 // The gateway dropped into an existing Caddy setup: the user's Caddyfile
@@ -110,24 +111,10 @@ func TestBinaryReloadEditedCaddyfile(t *testing.T) {
 	p.WaitLoaded(20 * time.Second)
 	wantBody(t, site1, "site "+site1)
 	// a target whose TCP checks are counted: one at once, then every hour
-	target, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
 	var checks atomic.Int64
-	go func() {
-		for {
-			c, err := target.Accept()
-			if err != nil {
-				return
-			}
-			checks.Add(1)
-			c.Close()
-		}
-	}()
+	_, port := testgw.HostPort(t, tcptest.Serve(t, func(c net.Conn) { checks.Add(1); c.Close() }))
 	svc := p.Must("POST", "/api/v1/services", map[string]any{"name": "checked"})
-	p.Must("POST", fmt.Sprintf("/api/v1/services/%v/targets", svc["id"]), map[string]any{"host": "127.0.0.1", "port": target.Addr().(*net.TCPAddr).Port})
+	p.Must("POST", fmt.Sprintf("/api/v1/services/%v/targets", svc["id"]), map[string]any{"host": "127.0.0.1", "port": port})
 	poll.Until(t, "the first check", func() bool { return checks.Load() >= 1 })
 
 	userCaddyfile(t, p, admin, gw+"\t\twasm_memory_limit 256MiB\n\t\thealth_interval 50ms\n", site2)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/memtest"
 )
 
 // TestRegexProgramBounded: an editor's regular expression (a route path,
@@ -34,16 +35,6 @@ func TestRegexProgramBounded(t *testing.T) {
 	if st != 400 || !strings.Contains(string(body), "config.replace[0].pattern") || !strings.Contains(string(body), "too large") {
 		t.Fatalf("body transform with a huge pattern: %d %s", st, body)
 	}
-}
-
-// allocatedBy is what fn allocated in the process (the gateway's side and
-// the test's), in bytes.
-func allocatedBy(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }
 
 // postRaw sends body as it is (no copy in the test's client) and returns
@@ -98,7 +89,7 @@ func TestHugeArraysRefusedBeforeDecoding(t *testing.T) {
 		runtime.GC()
 		var st int
 		var answer string
-		n := allocatedBy(func() { st, answer = postRaw(t, g, c.path, c.body) })
+		n := memtest.Allocated(func() { st, answer = postRaw(t, g, c.path, c.body) })
 		if st != 400 || !strings.Contains(answer, c.field) {
 			t.Errorf("%s: %d %s, want 400 %q", c.name, st, answer, c.field)
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/tcptest"
 	"github.com/caddy-gateway/gateway/modules/router"
 )
 
@@ -219,7 +220,7 @@ func TestTrustClientCannotTakeTargetDown(t *testing.T) {
 	// A target that accepts connections (the tcp check passes) but breaks
 	// every proxied request: passive health takes it out, and the health
 	// endpoint says so.
-	badAddr := testgw.TCPServer(t, func(c net.Conn) { c.Close() })
+	badAddr := tcptest.Serve(t, func(c net.Conn) { c.Close() })
 	bad := g.Service("bad", badAddr)
 	g.Route("bad", bad, testgw.Paths("/bad"))
 	for i := 0; i < 2; i++ {

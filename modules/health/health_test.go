@@ -8,28 +8,14 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/internal/poll"
+	"github.com/caddy-gateway/gateway/internal/tcptest"
 )
 
 // countingListener accepts TCP connections on 127.0.0.1 and counts them.
 func countingListener(t *testing.T) (host string, port int, accepted *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	accepted = new(atomic.Int64)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	h, p, _ := net.SplitHostPort(ln.Addr().String())
+	addr := tcptest.Serve(t, func(c net.Conn) { accepted.Add(1); c.Close() })
+	h, p, _ := net.SplitHostPort(addr)
 	port, _ = strconv.Atoi(p)
 	return h, port, accepted
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-gateway/gateway/internal/tcptest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -43,22 +44,7 @@ func holdingUpstream(t *testing.T) string {
 // discardingUpstream reads every connection until the client's end, then
 // closes it; it returns its address.
 func discardingUpstream(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
-		}
-	}()
-	return ln.Addr().String()
+	return tcptest.Serve(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c); c.Close() })
 }
 
 // startServer binds one route on 127.0.0.1 to target; it returns the

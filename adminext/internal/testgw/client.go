@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 
@@ -58,25 +57,4 @@ func (g *Gateway) Login(email, password string) http.Header {
 		h.Add("Cookie", c.Name+"="+c.Value)
 	}
 	return h
-}
-
-// TCPServer runs a TCP server on 127.0.0.1 that hands every connection to
-// serve (in its own goroutine), and returns its address.
-func TCPServer(t testing.TB, serve func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serve(c)
-		}
-	}()
-	return ln.Addr().String()
 }

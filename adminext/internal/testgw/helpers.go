@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/caddy-gateway/gateway/internal/tcptest"
 	"net"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func (g *Gateway) WantGet(host, path string, status int, fragments ...string) st
 // name + ": " + line, and returns its address.
 func TCPEcho(t testing.TB, name string) string {
 	t.Helper()
-	return TCPServer(t, func(c net.Conn) {
+	return tcptest.Serve(t, func(c net.Conn) {
 		defer c.Close()
 		sc := bufio.NewScanner(c)
 		for sc.Scan() {

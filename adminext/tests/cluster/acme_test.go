@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/internal/pebbletest"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/tcptest"
 )
 
 // challengeRouter is where the CA's validator connects for one challenge
@@ -33,7 +34,7 @@ type challengeRouter struct {
 
 func newChallengeRouter(t *testing.T, name string, addr func(*node) string) *challengeRouter {
 	r := &challengeRouter{t: t, name: name, addr: addr, reached: map[string][2]string{}}
-	_, p := testgw.HostPort(t, testgw.TCPServer(t, r.forward))
+	_, p := testgw.HostPort(t, tcptest.Serve(t, r.forward))
 	r.listenPort = p
 	return r
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/caddy-gateway/gateway/internal/memtest"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
@@ -61,7 +62,7 @@ func TestRequestTerminationBodyBounded(t *testing.T) {
 	body := strings.Repeat("{http.request.header.X-Big}", 2000) // 54,000 bytes
 	g := startGW(t, []string{plugintest.HandlerJSON(t, "request-termination", `{"status":200,"body":"`+body+`","content_type":"text/plain"}`)}, bigHeaders)
 	var res plugintest.Result
-	n := allocated(func() { res = g.Get("/", "X-Big", strings.Repeat("b", 100<<10)) })
+	n := memtest.Allocated(func() { res = g.Get("/", "X-Big", strings.Repeat("b", 100<<10)) })
 	plugintest.WantGatewayError(t, res, http.StatusRequestHeaderFieldsTooLarge)
 	if !strings.Contains(res.Error, "request-termination body") {
 		t.Errorf("error %q", res.Error)

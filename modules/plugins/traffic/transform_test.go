@@ -5,11 +5,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/caddy-gateway/gateway/internal/memtest"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 
@@ -107,15 +107,6 @@ var bigValue = strings.Repeat("{http.request.header.X-Big}", 300)
 // to 300 · 16 KiB = 4.8 MB a value).
 var bigHeaders = plugintest.WithServer(map[string]any{"max_header_bytes": 1 << 20})
 
-// allocated is how many bytes the process allocated while f ran.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // TestRequestTransformValuesBounded: the values with placeholders of a
 // request-transform expand to at most 64 KiB per request (exactly: a value
 // of 65,536 bytes passes, one more byte is 431 naming the header), and a
@@ -128,7 +119,7 @@ func TestRequestTransformValuesBounded(t *testing.T) {
 		"set_query":{"q":"`+bigValue[:4096/27*27]+`"}}`)}, bigHeaders)
 	big := strings.Repeat("b", 100<<10)
 	var res plugintest.Result
-	n := allocated(func() { res = g.Get("/", "X-Big", big) })
+	n := memtest.Allocated(func() { res = g.Get("/", "X-Big", big) })
 	plugintest.WantGatewayError(t, res, http.StatusRequestHeaderFieldsTooLarge)
 	if !strings.Contains(res.Error, "header X-Echo") || !strings.Contains(res.Error, "65536 bytes") {
 		t.Errorf("error %q does not name the header and the bound", res.Error)
@@ -180,7 +171,7 @@ func TestResponseTransformValuesBounded(t *testing.T) {
 		}), bigHeaders, plugintest.WithLogFile(logFile))
 	big := strings.Repeat("b", 100<<10)
 	var res plugintest.Result
-	n := allocated(func() { res = g.Get("/r", "X-Big", big) })
+	n := memtest.Allocated(func() { res = g.Get("/r", "X-Big", big) })
 	plugintest.WantStatus(t, res, http.StatusOK)
 	if res.Body != "body" {
 		t.Errorf("body %q", res.Body)

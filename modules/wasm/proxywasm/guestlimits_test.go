@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddy-gateway/gateway/internal/memtest"
 	"github.com/caddy-gateway/gateway/modules/wasm/membudget"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm/pwtest"
 )
@@ -135,13 +135,12 @@ func TestLogOutputPerCallbackIsBounded(t *testing.T) {
 	// header per line (96 MiB).
 	ex.ResponseStatus = http.StatusOK
 	ex.ResponseHeader = http.Header{}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	if _, err := in.OnResponseHeaders(false); err != nil {
+	var err error
+	d := memtest.Allocated(func() { _, err = in.OnResponseHeaders(false) })
+	if err != nil {
 		t.Fatal(err)
 	}
-	runtime.ReadMemStats(&after)
-	if d := after.TotalAlloc - before.TotalAlloc; d > 16<<20 {
+	if d > 16<<20 {
 		t.Errorf("writing 4 MiB of newlines to stdout allocated %d MiB", d>>20)
 	}
 }
