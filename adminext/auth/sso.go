@@ -37,8 +37,8 @@ const (
 	// public_url): a 253-character name, brackets and a port. Each pending
 	// sign-in stores its redirect URI, and an anonymous client chose it:
 	// an IPv6 literal takes a zone of any length ([::1%aaaa…]), so up to
-	// the admin listener's 1 MB of headers per row, 10 GB for the
-	// ssoMaxPending rows.
+	// the admin listener's header limit per row (64 KiB; Go's 1 MB before),
+	// 640 MB for the ssoMaxPending rows.
 	ssoMaxHost      = 261
 	oidcHTTPTimeout = 10 * time.Second
 )
