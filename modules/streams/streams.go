@@ -371,6 +371,18 @@ func relay(client, upstream net.Conn, idle, write time.Duration) {
 // nothing is the cheapest thing to hold open) cost no buffer.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
+// readPooledBlocking is readPooled for a connection whose readiness
+// cannot be awaited without a buffer: it holds one while it waits.
+func readPooledBlocking(c net.Conn) (*[]byte, int, error) {
+	buf := copyBufs.Get().(*[]byte)
+	n, err := c.Read(*buf)
+	if n == 0 {
+		copyBufs.Put(buf)
+		return nil, 0, err
+	}
+	return buf, n, err
+}
+
 // copyWithin copies src to dst until src ends, and reports false when it
 // stopped because both ways were idle for idle, or a write took longer
 // than write.
@@ -380,18 +392,13 @@ func copyWithin(dst, src net.Conn, idle, write time.Duration, last *atomic.Int64
 			_ = src.SetReadDeadline(time.Now().Add(idle))
 		}
 		var werr error
-		err := waitReadable(src)
-		if err == nil {
-			buf := copyBufs.Get().(*[]byte)
-			var n int
-			n, err = src.Read(*buf)
-			if n > 0 {
-				last.Store(time.Now().UnixNano())
-				if write > 0 {
-					_ = dst.SetWriteDeadline(time.Now().Add(write))
-				}
-				_, werr = dst.Write((*buf)[:n])
+		buf, n, err := readPooled(src)
+		if n > 0 {
+			last.Store(time.Now().UnixNano())
+			if write > 0 {
+				_ = dst.SetWriteDeadline(time.Now().Add(write))
 			}
+			_, werr = dst.Write((*buf)[:n])
 			copyBufs.Put(buf)
 		}
 		if werr != nil {

@@ -163,7 +163,7 @@ func TestReloadLeaksNoGoroutine(t *testing.T) {
 		conns = append(conns, c)
 	}
 	waitFor(t, func() bool { return s.Totals().Active == 20 })
-	open := runtime.NumGoroutine()
+	open := settledGoroutines() // the upstream's own start a moment later
 	r.ID, r.ServiceID, r.ListenAddr = 1, 1, "127.0.0.1:0"
 	for range 100 {
 		s.Apply([]Route{r}, nil)
@@ -175,6 +175,21 @@ func TestReloadLeaksNoGoroutine(t *testing.T) {
 		c.Close()
 	}
 	waitFor(t, func() bool { return s.Totals().Active == 0 && runtime.NumGoroutine() <= base })
+}
+
+// settledGoroutines is the number of goroutines once it stayed the same
+// for 50 ms (at most a second).
+func settledGoroutines() int {
+	n := runtime.NumGoroutine()
+	for i, still := 0, 0; i < 100 && still < 5; i++ {
+		time.Sleep(10 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m == n {
+			still++
+		} else {
+			n, still = m, 0
+		}
+	}
+	return n
 }
 
 func waitFor(t *testing.T, cond func() bool) {
@@ -240,6 +255,32 @@ func TestMaxConnections(t *testing.T) {
 	for nofile, want := range map[uint64]int64{0: 65536, 100: 64, 20000: 2500, 1 << 20: 65536} {
 		if got := MaxConnections(nofile); got != want {
 			t.Errorf("MaxConnections(%d) = %d, want %d", nofile, got, want)
+		}
+	}
+}
+
+// BenchmarkPingPong: a 64-byte round trip through a stream route with
+// timeouts (the copy loop of copyWithin, both ways).
+func BenchmarkPingPong(b *testing.B) {
+	up := tcptest.Serve(b, func(c net.Conn) { _, _ = io.Copy(c, c); c.Close() })
+	s := NewServer(nil)
+	r := Route{Targets: []string{up}, IdleTimeoutMS: 60000, WriteTimeoutMS: 60000}
+	r.ID, r.ServiceID, r.ListenAddr = 1, 1, "127.0.0.1:0"
+	s.Apply([]Route{r}, nil)
+	defer s.Close(b.Context())
+	c, err := net.Dial("tcp", s.Bound()[r.ListenAddr])
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 64)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -3,30 +3,57 @@
 package streams
 
 import (
+	"io"
 	"net"
+	"os"
 	"syscall"
 )
 
-// waitReadable blocks until c has data, its end, or an error to read
-// (honouring c's read deadline), without taking a buffer: an idle
-// connection then holds no copy buffer (see copyWithin). A non-nil error
-// is the wait's (deadline, closed connection).
-func waitReadable(c net.Conn) error {
+// readPooled reads once from c into a buffer of copyBufs, which it takes
+// only when c has something to read (honouring c's read deadline): an
+// idle connection then holds no copy buffer (see copyWithin). The read is
+// the socket's own recv inside the poller's readiness wait, one system
+// call per chunk as c.Read makes. A zero-length read of c's end is
+// io.EOF; the buffer is nil exactly when n is 0.
+func readPooled(c net.Conn) (buf *[]byte, n int, err error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return nil
+		return readPooledBlocking(c)
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return nil
+		return readPooledBlocking(c)
 	}
-	var one [1]byte
-	return rc.Read(func(fd uintptr) bool {
-		// The socket is non-blocking: EAGAIN means nothing to read yet,
-		// and rc.Read waits for readiness before calling again.
-		_, _, err := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK)
-		return err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		b := copyBufs.Get().(*[]byte)
+		for {
+			n, rerr = syscall.Read(int(fd), *b)
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK {
+			copyBufs.Put(b) // nothing yet: wait for readiness without it
+			return false
+		}
+		if n > 0 {
+			buf = b
+		} else {
+			n = 0
+			copyBufs.Put(b)
+		}
+		return true
 	})
+	switch {
+	case err != nil: // the wait's: deadline, closed connection
+		return nil, 0, err
+	case rerr != nil:
+		return nil, 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
+	case n == 0:
+		return nil, 0, io.EOF
+	}
+	return buf, n, nil
 }
 
 // openFileLimit is the process's open-file limit (RLIMIT_NOFILE, which
