@@ -55,7 +55,7 @@ func withFeatures(cp *controlplane.ControlPlane) error {
 		return err
 	}
 	cp.SetObserver(rec)
-	cp.AddCompileStep(certs.Compile(cp.Boot()))
+	cp.AddCompileStep(certs.Compile(cp.Boot))
 	cp.SetAdmin(a)
 	cp.SetReadyHook(func() { logSummary(cp) })
 	cp.AddService(cluster.Start)

@@ -38,9 +38,14 @@ func Tag(id int64) string { return "gateway-certificate-" + strconv.FormatInt(id
 // uploaded pairs through the loader, EAB through the
 // tls.issuance.gateway_acme issuer, the token through the Cloudflare
 // provider's api_token_ref.
-func Compile(boot controlplane.Bootstrap) compiler.Step {
+//
+// boot is called at every compile: a `caddy reload` changes the gateway
+// options the ACME issuer takes (trusted roots, DNS resolvers, the
+// Cloudflare API URL).
+func Compile(boot func() controlplane.Bootstrap) compiler.Step {
 	return func(apps map[string]json.RawMessage, snap *storage.Snapshot, opt compiler.Options) error {
-		return compileTLS(apps, snap, opt.Version, &boot)
+		b := boot()
+		return compileTLS(apps, snap, opt.Version, &b)
 	}
 }
 

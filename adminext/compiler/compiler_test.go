@@ -204,7 +204,7 @@ func fixtures() map[string]store {
 			ACMEDNSResolvers: []string{"127.0.0.1:5353"},
 			CloudflareAPIURL: "http://127.0.0.1:9999/client/v4",
 		}
-		out["certificates_acme"] = store{snap: s, base: base, opt: compiler.Options{Steps: []compiler.Step{certs.Compile(boot)}}}
+		out["certificates_acme"] = store{snap: s, base: base, opt: compiler.Options{Steps: []compiler.Step{certs.Compile(func() controlplane.Bootstrap { return boot })}}}
 		s2 := baseSnapshot()
 		certs.Table.Put(s2, []certs.Row{{ID: 5, ACME: true, Domains: []string{"d.example.com"}, Challenge: "dns-01"}})
 		out["certificates_dns_without_token"] = store{snap: s2}
@@ -260,7 +260,7 @@ func TestGolden(t *testing.T) {
 
 // steps are the features' compile steps, as the app hands them to the
 // control plane (adminext/features.go), for a fixture that sets none.
-var steps = []compiler.Step{certs.Compile(controlplane.Bootstrap{})}
+var steps = []compiler.Step{certs.Compile(func() controlplane.Bootstrap { return controlplane.Bootstrap{} })}
 
 // withSteps completes a fixture's options: the version, the time, its base
 // config and the app's compile steps.
@@ -339,6 +339,28 @@ func TestSecretsStayOutOfTheConfig(t *testing.T) {
 			if bytes.Contains(out.Config, []byte(s)) {
 				t.Errorf("%s: the config contains %q", name, s)
 			}
+		}
+	}
+}
+
+// The certificates' step reads the gateway options at every compile, not
+// once when the app installs it: a `caddy reload` that changes the ACME
+// DNS resolvers (or trusted roots, or the Cloudflare API URL) reaches the
+// next compiled config.
+func TestCertificatesStepReadsTheCurrentOptions(t *testing.T) {
+	fx := fixtures()["certificates_acme"]
+	boot := controlplane.Bootstrap{ACMEDNSResolvers: []string{"127.0.0.1:5353"}}
+	opt := withSteps(fx, goldenVersion)
+	opt.Steps = []compiler.Step{certs.Compile(func() controlplane.Bootstrap { return boot })}
+	for _, resolver := range []string{"127.0.0.1:5353", "127.0.0.1:5454"} {
+		boot.ACMEDNSResolvers = []string{resolver}
+		out, err := compiler.Config(fx.snap, opt)
+		configref.Drop(goldenVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(out.Config, []byte(`"resolvers":["`+resolver+`"]`)) {
+			t.Errorf("resolver %s is not in the compiled config", resolver)
 		}
 	}
 }
