@@ -26,28 +26,13 @@ func TestUpgradedStoreAboveMaxima(t *testing.T) {
 		"config": map[string]any{"allow_origins": []string{"*"}}})
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "request-transform", "scope": "route", "route_id": rid,
 		"config": map[string]any{"set_headers": map[string]string{"X-Env": "x"}}})
-	if err := stopGateway(); err != nil {
-		t.Fatal(err)
-	}
 	// What an older version stored.
-	st, err := storage.Open("sqlite", g.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
-		`UPDATE plugins SET config = '{"max_age_s":999999999999,"include_subdomains":false,"preload":false}' WHERE type = 'hsts'`,
-		`UPDATE plugins SET config = '{"allow_origins":["*"],"allow_methods":["GET","HEAD"],"allow_headers":[],"expose_headers":[],"allow_credentials":false,"max_age_s":999999999}' WHERE type = 'cors'`,
-		`UPDATE plugins SET config = replace(config, '"X-Env":"x"', '"X-Env":"Bearer {env.HOME}"') WHERE type = 'request-transform'`,
-		`UPDATE services SET connect_timeout_ms = 7200000, retries = 1000`,
-		`UPDATE targets SET weight = 100000`,
-	} {
-		if err := st.DB.Exec(q).Error; err != nil {
-			t.Fatal(q, err)
-		}
-	}
-	st.Close()
-
-	g = testgw.Start(t, &testgw.Options{DSN: g.DSN})
+	g = restartUpgraded(t, g,
+		stored(`UPDATE plugins SET config = '{"max_age_s":999999999999,"include_subdomains":false,"preload":false}' WHERE type = 'hsts'`),
+		stored(`UPDATE plugins SET config = '{"allow_origins":["*"],"allow_methods":["GET","HEAD"],"allow_headers":[],"expose_headers":[],"allow_credentials":false,"max_age_s":999999999}' WHERE type = 'cors'`),
+		stored(`UPDATE plugins SET config = replace(config, '"X-Env":"x"', '"X-Env":"Bearer {env.HOME}"') WHERE type = 'request-transform'`),
+		stored(`UPDATE services SET connect_timeout_ms = 7200000, retries = 1000`),
+		stored(`UPDATE targets SET weight = 100000`))
 	a := g.Proxy(t, "GET", "/r", nil)
 	if a.Status != 200 {
 		t.Fatalf("after the upgrade: %d %s", a.Status, a.Body)
@@ -91,21 +76,9 @@ func TestUpgradedStoreAboveMaxima(t *testing.T) {
 func TestUpgradedStoreWithALargeRouteRegex(t *testing.T) {
 	g, sid := echoGateway(t)
 	rid := g.Route("big", sid, map[string]any{"paths": []string{"~/a"}})
-	if err := stopGateway(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := storage.Open("sqlite", g.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
 	big := "~/a" + strings.Repeat("b{0,1000}", 11) // over 11,000 instructions
 	paths, _ := json.Marshal([]string{big})
-	if err := st.DB.Exec("UPDATE routes SET paths = ? WHERE id = ?", string(paths), rid).Error; err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-
-	g = testgw.Start(t, &testgw.Options{DSN: g.DSN})
+	g = restartUpgraded(t, g, stored("UPDATE routes SET paths = ? WHERE id = ?", string(paths), rid))
 	if a := g.Proxy(t, "GET", "/abb", nil); a.Status != 200 {
 		t.Fatalf("a stored route over the regex bound after the upgrade: %d %s", a.Status, a.Body)
 	}
@@ -133,6 +106,19 @@ func TestWasmConfigBounded(t *testing.T) {
 	pid := testgw.ID(g.Must("POST", "/api/v1/plugins", plugin("small")))
 
 	// An older version stored a larger one.
+	cfg, _ := json.Marshal(map[string]any{"module": "m", "config": big})
+	g = restartUpgraded(t, g, stored("UPDATE plugins SET config = ? WHERE id = ?", string(cfg), pid))
+	if a := g.Proxy(t, "GET", "/r", nil); a.Status != 200 {
+		t.Fatalf("a stored wasm config over the bound after the upgrade: %d %s", a.Status, a.Body)
+	}
+	g.WantError(400, "PUT", "/api/v1/plugins/"+itoa(pid), plugin(big), "config.config")
+	g.Must("PUT", "/api/v1/plugins/"+itoa(pid), plugin("small again"))
+}
+
+// restartUpgraded stops g, writes into its store what an older version
+// stored, and starts a gateway on that store: an upgrade.
+func restartUpgraded(t *testing.T, g *testgw.Gateway, writes ...sqlWrite) *testgw.Gateway {
+	t.Helper()
 	if err := stopGateway(); err != nil {
 		t.Fatal(err)
 	}
@@ -140,15 +126,19 @@ func TestWasmConfigBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := json.Marshal(map[string]any{"module": "m", "config": big})
-	if err := st.DB.Exec("UPDATE plugins SET config = ? WHERE id = ?", string(cfg), pid).Error; err != nil {
-		t.Fatal(err)
+	for _, w := range writes {
+		if err := st.DB.Exec(w.sql, w.args...).Error; err != nil {
+			t.Fatal(w.sql, err)
+		}
 	}
 	st.Close()
-	g = testgw.Start(t, &testgw.Options{DSN: g.DSN})
-	if a := g.Proxy(t, "GET", "/r", nil); a.Status != 200 {
-		t.Fatalf("a stored wasm config over the bound after the upgrade: %d %s", a.Status, a.Body)
-	}
-	g.WantError(400, "PUT", "/api/v1/plugins/"+itoa(pid), plugin(big), "config.config")
-	g.Must("PUT", "/api/v1/plugins/"+itoa(pid), plugin("small again"))
+	return testgw.Start(t, &testgw.Options{DSN: g.DSN})
 }
+
+// sqlWrite is a statement and its arguments.
+type sqlWrite struct {
+	sql  string
+	args []any
+}
+
+func stored(sql string, args ...any) sqlWrite { return sqlWrite{sql, args} }
