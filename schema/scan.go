@@ -23,10 +23,7 @@ func eachItem(raw []byte, fn func(i int, v []byte) error) error {
 		if err := fn(n, raw[i:end]); err != nil {
 			return err
 		}
-		i = skipSpace(raw, end)
-		if i < len(raw) && raw[i] == ',' {
-			i = skipSpace(raw, i+1)
-		}
+		i = next(raw, end)
 	}
 	return nil
 }
@@ -47,12 +44,19 @@ func eachMember(raw []byte, fn func(key string, v []byte) error) error {
 		if err := fn(key, raw[i:end]); err != nil {
 			return err
 		}
-		i = skipSpace(raw, end)
-		if i < len(raw) && raw[i] == ',' {
-			i = skipSpace(raw, i+1)
-		}
+		i = next(raw, end)
 	}
 	return nil
+}
+
+// next is where the element or member after the one ending at end starts
+// (past the comma), or the closing bracket's index.
+func next(raw []byte, end int) int {
+	i := skipSpace(raw, end)
+	if i < len(raw) && raw[i] == ',' {
+		i = skipSpace(raw, i+1)
+	}
+	return i
 }
 
 // countItems is the number of elements of the JSON array raw, or of the
