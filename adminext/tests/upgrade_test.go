@@ -89,6 +89,32 @@ func TestUpgradedStoreWithALargeRouteRegex(t *testing.T) {
 	}
 }
 
+// TestUpgradedStoreWithALargeBodyPattern: a response-body-transform
+// pattern over the size bound, stored before the bound existed, loads
+// and applies after an upgrade (refusing it at load kept the whole stored
+// configuration from loading); the API refuses it in a change.
+func TestUpgradedStoreWithALargeBodyPattern(t *testing.T) {
+	g, sid := echoGateway(t)
+	rid := g.Route("r", sid, map[string]any{"paths": []string{"/r"}})
+	plugin := func(pattern string) map[string]any {
+		return map[string]any{"type": "response-body-transform", "scope": "route", "route_id": rid,
+			"config": map[string]any{"replace": []any{map[string]any{"pattern": pattern, "with": "X"}}}}
+	}
+	pid := testgw.ID(g.Must("POST", "/api/v1/plugins", plugin(`"name":"up"`)))
+	transformed := func(when string) {
+		t.Helper()
+		if a := g.Proxy(t, "GET", "/r", nil); a.Status != 200 || strings.Contains(a.Body, `"name":"up"`) || !strings.HasPrefix(a.Body, "{X,") {
+			t.Fatalf("%s: %d %.300s", when, a.Status, a.Body)
+		}
+	}
+	transformed("before the upgrade")
+	big := `"name":"u` + strings.Repeat("p{0,1000}", 11) + `"` // over 11,000 instructions
+	cfg, _ := json.Marshal(map[string]any{"replace": []any{map[string]any{"pattern": big, "with": "X"}}})
+	g = restartUpgraded(t, g, stored("UPDATE plugins SET config = ? WHERE id = ?", string(cfg), pid))
+	transformed("a stored body pattern over the bound, after the upgrade")
+	g.WantError(400, "PUT", "/api/v1/plugins/"+itoa(pid), plugin(big), "config.replace[0].pattern", "too large")
+}
+
 // TestWasmConfigBounded: a wasm plugin's free-form config is at most
 // 1 MiB of JSON. It is carried by every compiled configuration, answer
 // and export: one plugin with a 19 MiB config made every later change of

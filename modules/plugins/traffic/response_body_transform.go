@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"regexp/syntax"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,7 +86,11 @@ func (h *ResponseBodyTransform) Provision(caddy.Context) error {
 	}
 	h.res = make([]*regexp.Regexp, len(h.Replace))
 	for i, rp := range h.Replace {
-		h.res[i] = regexp.MustCompile(rp.Pattern) // checked by Validate
+		re, err := regexp.Compile(rp.Pattern)
+		if err != nil {
+			return schema.Errorf(idx("replace", i)+".pattern", "must be a valid RE2 regular expression: %v", err)
+		}
+		h.res[i] = re
 	}
 	h.setVals = map[string]any{}
 	h.setKeys = sortedKeys(h.JSONSet)
@@ -99,13 +104,25 @@ func (h *ResponseBodyTransform) Provision(caddy.Context) error {
 	return nil
 }
 
-// Validate implements schema.Validator and caddy.Validator.
-func (h *ResponseBodyTransform) Validate() error {
+// ValidateInput implements plugins.InputValidator: the patterns' program
+// size (regexsize), for new configs only. A pattern over the bound stored
+// before the bound existed still loads, as a route expression does:
+// refusing it at load kept the whole stored configuration from loading.
+func (h *ResponseBodyTransform) ValidateInput() error {
 	for i, rp := range h.Replace {
 		if err := regexsize.Check(rp.Pattern); err != nil {
 			return schema.Errorf(idx("replace", i)+".pattern", "must be a valid RE2 regular expression: %v", err)
 		}
-		if _, err := regexp.Compile(rp.Pattern); err != nil {
+	}
+	return nil
+}
+
+// Validate implements schema.Validator and caddy.Validator. Patterns are
+// parsed, not compiled: on the admin API's path their size is checked
+// (ValidateInput) before anything compiles them.
+func (h *ResponseBodyTransform) Validate() error {
+	for i, rp := range h.Replace {
+		if _, err := syntax.Parse(rp.Pattern, syntax.Perl); err != nil {
 			return schema.Errorf(idx("replace", i)+".pattern", "must be a valid RE2 regular expression: %v", err)
 		}
 	}
@@ -634,5 +651,6 @@ func jsonSet(doc any, path []string, val any) any {
 
 // Interface guards
 var (
-	_ plugins.Plugin = (*ResponseBodyTransform)(nil)
+	_ plugins.Plugin         = (*ResponseBodyTransform)(nil)
+	_ plugins.InputValidator = (*ResponseBodyTransform)(nil)
 )
