@@ -98,9 +98,13 @@ func TestUserSitesKeepWorking(t *testing.T) {
 			"routes": []any{map[string]any{"handle": []any{map[string]any{"handler": "static_response", "body": "user site"}}}},
 		}}},
 	}})
+	// A new connection each time: a reload closes the user's server's idle
+	// keep-alive connections (as any Caddy reload does), and a request
+	// racing that close on a reused one is reset.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	check := func() {
 		t.Helper()
-		resp, err := http.Get("http://" + site + "/")
+		resp, err := client.Get("http://" + site + "/")
 		if err != nil {
 			t.Fatalf("user site: %v", err)
 		}
