@@ -75,8 +75,10 @@ func (cp *ControlPlane) ensureListeners(httpAddr, httpsAddr string, httpsEnabled
 		cp.listeners[listenerKey(l.addr, l.tls)] = l
 		go cp.serve(l)
 	}
+	changed := len(opened) > 0
 	for k, l := range cp.listeners {
 		if _, ok := want[k]; !ok {
+			changed = true
 			delete(cp.listeners, k)
 			go func(l *proxyListener) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -85,7 +87,9 @@ func (cp *ControlPlane) ensureListeners(httpAddr, httpsAddr string, httpsEnabled
 			}(l)
 		}
 	}
-	cp.guardListenersLocked()
+	if changed { // not at every reload: most leave the listeners as they are
+		cp.guardListenersLocked()
+	}
 	return nil
 }
 
