@@ -25,7 +25,15 @@ import (
 // wantBody fails unless GET http://addr/ answers body.
 func wantBody(t *testing.T, addr, body string) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/")
+	var resp *http.Response
+	var err error
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if resp, err = siteClient.Get("http://" + addr + "/"); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err != nil {
 		t.Fatalf("%s: %v", addr, err)
 	}
@@ -35,6 +43,16 @@ func wantBody(t *testing.T, addr, body string) {
 		t.Fatalf("%s answered %d %q, want %q", addr, resp.StatusCode, b, body)
 	}
 }
+
+// siteClient asks a user's site on a new connection each time, and
+// wantBody asks again when the connection fails: every gateway change
+// reloads Caddy's config, the user's servers with it, and a replaced
+// server (a socket of its own, SO_REUSEPORT) resets what the kernel queued
+// on its socket until its accept goroutine has run and the socket is
+// closed, which under load can be a moment after the change answered (as
+// at any Caddy reload; docs/operations.md). An idle keep-alive connection
+// is closed by the reload too.
+var siteClient = http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 
 // A change of the running config made through Caddy's own admin API (a
 // user server added with POST /config/…) is kept by the configs the

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -98,26 +97,10 @@ func TestUserSitesKeepWorking(t *testing.T) {
 			"routes": []any{map[string]any{"handle": []any{map[string]any{"handler": "static_response", "body": "user site"}}}},
 		}}},
 	}})
-	// A new connection each time: a reload closes the user's server's idle
-	// keep-alive connections (as any Caddy reload does), and a request
-	// racing that close on a reused one is reset.
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
-	check := func() {
-		t.Helper()
-		resp, err := client.Get("http://" + site + "/")
-		if err != nil {
-			t.Fatalf("user site: %v", err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if string(b) != "user site" {
-			t.Fatalf("user site answered %q", b)
-		}
-	}
-	check()
+	wantBody(t, site, "user site")
 	sid := g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
 	g.Route("all", sid, nil)
-	check()
+	wantBody(t, site, "user site")
 	g.WantGet("", "/", 200) // the gateway route
 }
 
