@@ -566,3 +566,45 @@ func TestProxyHeaderLimit(t *testing.T) {
 		}
 	}
 }
+
+// A loop the gateway cannot see from its own addresses: a route whose
+// target is a load balancer in front of the gateway, or another node of a
+// cluster whose route sends the request back. Here a plain relay on
+// 127.0.0.1 stands in for it. Each round adds one Via entry; past
+// 16 of them the gateway answers 508 Loop Detected instead of proxying,
+// so one client request holds a bounded number of connections.
+func TestTrustLoopThroughARelayBounded(t *testing.T) {
+	g, _ := echoGateway(t)
+	var rounds atomic.Int64
+	proxyURL, _ := url.Parse("http://" + g.ProxyAddr)
+	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rounds.Add(1)
+		// what a load balancer forwards: the request, its headers (Via
+		// among them) and one more X-Forwarded-For entry
+		out := r.Clone(r.Context())
+		out.RequestURI, out.URL.Scheme, out.URL.Host = "", proxyURL.Scheme, proxyURL.Host
+		resp, err := http.DefaultTransport.RoundTrip(out)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(relay.Close)
+	self := g.Service("lb", strings.TrimPrefix(relay.URL, "http://"))
+	g.Route("loop", self, testgw.Paths("/loop"))
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Get("http://" + g.ProxyAddr + "/loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusLoopDetected || rounds.Load() > 16 {
+		t.Fatalf("a loop through a relay: %d %s after %d rounds, want 508 after at most 16", resp.StatusCode, body, rounds.Load())
+	}
+	if !strings.Contains(string(body), "Via") {
+		t.Fatalf("508 without saying why: %s", body)
+	}
+}

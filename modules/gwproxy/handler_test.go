@@ -144,6 +144,40 @@ func TestTrustedPeerKeepsForwardedChain(t *testing.T) {
 	}
 }
 
+// A request that has passed through 16 Caddy proxies (Via entries,
+// separate or folded, with or without a comment) is not forwarded again:
+// 508. Other proxies' entries do not count.
+func TestLoopDetectedByVia(t *testing.T) {
+	var reached atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+	defer up.Close()
+	_, gw, stop := front(t, fmt.Sprintf(`{"upstreams": [{"dial": %q}]}`, addr(up)), false)
+	defer stop()
+	caddies := func(n int) string { return strings.TrimSuffix(strings.Repeat("1.1 Caddy, ", n), ", ") }
+	for _, tc := range []struct {
+		via    []string
+		status int
+	}{
+		{[]string{caddies(15)}, 200},
+		{[]string{caddies(15), "1.1 varnish, 1.1 google, 2 cdn.example (Caddy)"}, 200},
+		{[]string{caddies(16)}, 508},
+		{[]string{caddies(10), caddies(5), "2.0 Caddy (the gateway)"}, 508},
+	} {
+		var hdr []string
+		for _, v := range tc.via {
+			hdr = append(hdr, "Via", v)
+		}
+		before := reached.Load()
+		res, body := send(t, "GET", gw.URL, nil, hdr...)
+		if res.StatusCode != tc.status {
+			t.Fatalf("Via %q: %d %s, want %d", tc.via, res.StatusCode, body, tc.status)
+		}
+		if forwarded := reached.Load() > before; forwarded != (tc.status == 200) {
+			t.Fatalf("Via %q: forwarded %v", tc.via, forwarded)
+		}
+	}
+}
+
 // The Host header operation sees the chosen target (the gateway's rule
 // for routes without preserve_host).
 func TestHostFromTarget(t *testing.T) {

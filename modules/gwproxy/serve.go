@@ -29,12 +29,31 @@ const UpstreamHostportKey = "http.reverse_proxy.upstream.hostport"
 
 var errNoUpstream = errors.New("no upstreams available")
 
+// maxCaddyHops is how many Caddy proxies (Via entries "1.1 Caddy", which
+// the gateway adds as Caddy's reverse_proxy does) a request may have
+// passed through before the gateway refuses to forward it again (508). A
+// loop the gateway cannot see from its own addresses (package guard), a
+// target that is a load balancer in front of the gateway or another node
+// whose route sends the request back, otherwise went round until the
+// forwarded headers outgrew the header limit: some 1,300 rounds and 2,600
+// connections held for over two seconds, per client request. Real chains
+// of proxies are a handful long.
+const maxCaddyHops = 16
+
+var errLoop = fmt.Errorf("loop detected: the request has passed through %d Caddy proxies (Via), a route's target leads back to the gateway", maxCaddyHops)
+
 // ServeHTTP proxies r to a target, trying others after a failed attempt
 // as LoadBalancing allows. next is never called.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if repl == nil {
 		return caddyhttp.Error(http.StatusInternalServerError, errors.New("gateway_proxy: the request has no replacer"))
+	}
+	if vias := r.Header["Via"]; len(vias) > 0 && caddyHops(vias) >= maxCaddyHops {
+		// Written here: the proxy's error page says only the status text
+		// of a 5xx, and this one names no address.
+		gwctx.WriteError(w, http.StatusLoopDetected, errLoop.Error())
+		return nil
 	}
 	retries := 0
 	if h.LoadBalancing != nil {
@@ -310,6 +329,22 @@ func outbound(r *http.Request, dial string, body *clientBody, w http.ResponseWri
 	}
 	out.Header = hdr
 	return o
+}
+
+// caddyHops counts the Via entries a Caddy proxy added ("1.1 Caddy",
+// "2.0 Caddy (comment)"), up to maxCaddyHops.
+func caddyHops(vias []string) int {
+	n := 0
+	for _, v := range vias {
+		for entry := range strings.SplitSeq(v, ",") {
+			if f := strings.Fields(entry); len(f) >= 2 && f[1] == "Caddy" {
+				if n++; n >= maxCaddyHops {
+					return n
+				}
+			}
+		}
+	}
+	return n
 }
 
 func via(major, minor int) string {
