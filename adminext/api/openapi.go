@@ -95,7 +95,14 @@ Decisions where the specification is silent:
   Caddy's admin endpoint, its proxy listeners and its stream listeners.
   Naming one is 400; a name that resolves to one, or a listener moved onto
   a target, answers 502 (a stream connection is closed). A target that is
-  the proxy itself would send each request round again (a loop).
+  the proxy itself would send each request round again (a loop). A loop
+  through something else (a load balancer in front of the gateway,
+  another node) is cut by Via: a request that has passed through 16 Caddy
+  proxies ("1.1 Caddy", which the proxy adds) is answered 508 {"error"}.
+- The lists of services, routes, consumers, plugins and stream routes
+  answer every item; ?limit=N&offset=M (integers, 0 or more) asks for a
+  page of them in the list's order, still an array, with the header
+  X-Total-Count (the number of items in all).
 - Stream routes use their service's timeouts as nginx's proxy_timeout and
   Kong's stream services do: a connection on which neither side sends
   anything for read_timeout_ms (default 60 s; 0 never) is closed, and each

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"reflect"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -43,13 +44,64 @@ func (res Resource[T]) readAnswer(c *Call, v *T) any {
 	return res.answer(v)
 }
 
+// PageQuery declares the optional window of a list (Resource.List). The
+// specification's lists answer every item; at tens of thousands of
+// routes that is megabytes and a second of work per call, so a client
+// (the dashboard among them) may ask for a page, as Kong's size/offset
+// and APISIX's page/page_size let it. The answer stays an array.
+var PageQuery = []QueryParam{
+	{Name: "limit", Type: "integer", Description: "At most this many items (an integer, 0 or more). With limit or offset the answer carries X-Total-Count, the number of items in all. Without either, every item."},
+	{Name: "offset", Type: "integer", Description: "Skip this many items first (an integer, 0 or more), in the list's order."},
+}
+
+// TotalCountHeader is the answer header of a paged list: the number of
+// items in all.
+const TotalCountHeader = "X-Total-Count"
+
+// page reads the list window of PageQuery: paged is false when the call
+// names neither parameter.
+func page(c *Call) (limit, offset int, paged bool, err error) {
+	q := c.R.URL.Query()
+	limit = -1
+	for _, p := range []struct {
+		name string
+		dst  *int
+	}{{"limit", &limit}, {"offset", &offset}} {
+		s, ok := q[p.name]
+		if !ok {
+			continue
+		}
+		paged = true
+		n, err := strconv.Atoi(s[0])
+		if err != nil || n < 0 || len(s) > 1 {
+			return 0, 0, false, BadRequest(p.name + ": must be one integer, 0 or more")
+		}
+		*p.dst = n
+	}
+	return limit, offset, paged, nil
+}
+
 func (res Resource[T]) List(c *Call) (any, error) {
+	limit, offset, paged, err := page(c)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]T, 0)
 	order := res.Order
 	if order == "" {
 		order = "id"
 	}
-	if err := c.CP.Store().DB.WithContext(c.Ctx()).Order(order).Find(&out).Error; err != nil {
+	db := c.CP.Store().DB.WithContext(c.Ctx())
+	if paged {
+		var total int64
+		if err = db.Model(new(T)).Count(&total).Error; err == nil {
+			c.W.Header().Set(TotalCountHeader, strconv.FormatInt(total, 10))
+			err = db.Order(order).Limit(limit).Offset(offset).Find(&out).Error
+		}
+	} else {
+		err = db.Order(order).Find(&out).Error
+	}
+	if err != nil {
 		return nil, fmt.Errorf("listing %ss: %w", res.Kind, err)
 	}
 	if res.View == nil && res.ReadView == nil {
@@ -211,7 +263,7 @@ func Exists[T any](tx *gorm.DB, field string, id int64) error {
 func (res Resource[T]) CRUD(base, tag string, readRole, writeRole Role, decl any) []*Endpoint {
 	item := base + "/{id}"
 	return []*Endpoint{
-		{Method: "GET", Path: base, Role: readRole, Tag: tag, Summary: "List " + res.Kind + "s", Response: decl, ResponseList: true, Handle: res.List},
+		{Method: "GET", Path: base, Role: readRole, Tag: tag, Summary: "List " + res.Kind + "s", Response: decl, ResponseList: true, Query: PageQuery, Statuses: []int{400}, Handle: res.List},
 		{Method: "POST", Path: base, Role: writeRole, Tag: tag, Summary: "Create a " + res.Kind, Body: decl, Response: decl, Statuses: []int{400},
 			Handle: func(c *Call) (any, error) { return res.Create(c, nil) }},
 		{Method: "GET", Path: item, Role: readRole, Tag: tag, Summary: "Get a " + res.Kind, Response: decl, Statuses: []int{404}, Handle: res.Get},

@@ -29,7 +29,7 @@ func streamEndpoints() []*api.Endpoint {
 		"changing only service_id (or the service's targets) applies live to new connections (open ones stay on their target). Deleting or disabling a route closes its open connections, and its listener closes new ones until a restart unbinds it."
 	return []*api.Endpoint{
 		{Method: "GET", Path: "/api/v1/stream-routes", Role: api.RoleViewer, Tag: "stream routes", Summary: "List stream routes",
-			Response: storage.StreamRoute{}, ResponseList: true, Handle: streamRoutes.List},
+			Response: storage.StreamRoute{}, ResponseList: true, Query: api.PageQuery, Statuses: []int{400}, Handle: streamRoutes.List},
 		{Method: "POST", Path: "/api/v1/stream-routes", Role: api.RoleEditor, Tag: "stream routes", Summary: "Create a stream route",
 			Description: desc, Body: storage.StreamRoute{}, ResponseSchema: withNote, Statuses: []int{400},
 			Handle: func(c *api.Call) (any, error) {

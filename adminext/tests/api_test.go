@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -150,6 +151,70 @@ func TestCascadingDeleteAndOrder(t *testing.T) {
 	splits := left["splits"].([]any)
 	if len(splits) != 1 || splits[0].(map[string]any)["service_id"] != float64(b) {
 		t.Fatalf("split to the deleted service kept: %v", splits)
+	}
+}
+
+// A list may be asked for a page (?limit=&offset=, in the list's order):
+// the answer is still an array, with X-Total-Count; without either
+// parameter it is every item and no count. Bad values are 400 naming the
+// parameter.
+func TestListPages(t *testing.T) {
+	g := testgw.Start(t, nil)
+	var ids []int64
+	for i := range 5 {
+		ids = append(ids, g.Service(fmt.Sprint("s", i), "127.0.0.1:1"))
+	}
+	get := func(query string) ([]int64, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", g.AdminURL+"/api/v1/services"+query, nil)
+		for k, v := range g.Header {
+			req.Header[k] = v
+		}
+		resp, err := g.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var items []map[string]any
+		if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&items) != nil {
+			t.Fatalf("%s: %d", query, resp.StatusCode)
+		}
+		got := []int64{}
+		for _, it := range items {
+			got = append(got, testgw.ID(it))
+		}
+		return got, resp.Header.Get("X-Total-Count")
+	}
+	for _, tc := range []struct {
+		query string
+		want  []int64
+		total string
+	}{
+		{"", ids, ""},
+		{"?limit=2", ids[:2], "5"},
+		{"?limit=2&offset=1", ids[1:3], "5"},
+		{"?offset=4", ids[4:], "5"},
+		{"?offset=9", []int64{}, "5"},
+		{"?limit=0", []int64{}, "5"},
+	} {
+		got, total := get(tc.query)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) || total != tc.total {
+			t.Fatalf("%q: %v (X-Total-Count %q), want %v (%q)", tc.query, got, total, tc.want, tc.total)
+		}
+	}
+	for _, q := range []string{"?limit=-1", "?limit=x", "?offset=1.5", "?offset=99999999999999999999", "?limit=1&limit=2"} {
+		st, body := g.Do("GET", "/api/v1/routes"+q, nil)
+		name := "limit"
+		if strings.Contains(q, "offset") {
+			name = "offset"
+		}
+		wantError(t, st, body, 400, name)
+	}
+	// every list of the stored resources takes them
+	for _, p := range []string{"/api/v1/routes", "/api/v1/plugins", "/api/v1/consumers", "/api/v1/stream-routes"} {
+		if st, body := g.Do("GET", p+"?limit=1&offset=0", nil); st != 200 {
+			t.Fatalf("%s: %d %s", p, st, body)
+		}
 	}
 }
 

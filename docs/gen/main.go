@@ -416,6 +416,11 @@ Every endpoint of the admin listener with the least role it needs
 is in open mode (no user and no admin token yet) every caller is admin; see
 [auth.md](auth.md). Request and answer shapes are in the served OpenAPI
 document (` + "`/openapi.yaml`, `/openapi.json`" + `, rendered at ` + "`/docs`" + `).
+
+The lists of services, routes, consumers, plugins and stream routes answer
+every item; ` + "`?limit=N&offset=M`" + ` asks for a page of them in the list's
+order (still an array; the header ` + "`X-Total-Count`" + ` says how many there are
+in all): at 50,000 routes the whole list is 14 MB and over a second of work.
 `
 
 // renderEndpoints is the whole of docs/endpoints.md: one table per tag.
