@@ -681,3 +681,45 @@ func TestBrowserWasmModules(t *testing.T) {
 		t.Errorf("plugin types offered: %v, want the registered %v", offered, want)
 	}
 }
+
+// The routes screen shows a page of 100 routes at a time with the count
+// of all (a gateway may hold tens of thousands), and a link to a route on
+// another page still shows and selects it.
+func TestBrowserRoutesPaged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
+	bin := chromium(t)
+	g := testgw.Start(t, nil)
+	svc := g.Service("paged")
+	var last int64
+	for i := range 101 {
+		last = g.Route(fmt.Sprintf("paged-%03d", i), svc, testgw.Paths(fmt.Sprintf("/p%d", i)))
+	}
+	ctx := browser(t, bin)
+	step := stepper(t, ctx)
+	var rows int
+	var count string
+	step("the first page",
+		screen(g, "routes", `#routes-table`),
+		chromedp.Evaluate(`document.querySelectorAll('#routes-table tr[data-id]').length`, &rows),
+		chromedp.Text(`#routes-pager span`, &count, chromedp.ByQuery),
+	)
+	if rows != 100 || count != "1–100 of 101" {
+		t.Fatalf("first page: %d rows, %q", rows, count)
+	}
+	step("the next page",
+		chromedp.Click(`#routes-next`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//table[@id="routes-table"]//strong[text()="paged-100"]`, chromedp.BySearch),
+		chromedp.Evaluate(`document.querySelectorAll('#routes-table tr[data-id]').length`, &rows),
+	)
+	if rows != 1 {
+		t.Fatalf("second page: %d rows", rows)
+	}
+	step("a link to a route of the second page",
+		chromedp.Navigate(g.AdminURL+"/#overview"),
+		chromedp.WaitVisible(`#config-cards`, chromedp.ByQuery),
+		chromedp.Navigate(fmt.Sprintf("%s/#routes/%d", g.AdminURL, last)),
+		chromedp.WaitVisible(fmt.Sprintf(`#routes-table tr.sel[data-id="%d"]`, last), chromedp.ByQuery),
+	)
+}

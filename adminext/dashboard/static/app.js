@@ -30,6 +30,11 @@
   class APIError extends Error { constructor(status, msg) { super(msg); this.status = status; } }
 
   async function api(method, path, body) {
+    return (await request(method, path, body)).data;
+  }
+
+  // request is api answering the response too (its headers).
+  async function request(method, path, body) {
     const headers = { Accept: 'application/json' };
     if (S.token) headers.Authorization = 'Bearer ' + S.token;
     // The server's CSRF rule for cookie sessions: mutations are JSON.
@@ -43,7 +48,14 @@
       if (resp.status === 401 && S.me && !path.startsWith('/api/v1/auth/')) { S.me = null; showLogin('Your session has ended: please sign in again.'); }
       throw new APIError(resp.status, msg);
     }
-    return data;
+    return { data, resp };
+  }
+
+  // page reads one page of a list (?limit=&offset=): its items and the
+  // number of items in all (X-Total-Count).
+  async function page(path, offset, limit) {
+    const { data, resp } = await request('GET', path + '?limit=' + limit + '&offset=' + offset);
+    return { items: data || [], total: Number(resp.headers.get('X-Total-Count') || 0) };
   }
 
   // save creates a resource of collection (POST) or, when it exists,
@@ -577,6 +589,8 @@
   }
 
   // ---- routes -------------------------------------------------------------
+  // ROUTES_PAGE is how many routes the routes screen shows at a time.
+  const ROUTES_PAGE = 100;
   function routes(root) {
     const err = txt('div', '', 'err');
     const tbl = h('div', { className: 'tablewrap' });
@@ -584,10 +598,26 @@
     let svcs = [];
     root.append(h('div', { className: 'row' }, txt('h2', 'Routes'), h('span', { className: 'spacer' }), mutBtn('New route', 'primary', () => editForm(null))), formBox, err, tbl);
 
+    // A page of routes at a time: a gateway may hold tens of thousands.
+    let offset = 0;
+    const pager = h('div', { className: 'row', id: 'routes-pager' });
+    root.append(pager);
     async function load() {
       try {
-        const [rs, ss] = await Promise.all([api('GET', '/api/v1/routes'), api('GET', '/api/v1/services')]);
+        const [pg, ss] = await Promise.all([page('/api/v1/routes', offset, ROUTES_PAGE), api('GET', '/api/v1/services')]);
+        if (offset && offset >= pg.total) { offset = Math.max(0, pg.total - ROUTES_PAGE); return load(); } // past the end after deletes
+        let rs = pg.items;
+        // The route a link names (#routes/12) is shown even when on another page.
+        if (/^[0-9]+$/.test(S.focus || '') && !rs.some(r => String(r.id) === S.focus)) {
+          const one = await api('GET', '/api/v1/routes/' + encodeURIComponent(S.focus)).catch(() => null);
+          if (one) rs = [one].concat(rs);
+        }
         svcs = ss;
+        pager.replaceChildren(
+          txt('span', pg.total ? (offset + 1) + '–' + Math.min(offset + ROUTES_PAGE, pg.total) + ' of ' + pg.total : '', 'muted'),
+          h('button', { type: 'button', className: 'small', id: 'routes-prev', disabled: offset === 0, onclick: () => { offset = Math.max(0, offset - ROUTES_PAGE); load(); } }, 'Previous'),
+          h('button', { type: 'button', className: 'small', id: 'routes-next', disabled: offset + ROUTES_PAGE >= pg.total, onclick: () => { offset += ROUTES_PAGE; load(); } }, 'Next'));
+        pager.hidden = pg.total <= ROUTES_PAGE;
         tbl.replaceChildren(h('table', { id: 'routes-table' },
           h('tr', {}, ['ID', 'Name', 'Service', 'Hosts', 'Paths', 'Methods', 'Priority', 'Options', 'Enabled', ''].map(x => txt('th', x))),
           rs.map(r => h('tr', { 'data-id': r.id },
