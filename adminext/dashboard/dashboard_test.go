@@ -83,7 +83,12 @@ func TestServesPageAndAssets(t *testing.T) {
 	}
 }
 
+// chromium finds the browser of the browser tests (skipped in -short
+// mode; on CI a missing one fails them).
 func chromium(t *testing.T) string {
+	if testing.Short() {
+		t.Skip("browser test in -short mode")
+	}
 	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"} {
 		if p == "" {
 			continue
@@ -104,9 +109,6 @@ func chromium(t *testing.T) string {
 // forms, a proxied request shows up in the live log (event stream), and
 // the router dry run finds the route.
 func TestBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser test in -short mode")
-	}
 	bin := chromium(t)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "upstream saw %s", r.URL.Path)
@@ -332,9 +334,6 @@ func stepper(t *testing.T, ctx context.Context) func(string, ...chromedp.Action)
 // viewer sees no mutation buttons; sign-out returns to the form; the admin
 // token works and feeds the live log through ?access_token=.
 func TestBrowserSignIn(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser test in -short mode")
-	}
 	bin := chromium(t)
 	g := testgw.Start(t, nil)
 	tok := g.Must("POST", "/api/v1/admin/token", nil)["token"].(string)
@@ -435,9 +434,6 @@ func TestBrowserSignIn(t *testing.T) {
 // turns authentication on: the page asks to sign in, the new admin signs in,
 // sees the users and the admin token panel, and changes their password.
 func TestBrowserAdminScreens(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser test in -short mode")
-	}
 	bin := chromium(t)
 	g := testgw.Start(t, nil)
 	svc := g.Service("tcp-svc")
@@ -579,9 +575,6 @@ func TestBrowserAdminScreens(t *testing.T) {
 // refusal naming the plugin; deleting an unused one removes its row. The
 // plugin form offers exactly the plugin types the server registers.
 func TestBrowserWasmModules(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser test in -short mode")
-	}
 	bin := chromium(t)
 	g := testgw.Start(t, nil)
 	wasmFile, err := filepath.Abs("../tests/testdata/wasm/as-filter/as-filter.wasm")
@@ -686,9 +679,6 @@ func TestBrowserWasmModules(t *testing.T) {
 // of all (a gateway may hold tens of thousands), and a link to a route on
 // another page still shows and selects it.
 func TestBrowserRoutesPaged(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser test in -short mode")
-	}
 	bin := chromium(t)
 	g := testgw.Start(t, nil)
 	svc := g.Service("paged")

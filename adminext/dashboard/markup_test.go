@@ -15,7 +15,7 @@ import (
 // appears in the page and none of its script runs (the dashboard builds
 // its DOM with textContent and attributes, never HTML strings).
 func TestBrowserStoredMarkupStaysText(t *testing.T) {
-	bin := needBrowser(t)
+	bin := chromium(t)
 	const x = `<img src=x data-xss=1 onerror="window.__xss=1"><svg data-xss=1 onload="window.__xss=1">"'`
 	up := textServer(t, "ok")
 	g := testgw.Start(t, nil)

@@ -21,7 +21,7 @@ import (
 // opens a row's details; the open-mode banner leads to creating the first
 // admin.
 func TestBrowserTraffic(t *testing.T) {
-	bin := needBrowser(t)
+	bin := chromium(t)
 	upstream := textServer(t, "ok")
 	g := testgw.Start(t, nil)
 	svc := g.Service("web-svc", strings.TrimPrefix(upstream.URL, "http://"))
@@ -159,7 +159,7 @@ func TestBrowserTraffic(t *testing.T) {
 // the stored values, the raw JSON toggle carries the config both ways, and
 // an API error is shown at the field it names.
 func TestBrowserPluginForm(t *testing.T) {
-	bin := needBrowser(t)
+	bin := chromium(t)
 	g := testgw.Start(t, nil)
 	svc := g.Service("form-svc")
 	route := g.Route("form-route", svc, map[string]any{"paths": []string{"/f"}})
@@ -258,7 +258,7 @@ func TestBrowserPluginForm(t *testing.T) {
 // credentials; the plugins page purges the cache; a route's traffic
 // splits are edited by service name; a target's host and port are edited.
 func TestBrowserCoverage(t *testing.T) {
-	bin := needBrowser(t)
+	bin := chromium(t)
 	upstream := textServer(t, "app")
 	g := testgw.Start(t, nil)
 	ctx := browser(t, bin)
@@ -355,14 +355,6 @@ func TestBrowserCoverage(t *testing.T) {
 		t.Errorf("targets after the edit: %v", targets)
 	}
 	shot(t, ctx, "services")
-}
-
-// needBrowser skips a browser test in -short mode and finds Chromium.
-func needBrowser(t *testing.T) string {
-	if testing.Short() {
-		t.Skip("browser test in -short mode")
-	}
-	return chromium(t)
 }
 
 // textServer is an upstream answering body to every request.
