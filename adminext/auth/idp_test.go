@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,16 @@ type fakeIDP struct {
 	LastToken     url.Values
 	TokenErrors   int
 	held          *tokenHold
+	// Discovery overrides or adds fields of the discovery document (the
+	// endpoints a malicious provider advertises, padding).
+	Discovery map[string]any
+	// JWKSPadding adds a field of that many bytes to the key set.
+	JWKSPadding int
+	// DiscoveryDelay and DiscoveryStatus make the discovery document slow
+	// or failing (a provider in trouble); Discoveries counts its requests.
+	DiscoveryDelay  time.Duration
+	DiscoveryStatus int
+	Discoveries     int
 }
 
 // tokenHold keeps the token endpoint's answers waiting (holdTokens).
@@ -90,7 +101,16 @@ func randHex(n int) string {
 func (p *fakeIDP) Issuer() string { return p.srv.URL }
 
 func (p *fakeIDP) discovery(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, map[string]any{
+	p.mu.Lock()
+	p.Discoveries++
+	delay, status, extra := p.DiscoveryDelay, p.DiscoveryStatus, p.Discovery
+	p.mu.Unlock()
+	time.Sleep(delay)
+	if status != 0 {
+		http.Error(w, "provider unavailable", status)
+		return
+	}
+	doc := map[string]any{
 		"issuer":                                p.Issuer(),
 		"authorization_endpoint":                p.Issuer() + "/authorize",
 		"token_endpoint":                        p.Issuer() + "/token",
@@ -99,11 +119,23 @@ func (p *fakeIDP) discovery(w http.ResponseWriter, r *http.Request) {
 		"subject_types_supported":               []string{"public"},
 		"id_token_signing_alg_values_supported": []string{"ES256"},
 		"code_challenge_methods_supported":      []string{"S256"},
-	})
+	}
+	for k, v := range extra {
+		doc[k] = v
+	}
+	writeJSON(w, 200, doc)
 }
 
 func (p *fakeIDP) jwks(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &p.key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
+	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &p.key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}}
+	p.mu.Lock()
+	pad := p.JWKSPadding
+	p.mu.Unlock()
+	if pad == 0 {
+		writeJSON(w, 200, set)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"keys": set.Keys, "x-padding": strings.Repeat("x", pad)})
 }
 
 func (p *fakeIDP) authorize(w http.ResponseWriter, r *http.Request) {

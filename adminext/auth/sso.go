@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -247,9 +248,21 @@ func unlinkAll(tx *gorm.DB) error {
 
 // ---- provider discovery ----
 
+// oidcMaxAnswer bounds every answer of the provider that the gateway reads:
+// go-oidc reads the discovery document and the key set whole (io.ReadAll),
+// and a provider streaming an endless body would otherwise have up to
+// oidcHTTPTimeout's worth of it held in memory, per request. The bound is
+// golang.org/x/oauth2's on token answers; real discovery documents and key
+// sets are a few KiB.
+const oidcMaxAnswer = 1 << 20
+
+var errAnswerTooLarge = fmt.Errorf("the provider's answer is larger than %d bytes", oidcMaxAnswer)
+
 type providerCache struct {
 	mu     sync.Mutex
 	m      map[string]cachedProvider
+	flight map[string]*discovery // by issuer: the discovery under way
+	gen    uint64                // forget's count: a discovery started before it is not cached
 	client *http.Client
 }
 
@@ -258,8 +271,68 @@ type cachedProvider struct {
 	at time.Time
 }
 
+// discovery is one discovery request, shared by the sign-ins that need it
+// while it runs: done is closed when p or err is set.
+type discovery struct {
+	done chan struct{}
+	p    *oidc.Provider
+	err  error
+}
+
 func newProviderCache() *providerCache {
-	return &providerCache{m: map[string]cachedProvider{}, client: &http.Client{Timeout: oidcHTTPTimeout}}
+	return &providerCache{m: map[string]cachedProvider{}, flight: map[string]*discovery{}, client: newOIDCClient()}
+}
+
+// newOIDCClient is the HTTP client of discovery, the code exchange and
+// the key set. Their URLs are the provider's (its discovery document
+// names the token endpoint and the key set), fetched at the request of
+// anonymous browsers: like every other outbound client of the gateway,
+// it dials through package guard, so that no provider (malicious,
+// compromised, or an issuer mistyped) gets the gateway to send a request
+// to its own admin API or Caddy's admin endpoint (which has no
+// authentication: POST /stop ends the process), whatever its names
+// resolve to or redirect to. Answers are bounded (oidcMaxAnswer). The
+// environment's proxy settings still apply, as to the http-log sender's
+// client: a provider may only be reachable through one.
+func newOIDCClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = guard.Dialer(&net.Dialer{Timeout: oidcHTTPTimeout, KeepAlive: 30 * time.Second}).DialContext
+	return &http.Client{Timeout: oidcHTTPTimeout, Transport: boundedAnswers{tr}}
+}
+
+// boundedAnswers makes every answer's body fail once it goes past
+// oidcMaxAnswer bytes (after decompression: the transport inflates gzip).
+type boundedAnswers struct{ rt http.RoundTripper }
+
+func (b boundedAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.rt.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, left: oidcMaxAnswer}
+	return resp, nil
+}
+
+type boundedBody struct {
+	io.ReadCloser
+	left int64 // bytes still allowed; -1 once over
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errAnswerTooLarge
+	}
+	// One byte more than allowed tells an answer of exactly the bound
+	// from a longer one.
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n - 1, errAnswerTooLarge
+	}
+	return n, err
 }
 
 // ctx carries the HTTP client (with its timeout) for go-oidc and oauth2.
@@ -267,25 +340,59 @@ func (pc *providerCache) ctx(ctx context.Context) context.Context {
 	return oidc.ClientContext(ctx, pc.client)
 }
 
+// get is the provider of issuer: cached for providerTTL, else discovered.
+// Sign-ins needing a discovery while one of the same issuer is under way
+// wait for that one (until their own request ends) rather than each
+// queueing for its own in turn: start and callback are public, and a
+// provider slow to fail would otherwise hold every waiting request for
+// the sum of their delays.
 func (pc *providerCache) get(ctx context.Context, issuer string) (*oidc.Provider, error) {
 	pc.mu.Lock()
-	defer pc.mu.Unlock()
 	if e, ok := pc.m[issuer]; ok && time.Since(e.at) < providerTTL {
+		pc.mu.Unlock()
 		return e.p, nil
 	}
-	dctx, cancel := context.WithTimeout(pc.ctx(context.WithoutCancel(ctx)), oidcHTTPTimeout)
-	defer cancel()
-	p, err := oidc.NewProvider(dctx, issuer)
-	if err != nil {
-		return nil, err
+	d, ok := pc.flight[issuer]
+	if !ok {
+		d = &discovery{done: make(chan struct{})}
+		pc.flight[issuer] = d
+		go pc.discover(issuer, d, pc.gen)
 	}
-	pc.m[issuer] = cachedProvider{p: p, at: time.Now()}
-	return p, nil
+	pc.mu.Unlock()
+	select {
+	case <-d.done:
+		return d.p, d.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the SSO provider's discovery: %w", ctx.Err())
+	}
 }
 
+// discover runs d, bounded by oidcHTTPTimeout whoever waits for it, and
+// caches its provider unless the configuration was stored meanwhile
+// (forget).
+func (pc *providerCache) discover(issuer string, d *discovery, gen uint64) {
+	ctx, cancel := context.WithTimeout(pc.ctx(context.Background()), oidcHTTPTimeout)
+	defer cancel()
+	d.p, d.err = oidc.NewProvider(ctx, issuer)
+	pc.mu.Lock()
+	if pc.flight[issuer] == d {
+		delete(pc.flight, issuer)
+	}
+	if d.err == nil && pc.gen == gen {
+		pc.m[issuer] = cachedProvider{p: d.p, at: time.Now()}
+	}
+	pc.mu.Unlock()
+	close(d.done)
+}
+
+// forget drops the cached providers: the next sign-in discovers again,
+// without joining a discovery started before (the administrator may just
+// have fixed the provider).
 func (pc *providerCache) forget() {
 	pc.mu.Lock()
 	pc.m = map[string]cachedProvider{}
+	pc.flight = map[string]*discovery{}
+	pc.gen++
 	pc.mu.Unlock()
 }
 
