@@ -148,7 +148,9 @@ func ssoEndpoints() []*api.Endpoint {
 		{Method: "GET", Path: "/api/v1/auth/sso/start", Role: api.RolePublic, Tag: "auth",
 			Summary:     "Start an SSO sign-in (browser navigation; public)",
 			Description: "303 to the provider's authorization endpoint with state, nonce and code_challenge (S256). 400 {error} when SSO is not configured, or when settings.public_url is empty and the request's Host (which the redirect URI is then built from) is longer than " + strconv.Itoa(ssoMaxHost) + " characters; 500 when the provider's discovery document cannot be read. " + ssoFlowDoc,
-			Statuses:    []int{303, 400}, Raw: ssoStart},
+			// 500 (and 503 when the database is unreachable) as for
+			// authenticated endpoints: the specification lists 500.
+			Statuses: []int{303, 400, 500, 503}, Raw: ssoStart},
 		{Method: "GET", Path: ssoCallbackPath, Role: api.RolePublic, Tag: "auth",
 			Summary: "SSO callback from the provider (public)",
 			Description: "Exchanges the code with the PKCE verifier, verifies the id_token with the provider's keys (signature, issuer, audience = client_id, expiry) and its nonce, then signs the user in (session cookie) and answers 303 to /. " +
