@@ -128,7 +128,7 @@ func loadSSOConfig(db *gorm.DB) (*storage.SSOConfig, error) {
 }
 
 const ssoFlowDoc = "OpenID Connect authorization code flow with PKCE (S256). The redirect_uri is settings.public_url + /api/v1/auth/sso/callback (the request's own origin when public_url is empty); it must be registered with the provider. " +
-	"State, nonce and PKCE verifier are kept server-side for 10 minutes and are single-use; the state is also bound to the browser that started the flow by a short-lived HttpOnly cookie gateway_sso (SameSite=Lax, Path=/api/v1/auth/sso/), so a callback URL cannot be replayed in another browser (login CSRF)."
+	"State, nonce and PKCE verifier are kept server-side for 10 minutes and are single-use; the state is also bound to the browser that started the flow by a short-lived HttpOnly cookie gateway_sso (SameSite=Lax, Path=/api/v1/auth/sso/), so a callback URL cannot be replayed in another browser (login CSRF). Sign-ins started in one browser while one is pending (two tabs) share its binding, and each completes; the cookie expires with the states rather than being cleared by a callback."
 
 func ssoEndpoints() []*api.Endpoint {
 	return []*api.Endpoint{
@@ -446,7 +446,15 @@ func ssoStart(c *api.Call) {
 	}
 	state, err1 := randomToken(32)
 	nonce, err2 := randomToken(32)
-	binding, err3 := randomToken(32)
+	// A browser with a sign-in pending keeps its binding: a new one would
+	// make the pending sign-in (another tab, a double click) fail. The
+	// binding only ties states to the browser; each state stays single-use.
+	binding, err3 := "", error(nil)
+	if bc := c.R.CookiesNamed(ssoBindCookie); len(bc) == 1 && isBinding(bc[0].Value) {
+		binding = bc[0].Value
+	} else {
+		binding, err3 = randomToken(32)
+	}
 	if err := errors.Join(err1, err2, err3); err != nil {
 		c.Fail(err)
 		return
@@ -487,6 +495,20 @@ func ssoStart(c *api.Call) {
 	target := oauthConfig(cfg, prov, redirectURI).AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier))
 	c.W.Header().Set("Cache-Control", "no-store")
 	http.Redirect(c.W, c.R, target, http.StatusSeeOther)
+}
+
+// isBinding tells whether v has the form of a binding randomToken(32)
+// makes (43 characters of unpadded base64url).
+func isBinding(v string) bool {
+	if len(v) != 43 {
+		return false
+	}
+	for _, c := range []byte(v) {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // ---- callback ----
@@ -541,18 +563,16 @@ func ssoCallback(c *api.Call) {
 	ctx := c.Ctx()
 	db := s.db(ctx)
 	log := c.CP.Logger().Named("sso")
-	secure := secureCookie(db)
-	clearBinding := func() {
-		http.SetCookie(c.W, &http.Cookie{Name: ssoBindCookie, Value: "", Path: "/api/v1/auth/sso/", MaxAge: -1,
-			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure})
-	}
+	// The binding cookie is left to expire (ssoStateTTL), not cleared: it
+	// binds the browser's other pending sign-ins too, and clearing it at
+	// a made-up callback (any page can navigate the browser there) would
+	// abort the sign-in under way.
 	fail := func(reason string, err error) {
 		fields := []zap.Field{zap.String("reason", reason)}
 		if err != nil {
 			fields = append(fields, zap.Error(err))
 		}
 		log.Info("SSO sign-in failed", fields...)
-		clearBinding()
 		c.W.Header().Set("Cache-Control", "no-store")
 		http.Redirect(c.W, c.R, "/?sso_error="+url.QueryEscape(reason), http.StatusSeeOther)
 	}
@@ -673,7 +693,6 @@ func ssoCallback(c *api.Call) {
 		return
 	}
 	log.Info("SSO sign-in", zap.Int64("user_id", u.ID))
-	clearBinding()
 	c.W.Header().Set("Cache-Control", "no-store")
 	http.Redirect(c.W, c.R, "/", http.StatusSeeOther)
 }

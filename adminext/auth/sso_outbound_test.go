@@ -152,3 +152,56 @@ func TestSSODiscoveryFailureIsShared(t *testing.T) {
 	// The provider back: the next start discovers it again.
 	e.anon().want(303, "GET", "/api/v1/auth/sso/start", nil)
 }
+
+// TestSSOSignInsInOneBrowser: each start set a new binding cookie, and
+// every callback cleared it. Two sign-ins started in one browser (two
+// tabs, a double click on the button) then both failed as invalid_state:
+// the first's callback met the second's binding and cleared it, the
+// second's met none. And any page could abort a browser's sign-in in
+// progress by navigating it to the callback with a made-up state (a
+// top-level GET carries the SameSite=Lax cookie), which cleared the
+// binding. A browser keeps its binding for the pending sign-ins it starts
+// (each state is still single-use and bound to it); the callback leaves
+// it to expire.
+func TestSSOSignInsInOneBrowser(t *testing.T) {
+	e := start(t)
+	idp := newIDP(t)
+	adm := e.withToken(e.anon().token())
+	adm.want(200, "POST", "/api/v1/users", map[string]any{"email": "alice@example.com", "role": "viewer", "password": "alice-password"})
+	adm.want(200, "PUT", "/api/v1/sso/config", map[string]any{"issuer": idp.Issuer(), "client_id": idp.ClientID, "client_secret": idp.ClientSecret})
+
+	// begin runs start and the provider's approval in b: the callback URL.
+	begin := func(b *client) string {
+		st := b.want(303, "GET", "/api/v1/auth/sso/start", nil)
+		return b.want(302, "GET", st.Header.Get("Location"), nil).Header.Get("Location")
+	}
+	signedIn := func(a answer) {
+		t.Helper()
+		if loc := a.Header.Get("Location"); loc != "/" {
+			t.Fatalf("callback redirects to %q", loc)
+		}
+	}
+
+	b := e.browser()
+	first, second := begin(b), begin(b)
+	signedIn(b.want(303, "GET", first, nil))
+	signedIn(b.want(303, "GET", second, nil))
+	b.want(200, "GET", "/api/v1/auth/me", nil)
+	// Each state is still single-use, and still bound to the browser.
+	wantSSOError(t, b.want(303, "GET", first, nil), "invalid_state")
+	third := begin(b)
+	wantSSOError(t, e.browser().want(303, "GET", third, nil), "invalid_state")
+
+	// A made-up callback does not abort the sign-in under way.
+	b = e.browser()
+	pending := begin(b)
+	wantSSOError(t, b.want(303, "GET", "/api/v1/auth/sso/callback?code=x&state=made-up", nil), "invalid_state")
+	wantSSOError(t, b.want(303, "GET", "/api/v1/auth/sso/callback?error=access_denied", nil), "access_denied")
+	signedIn(b.want(303, "GET", pending, nil))
+
+	// A malformed binding cookie is replaced, not adopted.
+	a := e.anon().want(303, "GET", "/api/v1/auth/sso/start", nil, "Cookie", "gateway_sso=short")
+	if ck := setCookieOf(a, "gateway_sso"); ck == nil || len(ck.Value) != 43 {
+		t.Fatalf("binding cookie set for a malformed one: %+v", ck)
+	}
+}
