@@ -650,7 +650,9 @@ func ssoCallback(c *api.Call) {
 		fail("invalid_id_token", err)
 		return
 	}
-	if cl.Email == "" || validEmail(cl.Email) != nil {
+	// The users' endpoints' bound (User.Email): a longer one would make
+	// an account whose answer they refuse.
+	if cl.Email == "" || len(cl.Email) > 254 || validEmail(cl.Email) != nil {
 		fail("email_missing", nil)
 		return
 	}
@@ -804,7 +806,7 @@ func ssoUser(db *gorm.DB, cfg *storage.SSOConfig, sub string, cl *ssoClaims) (*s
 			return nil, "domain_not_allowed", nil
 		}
 	}
-	row := storage.AdminUser{Email: cl.Email, EmailKey: key, Name: cl.Name, Role: *cfg.AutoProvisionRole, SSOSubject: &sub}
+	row := storage.AdminUser{Email: cl.Email, EmailKey: key, Name: cleanName(cl.Name), Role: *cfg.AutoProvisionRole, SSOSubject: &sub}
 	err = db.Transaction(func(tx *gorm.DB) error {
 		if lockout, err := wouldLockOut(tx, row.Role); err != nil {
 			return err
@@ -853,6 +855,24 @@ func linkSubject(db *gorm.DB, u *storage.AdminUser, sub string) (*storage.AdminU
 		return nil, "identity_mismatch", fmt.Errorf("user %d is linked to another identity at the provider", u.ID)
 	}
 	return u, "", nil
+}
+
+// cleanName is the provider's name claim as the users' endpoints accept a
+// name (User.Name, a schema "name"): without control characters (what a
+// provider's user typed is shown in the dashboard), trimmed, at most 255
+// characters; a name of only spaces is none.
+func cleanName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+	s = strings.TrimSpace(strings.ToValidUTF8(s, ""))
+	if r := []rune(s); len(r) > 255 {
+		s = strings.TrimSpace(string(r[:255]))
+	}
+	return s
 }
 
 // asciiEqualFold reports whether a and b are equal but for the case of

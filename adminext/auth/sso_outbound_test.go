@@ -205,3 +205,48 @@ func TestSSOSignInsInOneBrowser(t *testing.T) {
 		t.Fatalf("binding cookie set for a malformed one: %+v", ck)
 	}
 }
+
+// TestSSOProvisionedUserIsValid: an account provisioned at a first SSO
+// sign-in took the provider's name and email claims as they came, which
+// the users' own endpoints would refuse (a name of more than 255
+// characters or with control characters, an email of more than 254): the
+// account's answer, sent back as it is (the user endpoints accept their
+// answers), was 400, and the dashboard showed what the provider's user
+// typed. The name is cleaned (control characters dropped, spaces trimmed,
+// 255 characters at most); an over-long email is refused (email_missing:
+// no valid email).
+func TestSSOProvisionedUserIsValid(t *testing.T) {
+	e := start(t)
+	idp := newIDP(t)
+	adm := e.withToken(e.anon().token())
+	adm.want(200, "PUT", "/api/v1/sso/config", map[string]any{"issuer": idp.Issuer(), "client_id": idp.ClientID,
+		"client_secret": idp.ClientSecret, "auto_provision_role": "viewer"})
+
+	idp.User = idpUser{Email: strings.Repeat("l", 250) + "@example.org", EmailVerified: true, Name: "Long"}
+	wantSSOError(t, ssoFlow(t, e.browser(), idp, nil), "email_missing")
+
+	idp.User = idpUser{Email: "frank@example.org", EmailVerified: true, Name: "  Frank\x00\x1b[31m\n" + strings.Repeat("é", 300)}
+	if a := ssoFlow(t, e.browser(), idp, nil); a.Header.Get("Location") != "/" {
+		t.Fatalf("provisioning: %q", a.Header.Get("Location"))
+	}
+	u := userByEmail(t, adm, "frank@example.org")
+	name, _ := u["name"].(string)
+	if want := "Frank[31m" + strings.Repeat("é", 246); name != want {
+		t.Fatalf("provisioned name %q, want %q", name, want)
+	}
+	// The answer goes back (sso_linked aside: see TestUserAnswerGoesBack).
+	delete(u, "sso_linked")
+	adm.want(200, "PUT", "/api/v1/users/"+itoa(u["id"]), u)
+
+	// A name of only spaces and control characters is no name.
+	idp.User = idpUser{Email: "grace@example.org", EmailVerified: true, Name: " \t\x01 "}
+	if a := ssoFlow(t, e.browser(), idp, nil); a.Header.Get("Location") != "/" {
+		t.Fatalf("provisioning: %q", a.Header.Get("Location"))
+	}
+	g := userByEmail(t, adm, "grace@example.org")
+	if g["name"] != "" {
+		t.Fatalf("provisioned name %q", g["name"])
+	}
+	delete(g, "sso_linked")
+	adm.want(200, "PUT", "/api/v1/users/"+itoa(g["id"]), g)
+}
