@@ -80,6 +80,7 @@ type User struct {
 	Role        string     `json:"role" schema:"required,enum=viewer|editor|admin"`
 	Password    *string    `json:"password,omitempty" schema:"writeonly,minLength=8,maxLength=1024" doc:"At least 8 characters; stored as an argon2id hash. On update, omit (or null) to keep the current one; supplying one ends the user's sessions."`
 	HasPassword bool       `json:"has_password" schema:"readonly" doc:"false for SSO-only accounts."`
+	SSOLinked   bool       `json:"sso_linked" schema:"readonly" doc:"Only an SSO sign-in links an account; changing the email (beyond letter case) unlinks it."`
 	CreatedAt   time.Time  `json:"created_at" schema:"readonly"`
 	LastLoginAt *time.Time `json:"last_login_at" schema:"readonly"`
 }
