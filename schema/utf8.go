@@ -19,34 +19,70 @@ func invalidText(body []byte) (path string, ok bool) {
 	if off < 0 {
 		return "", false // outside strings valid JSON has neither escapes nor non-ASCII bytes
 	}
-	return pathAt(body, off, ""), true
+	return pathAt(body, off), true
 }
 
-// pathAt is the path of the innermost value or key of raw (a valid JSON
-// value, named path) that holds the byte at offset off.
-func pathAt(raw []byte, off int, path string) string {
-	var found string
-	descend := func(name string, v []byte) error {
-		start := cap(raw) - cap(v) // v is a subslice of raw
-		if off < start {
-			found = name // in the key (or before the value)
-			return errStop
-		}
-		if off < start+len(v) {
-			found = pathAt(v, off-start, name)
-			return errStop
-		}
-		return nil
+// pathAt is the path of the innermost value or key of body (a valid JSON
+// value) that holds the byte at offset off, found in one pass over
+// body[:off] with a stack of the arrays and objects around it. Descending
+// level by level (eachMember, eachItem) skipped the whole enclosing value
+// at every level: a body nested thousands deep with the byte at its bottom
+// cost its size times its depth (a 64 KiB body 0.6 s, 2 MiB 20 s).
+func pathAt(body []byte, off int) string {
+	type frame struct {
+		obj     bool
+		wantKey bool   // an object: the next string is a key
+		key     []byte // an object: its current key, as written
+		index   int    // an array: its current item
 	}
-	switch raw[0] {
-	case '{':
-		_ = eachMember(raw, func(k string, v []byte) error { return descend(joinPath(path, k), v) })
-	case '[':
-		_ = eachItem(raw, func(i int, v []byte) error { return descend(path+"["+strconv.Itoa(i)+"]", v) })
-	default:
-		return path
+	var stack []frame
+scan:
+	for i := 0; i < off; {
+		top := len(stack) - 1
+		switch body[i] {
+		case '"':
+			end := skipString(body, i)
+			if top >= 0 && stack[top].wantKey {
+				stack[top].key, stack[top].wantKey = body[i:end], false
+			}
+			if off < end {
+				break scan // the byte is in this string
+			}
+			i = end
+			continue
+		case '{':
+			stack = append(stack, frame{obj: true, wantKey: true})
+		case '[':
+			stack = append(stack, frame{})
+		case '}', ']':
+			stack = stack[:top]
+		case ',':
+			if stack[top].obj {
+				stack[top].key, stack[top].wantKey = nil, true
+			} else {
+				stack[top].index++
+			}
+		}
+		i++
 	}
-	return found
+	var path []byte
+	for _, f := range stack {
+		if !f.obj {
+			path = append(path, '[')
+			path = strconv.AppendInt(path, int64(f.index), 10)
+			path = append(path, ']')
+			continue
+		}
+		if f.key == nil {
+			break // not past the key yet (off is never there: it is in a string)
+		}
+		k, _ := unquote(f.key)
+		if len(path) > 0 {
+			path = append(path, '.')
+		}
+		path = append(path, k...)
+	}
+	return string(path)
 }
 
 // badText is the offset of the first invalid UTF-8 byte or unpaired
