@@ -35,8 +35,8 @@ func eachMember(raw []byte, fn func(key string, v []byte) error) error {
 	for i < len(raw) && raw[i] != '}' {
 		kEnd := skipString(raw, i)
 		key, err := unquote(raw[i:kEnd])
-		if err != nil {
-			return err
+		if err != nil { // not with valid JSON; a 400 all the same
+			return &FieldError{Msg: "malformed JSON: " + jsonErrText(err)}
 		}
 		i = skipSpace(raw, kEnd)
 		i = skipSpace(raw, i+1) // past ':'

@@ -182,16 +182,21 @@ func Decode(body []byte, dst any) error {
 // left to the decoder.
 func checkObject(path string, raw []byte, t reflect.Type) error {
 	in := structInfo(t)
-	known := make(map[string]bool, len(in.fields))
-	for _, f := range in.fields {
-		known[f.name] = !f.internal
-	}
-	// Only declared keys are kept (a key given twice: its last value, as
-	// the decoder takes it), so the walk holds at most a value per field.
+	// Only declared keys are kept (a key given twice: its last value), so
+	// the walk holds at most a value per field. An earlier value of a key
+	// given twice is checked when the later one replaces it: the decoder
+	// decodes both, and merges objects given twice (a struct, a map, the
+	// items of a slice), so the last value is not all that is decoded.
 	obj := map[string][]byte{}
 	err := eachMember(raw, func(k string, v []byte) error {
-		if !known[k] {
+		f := in.byName[k]
+		if f == nil || f.internal {
 			return Errorf(joinPath(path, k), "unknown field")
+		}
+		if prev, ok := obj[k]; ok {
+			if err := checkField(path, f, prev, true); err != nil {
+				return err
+			}
 		}
 		obj[k] = v
 		return nil
@@ -200,26 +205,36 @@ func checkObject(path string, raw []byte, t reflect.Type) error {
 		return err
 	}
 	for _, f := range in.fields {
-		if f.internal || f.readonly {
+		if f.internal {
 			continue
 		}
 		raw, ok := obj[f.name]
-		isNull := ok && isJSONNull(raw)
-		if f.required && (!ok || (isNull && !f.nullable)) {
-			return Errorf(joinPath(path, f.name), "is required")
+		if err := checkField(path, f, raw, ok); err != nil {
+			return err
 		}
-		if isNull && !f.nullable {
-			return Errorf(joinPath(path, f.name), "must not be null")
+	}
+	return nil
+}
+
+// checkField checks the value raw of the field f of the object at path
+// (ok: the key is present).
+func checkField(path string, f *field, raw []byte, ok bool) error {
+	if f.readonly {
+		return nil
+	}
+	isNull := ok && isJSONNull(raw)
+	if f.required && (!ok || (isNull && !f.nullable)) {
+		return Errorf(joinPath(path, f.name), "is required")
+	}
+	if isNull && !f.nullable {
+		return Errorf(joinPath(path, f.name), "must not be null")
+	}
+	if ok && !isNull {
+		max := DefaultMaxItems
+		if f.maxItems != nil {
+			max = *f.maxItems
 		}
-		if ok && !isNull {
-			max := DefaultMaxItems
-			if f.maxItems != nil {
-				max = *f.maxItems
-			}
-			if err := checkRaw(joinPath(path, f.name), raw, f.typ, max); err != nil {
-				return err
-			}
-		}
+		return checkRaw(joinPath(path, f.name), raw, f.typ, max)
 	}
 	return nil
 }
@@ -300,9 +315,20 @@ func checkRaw(path string, raw []byte, t reflect.Type, maxItems int) error {
 		if n := countItems(raw, maxItems); n > maxItems {
 			return Errorf(path, "must have at most %d items", maxItems)
 		}
+		// A key given twice: the decoder decodes both values (see
+		// checkObject), the earlier one is checked as it is replaced.
 		obj := map[string][]byte{}
-		if err := eachMember(raw, func(k string, v []byte) error { obj[k] = v; return nil }); err != nil {
-			return Errorf(path, "must be an object")
+		err := eachMember(raw, func(k string, v []byte) error {
+			if prev, ok := obj[k]; ok {
+				if err := checkRaw(joinPath(path, k), prev, t.Elem(), DefaultMaxItems); err != nil {
+					return err
+				}
+			}
+			obj[k] = v
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		keys := make([]string, 0, len(obj))
 		for k := range obj {
@@ -659,7 +685,10 @@ func RegisterEnum(name string, fn func() []string) {
 	enums[name] = fn
 }
 
-type info struct{ fields []*field }
+type info struct {
+	fields []*field
+	byName map[string]*field // by JSON name
+}
 
 var cache sync.Map // reflect.Type -> *info
 
@@ -669,6 +698,10 @@ func structInfo(t reflect.Type) *info {
 	}
 	in := &info{}
 	addFields(in, t, nil)
+	in.byName = make(map[string]*field, len(in.fields))
+	for _, f := range in.fields {
+		in.byName[f.name] = f
+	}
 	cache.Store(t, in)
 	return in
 }

@@ -367,3 +367,45 @@ func TestInvalidTextPathOfADeepBody(t *testing.T) {
 		"{\"groups\":[\"a\"],\"name\":\"\xc3\"}":                           "name: must be valid",
 	}, false)
 }
+
+type inner struct {
+	Name  string `json:"name"`
+	Stamp int    `json:"stamp,omitempty" schema:"internal"`
+}
+
+type outer struct {
+	In      *inner            `json:"in"`
+	Ins     []inner           `json:"ins"`
+	Headers map[string]string `json:"headers"`
+	Nested  map[string]inner  `json:"nested"`
+}
+
+// A key given twice is decoded twice by encoding/json, which merges
+// objects given twice (a struct, a map, a slice's items): every occurrence
+// is held to the rules, not only the last one, or a nested internal field,
+// a null map value, a key in another case or a wrong type got past the
+// walk (named without its path, or not at all).
+func TestDuplicateKeys(t *testing.T) {
+	wantDecodeErrors[outer](t, map[string]string{
+		`{"in":{"stamp":1},"in":{"name":"x"}}`:         "in.stamp: unknown field",
+		`{"ins":[{"stamp":1}],"ins":[{"name":"x"}]}`:   "ins[0].stamp: unknown field",
+		`{"ins":[{"NAME":"x"}],"ins":[{}]}`:            "ins[0].NAME: unknown field",
+		`{"ins":[{"name":1}],"ins":[]}`:                "ins[0].name: must be a string",
+		`{"headers":{"a":null},"headers":{}}`:          "headers.a: must not be null",
+		`{"headers":{"a":1,"a":"x"}}`:                  "headers.a: must be a string",
+		`{"nested":{"k":{"stamp":1},"k":{}}}`:          "nested.k.stamp: unknown field",
+		`{"in":{"name":"x"},"in":{"name":"y","in":1}}`: "in.in: unknown field",
+		`{"ins":[null],"ins":[]}`:                      "ins[0]: must not be null",
+		`{"headers":{"a":"x"},"headers":null}`:         "headers: must not be null",
+		`{"headers":null,"headers":{"a":"x"}}`:         "headers: must not be null",
+	}, true)
+	// As encoding/json: a value given twice is the last one, objects
+	// given twice are merged.
+	var o outer
+	if err := Decode([]byte(`{"in":{"name":"a"},"in":{"name":"b"},"headers":{"a":"1"},"headers":{"b":"2","b":"3"}}`), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.In.Name != "b" || len(o.Headers) != 2 || o.Headers["a"] != "1" || o.Headers["b"] != "3" {
+		t.Fatalf("decoded %+v", o)
+	}
+}
