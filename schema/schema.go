@@ -219,16 +219,17 @@ func checkObject(path string, raw []byte, t reflect.Type) error {
 // checkField checks the value raw of the field f of the object at path
 // (ok: the key is present).
 func checkField(path string, f *field, raw []byte, ok bool) error {
-	if f.readonly {
-		return nil
-	}
 	isNull := ok && isJSONNull(raw)
-	if f.required && (!ok || (isNull && !f.nullable)) {
-		return Errorf(joinPath(path, f.name), "is required")
+	if !f.readonly {
+		if f.required && (!ok || (isNull && !f.nullable)) {
+			return Errorf(joinPath(path, f.name), "is required")
+		}
+		if isNull && !f.nullable {
+			return Errorf(joinPath(path, f.name), "must not be null")
+		}
 	}
-	if isNull && !f.nullable {
-		return Errorf(joinPath(path, f.name), "must not be null")
-	}
+	// A read-only value is ignored but decoded all the same: a value the
+	// decoder would refuse is named here too.
 	if ok && !isNull {
 		max := DefaultMaxItems
 		if f.maxItems != nil {
@@ -286,8 +287,11 @@ func checkRaw(path string, raw []byte, t reflect.Type, maxItems int) error {
 		}
 	case reflect.Struct:
 		if t == timeType {
-			if c != '"' {
-				return Errorf(path, "must be a date-time string")
+			// The decoder's own error (time.Time's UnmarshalJSON) names
+			// no field and is not about JSON.
+			var tm time.Time
+			if c != '"' || tm.UnmarshalJSON(raw) != nil {
+				return Errorf(path, "must be a date-time string (RFC 3339: 2006-01-02T15:04:05Z)")
 			}
 			return nil
 		}

@@ -409,3 +409,40 @@ func TestDuplicateKeys(t *testing.T) {
 		t.Fatalf("decoded %+v", o)
 	}
 }
+
+type stamped struct {
+	ID      int64      `json:"id" schema:"readonly"`
+	Created time.Time  `json:"created" schema:"readonly"`
+	Expires *time.Time `json:"expires"`
+	When    time.Time  `json:"when"`
+}
+
+// A date-time that does not parse is named like any wrong value (it was
+// "malformed JSON: parsing time …" from time.Time's UnmarshalJSON); a
+// read-only value, ignored, must still be of its type, which the decoder
+// checks: its errors name it too.
+func TestDateTimes(t *testing.T) {
+	const bad = "must be a date-time string (RFC 3339: 2006-01-02T15:04:05Z)"
+	wantDecodeErrors[stamped](t, map[string]string{
+		`{"when":"yesterday"}`:            "when: " + bad,
+		`{"when":""}`:                     "when: " + bad,
+		`{"when":"2020-01-01"}`:           "when: " + bad,
+		`{"when":"2020-13-01T00:00:00Z"}`: "when: " + bad,
+		`{"expires":"x"}`:                 "expires: " + bad,
+		`{"when":5}`:                      "when: " + bad,
+		`{"created":"yesterday"}`:         "created: " + bad,
+		`{"created":5}`:                   "created: " + bad,
+		`{"id":"1"}`:                      "id: must be an integer",
+		`{"id":1.5}`:                      "id: must be an integer",
+	}, true)
+	s := stamped{ID: 3}
+	if err := Decode([]byte(`{"id":9,"created":"2001-02-03T04:05:06Z","expires":"2030-01-01T00:00:00+02:00","when":"2020-01-01T00:00:00.5Z"}`), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.ID != 3 || !s.Created.IsZero() || s.Expires.Year() != 2030 || s.When.Nanosecond() != 5e8 {
+		t.Fatalf("decoded %+v", s)
+	}
+	if err := Decode([]byte(`{"id":null,"created":null,"expires":null}`), &s); err != nil {
+		t.Fatal(err)
+	}
+}
