@@ -147,26 +147,34 @@ func Decode(body []byte, dst any) error {
 		return Errorf(path, "must be valid UTF-8 text (it holds an invalid byte or an unpaired \\u surrogate escape)")
 	}
 	info := structInfo(rv.Elem().Type())
+	if err := checkObject("", body, rv.Elem().Type()); err != nil {
+		return err
+	}
+	// Read-only fields are set aside and zeroed for the decoder, which
+	// would write into a non-nil pointer's target or an existing map (the
+	// very ones a shallow copy of the field holds), and put back after it.
 	saved := map[*field]reflect.Value{}
 	for _, f := range info.fields {
 		if f.readonly {
-			saved[f] = reflect.ValueOf(rv.Elem().FieldByIndex(f.index).Interface())
+			fv := rv.Elem().FieldByIndex(f.index)
+			c := reflect.New(fv.Type()).Elem()
+			c.Set(fv)
+			saved[f] = c
+			fv.SetZero()
 		}
-	}
-	if err := checkObject("", body, rv.Elem().Type()); err != nil {
-		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
-	if err := dec.Decode(dst); err != nil {
+	err := dec.Decode(dst)
+	for f, v := range saved {
+		rv.Elem().FieldByIndex(f.index).Set(v)
+	}
+	if err != nil {
 		return decodeError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &FieldError{Msg: "malformed JSON: trailing data after the object"}
-	}
-	for f, v := range saved {
-		rv.Elem().FieldByIndex(f.index).Set(v)
 	}
 	return Check(dst)
 }

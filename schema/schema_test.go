@@ -446,3 +446,23 @@ func TestDateTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+type held struct {
+	Issuer *string           `json:"issuer" schema:"readonly"`
+	Labels map[string]string `json:"labels" schema:"readonly"`
+	Name   string            `json:"name"`
+}
+
+// Read-only fields keep what dst held, also behind a pointer or in a map:
+// the decoder writes into a non-nil pointer's target and into an existing
+// map, which the saved copy of the field shares.
+func TestReadOnlyKeptBehindPointers(t *testing.T) {
+	iss := "CA"
+	h := held{Issuer: &iss, Labels: map[string]string{"a": "1"}}
+	if err := Decode([]byte(`{"issuer":"evil","labels":{"a":"2","b":"3"},"name":"x"}`), &h); err != nil {
+		t.Fatal(err)
+	}
+	if iss != "CA" || h.Issuer != &iss || len(h.Labels) != 1 || h.Labels["a"] != "1" || h.Name != "x" {
+		t.Fatalf("read-only values changed: issuer %q, labels %v", iss, h.Labels)
+	}
+}
