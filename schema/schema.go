@@ -128,9 +128,12 @@ func Decode(body []byte, dst any) error {
 	if d, ok := dst.(Defaulter); ok {
 		d.SetDefaults()
 	}
-	body = bytes.TrimSpace(body)
+	body = trimJSONSpace(body)
 	if len(body) == 0 {
 		return &FieldError{Msg: "request body must be a JSON object"}
+	}
+	if bytes.HasPrefix(body, []byte("\ufeff")) {
+		return &FieldError{Msg: "request body must be a JSON object without a byte order mark (U+FEFF)"}
 	}
 	if body[0] != '{' {
 		return &FieldError{Msg: "request body must be a JSON object"}
@@ -258,7 +261,7 @@ func checkRaw(path string, raw []byte, t reflect.Type, maxItems int) error {
 	if t == rawMessageType {
 		return nil // decoded later by its own declaration (plugin config …)
 	}
-	raw = bytes.TrimSpace(raw)
+	raw = trimJSONSpace(raw)
 	null := isJSONNull(raw)
 	if t.Kind() == reflect.Pointer {
 		if null {
@@ -387,7 +390,19 @@ func intRange(t reflect.Type) (string, string) {
 	return strconv.FormatInt(-1<<(bits-1), 10), strconv.FormatInt(1<<(bits-1)-1, 10)
 }
 
-func isJSONNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+// trimJSONSpace trims JSON's whitespace (space, tab, CR, LF) from b; not
+// bytes.TrimSpace's, which also takes \v, \f, U+0085 and U+00A0 that
+// encoding/json refuses.
+func trimJSONSpace(b []byte) []byte {
+	i := skipSpace(b, 0)
+	j := len(b)
+	for j > i && (b[j-1] == ' ' || b[j-1] == '\t' || b[j-1] == '\n' || b[j-1] == '\r') {
+		j--
+	}
+	return b[i:j]
+}
+
+func isJSONNull(raw json.RawMessage) bool { return string(trimJSONSpace(raw)) == "null" }
 
 func joinPath(path, name string) string {
 	if path == "" {
@@ -399,7 +414,7 @@ func joinPath(path, name string) string {
 // DecodeValue decodes a json.RawMessage (possibly empty or null, meaning "all
 // defaults") into dst with the same rules as Decode.
 func DecodeValue(raw json.RawMessage, dst any) error {
-	t := bytes.TrimSpace(raw)
+	t := trimJSONSpace(raw)
 	if len(t) == 0 || string(t) == "null" {
 		t = []byte("{}")
 	}

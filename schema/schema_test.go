@@ -466,3 +466,20 @@ func TestReadOnlyKeptBehindPointers(t *testing.T) {
 		t.Fatalf("read-only values changed: issuer %q, labels %v", iss, h.Labels)
 	}
 }
+
+// Only JSON's own whitespace (space, tab, CR, LF) may surround the body:
+// bytes.TrimSpace also took U+0085 and U+00A0, which encoding/json refuses.
+func TestBodyWhitespace(t *testing.T) {
+	wantDecodeErrors[decl](t, map[string]string{
+		"\u00a0{\"name\":\"x\",\"port\":1}": "request body must be a JSON object",
+		"{\"name\":\"x\",\"port\":1}\u00a0": "malformed JSON: invalid character",
+		"{\"name\":\"x\",\"port\":1}\u0085": "malformed JSON: invalid character",
+		"\v{\"name\":\"x\",\"port\":1}":     "request body must be a JSON object",
+		"{\"name\":\"x\",\"port\":1}\f":     "malformed JSON: invalid character",
+		"\ufeff{\"name\":\"x\",\"port\":1}": "request body must be a JSON object without a byte order mark",
+	}, false)
+	var d decl
+	if err := Decode([]byte(" \t\r\n{\"name\":\"x\",\"port\":1}\r\n \t"), &d); err != nil {
+		t.Fatal(err)
+	}
+}
