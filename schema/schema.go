@@ -23,9 +23,9 @@
 //	placeholders      the value (a string, or each value of a string map or
 //	                  slice) reaches a Caddy replacer: only the placeholders
 //	                  package's allowed placeholders may appear in it
-//	secret            the value (a string, or each value of a string map) is
-//	                  a secret: Redact replaces it for callers that may not
-//	                  see secrets
+//	secret            the value (a string, each value of a string map, or an
+//	                  opaque JSON value) is a secret: Redact replaces it for
+//	                  callers that may not see secrets
 //	KIND              what a string holds (for slices: each item; for maps:
 //	                  each value), one of the kinds below
 //	keys=KIND         the kind of a map's keys

@@ -4,11 +4,13 @@ import (
 	"net/url"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 )
 
 // Redacted is what Redact puts in place of a secret value: the whole value
-// of a secret string or map entry, or the user information and the query's
+// of a secret string, map entry or opaque JSON value (json.RawMessage, as
+// the JSON string "<redacted>"), or the user information and the query's
 // values of a secret URL (the url kind), where collectors take credentials:
 // https://<redacted>@collector.example/in?api_key=<redacted>. It is not a valid
 // value of any field, and Check refuses it in a secret field, so a
@@ -63,15 +65,29 @@ func RedactedFields(v any) []string {
 func walkSecrets(v any, fn func(f *field, s string) (string, bool)) []string {
 	return walkFields(v, func(f *field) bool { return f.secret }, func(f *field, fv reflect.Value) []string {
 		var names []string
-		switch fv.Kind() {
-		case reflect.String:
+		switch {
+		case fv.Type() == rawMessageType:
+			// An opaque JSON value (a wasm plugin's configuration, which
+			// the gateway cannot look into): redacted whole, as the JSON
+			// string Redacted, so that it stays JSON.
+			raw := string(trimJSONSpace(fv.Bytes()))
+			if raw == "" || raw == "null" {
+				return nil
+			}
+			if s, hit := fn(f, raw); hit {
+				if fv.CanSet() && s != raw {
+					fv.SetBytes([]byte(strconv.Quote(s)))
+				}
+				names = append(names, f.name)
+			}
+		case fv.Kind() == reflect.String:
 			if s, hit := fn(f, fv.String()); hit {
 				if fv.CanSet() {
 					fv.SetString(s)
 				}
 				names = append(names, f.name)
 			}
-		case reflect.Map:
+		case fv.Kind() == reflect.Map:
 			if fv.Type().Elem().Kind() != reflect.String {
 				return nil
 			}

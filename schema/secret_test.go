@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -38,5 +39,29 @@ func TestRedact(t *testing.T) {
 	w := &secretDecl{URL: "https://h.example/"}
 	if names := Redact(w); len(names) != 0 || w.URL != "https://h.example/" {
 		t.Errorf("%v %+v", names, w)
+	}
+}
+
+// An opaque JSON value declared secret (a wasm plugin's configuration) is
+// redacted whole, as the JSON string "<redacted>"; null or none is left.
+func TestRedactOpaqueJSON(t *testing.T) {
+	type decl struct {
+		Config json.RawMessage `json:"config" schema:"nullable,secret"`
+	}
+	v := &decl{Config: json.RawMessage(`{"api_key":"k","n":1}`)}
+	if names := Redact(v); !reflect.DeepEqual(names, []string{"config"}) || string(v.Config) != `"<redacted>"` {
+		t.Fatalf("%v %s", names, v.Config)
+	}
+	if !json.Valid(v.Config) {
+		t.Fatalf("not JSON: %s", v.Config)
+	}
+	if err := Check(v); err == nil || !strings.Contains(err.Error(), "config") {
+		t.Fatalf("Check of a redacted value: %v", err)
+	}
+	for _, none := range []string{"", "null", " null "} {
+		w := &decl{Config: json.RawMessage(none)}
+		if names := Redact(w); len(names) != 0 || string(w.Config) != none {
+			t.Fatalf("%q: %v %s", none, names, w.Config)
+		}
 	}
 }

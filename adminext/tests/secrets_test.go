@@ -24,8 +24,8 @@ import (
 // autosaved config and its config folder, GETs as a viewer, and the default
 // export. Secrets reach Caddy's modules by reference only; so do plugin
 // configs (an http-log plugin's endpoint credentials and headers, a wasm
-// plugin's configuration), which viewers see redacted where declared
-// secret.
+// plugin's configuration, secret as a whole since the gateway cannot look
+// into it), which viewers see redacted where declared secret.
 func TestNoSecretInCaddyConfig(t *testing.T) {
 	g, sid := echoGateway(t)
 	rid := g.Route("r", sid, testgw.Paths("/r"))
@@ -91,6 +91,7 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 		"bcrypt hash": "$2a$", "private key": keyBody, "PEM key header": "PRIVATE KEY",
 		"cloudflare token": cfToken, "EAB key id": eabKeyID, "EAB MAC key": eabMAC, "SSO secret": ssoSecret,
 		"http-log endpoint password": logPass, "http-log header": logHeader, "http-log endpoint's query key": logKey,
+		"wasm plugin configuration": wasmConfig,
 	}
 	check := func(where string, body []byte) {
 		t.Helper()
@@ -112,9 +113,6 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 		t.Fatalf("the running config does not reference the gateway's state: %.2000s", cfg)
 	}
 	check("Caddy's /config/", cfg)
-	if strings.Contains(string(cfg), wasmConfig) {
-		t.Error("Caddy's /config/ shows the wasm plugin's configuration")
-	}
 
 	// Caddy's config folder (autosave) must hold no generated config.
 	_ = filepath.WalkDir(caddy.AppConfigDir(), func(path string, d os.DirEntry, err error) error {
