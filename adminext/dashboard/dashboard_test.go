@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -712,4 +714,58 @@ func TestBrowserRoutesPaged(t *testing.T) {
 		chromedp.Navigate(fmt.Sprintf("%s/#routes/%d", g.AdminURL, last)),
 		chromedp.WaitVisible(fmt.Sprintf(`#routes-table tr.sel[data-id="%d"]`, last), chromedp.ByQuery),
 	)
+}
+
+// With more routes than the names cache's page (1,000), the dashboard
+// never asks for the whole list of routes (at tens of thousands that is
+// megabytes and seconds of the server's work, every 10 s while the
+// overview is open): a route beyond the page is named by looking it up
+// alone.
+func TestBrowserManyRoutesNamed(t *testing.T) {
+	bin := chromium(t)
+	g := testgw.Start(t, nil)
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(textServer(t, "ok").URL, "http://"))
+	portN, _ := strconv.Atoi(port)
+	const n = 1005
+	routes := make([]map[string]any, n)
+	for i := range routes {
+		routes[i] = map[string]any{"id": i + 1, "name": fmt.Sprintf("r%d", i+1), "service_id": 1, "paths": []string{fmt.Sprintf("/p%d", i+1)}}
+	}
+	g.Must("POST", "/api/v1/import", map[string]any{"format": "gateway-export", "version": 1,
+		"services": []any{map[string]any{"id": 1, "name": "s", "targets": []any{map[string]any{"host": host, "port": portN}}}},
+		"routes":   routes})
+	ctx := browser(t, bin)
+	step := stepper(t, ctx)
+	step("the overview and the log, with a request to the last route",
+		screen(g, "overview", `#config-cards`),
+		screen(g, "log", `#log-table`),
+		chromedp.ActionFunc(func(context.Context) error {
+			if a := g.Proxy(t, "GET", fmt.Sprintf("/p%d", n), nil); a.Status != 200 {
+				return fmt.Errorf("proxy: %d", a.Status)
+			}
+			return nil
+		}),
+		chromedp.WaitVisible(fmt.Sprintf(`//tbody[@id="log-rows"]//a[text()="r%d"]`, n), chromedp.BySearch),
+	)
+	var last []map[string]any
+	g.JSON("GET", fmt.Sprintf("/api/v1/routes?offset=%d&limit=1", n-1), nil, &last)
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "request-id", "scope": "route", "route_id": last[0]["id"]})
+	var routeID string
+	step("a plugin on the last route: named, and edited by route id",
+		screen(g, "plugins", `#plugins-table`),
+		chromedp.WaitVisible(fmt.Sprintf(`//table[@id="plugins-table"]//a[text()="r%d"]`, n), chromedp.BySearch),
+		chromedp.Click(`//table[@id="plugins-table"]//button[text()="Edit"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`input[name=route_id][type=number]`, chromedp.ByQuery),
+		chromedp.Value(`input[name=route_id]`, &routeID, chromedp.ByQuery),
+	)
+	if routeID != fmt.Sprint(last[0]["id"]) {
+		t.Fatalf("the plugin form's route id: %q, want %v", routeID, last[0]["id"])
+	}
+	var whole []string
+	step("no request for every route",
+		chromedp.Evaluate(`performance.getEntriesByType('resource').map(e => new URL(e.name)).filter(u => u.pathname === '/api/v1/routes' && !u.searchParams.has('limit')).map(u => u.href)`, &whole),
+	)
+	if len(whole) > 0 {
+		t.Fatalf("the dashboard asked for the whole list of routes: %v", whole)
+	}
 }

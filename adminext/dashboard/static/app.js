@@ -236,19 +236,46 @@
   }
 
   // ---- names: routes, services and consumers by name, with links -----------------
-  // A cache of the names, refreshed at most every 10 s (or when asked).
-  const N = { routes: new Map(), services: new Map(), consumers: new Map(), at: 0 };
+  // A cache of the names, refreshed at most every 10 s (or when asked): the
+  // first NAMES_PAGE of each kind. A gateway with more (tens of thousands
+  // of routes: the whole list is megabytes and seconds of the server's
+  // work, every 10 s while the overview is open) has the names of the
+  // others looked up one by one as links to them are shown (N.partial).
+  const NAMES_PAGE = 1000;
+  const N = { routes: new Map(), services: new Map(), consumers: new Map(), at: 0, partial: {}, pending: new Map() };
   async function loadNames(force) {
     if (!force && Date.now() - N.at < 10000) return;
     N.at = Date.now();
-    const [rs, ss, cs] = await Promise.all([api('GET', '/api/v1/routes'), api('GET', '/api/v1/services'), api('GET', '/api/v1/consumers')].map(p => p.catch(() => [])));
-    N.routes = new Map(rs.map(r => [r.id, r.name])); N.services = new Map(ss.map(s => [s.id, s.name])); N.consumers = new Map(cs.map(c => [c.id, c.username]));
+    const kinds = [['routes', 'name'], ['services', 'name'], ['consumers', 'username']];
+    const pages = await Promise.all(kinds.map(([k]) => page('/api/v1/' + k, 0, NAMES_PAGE).catch(() => ({ items: [], total: 0 }))));
+    kinds.forEach(([k, field], i) => {
+      const known = new Map(pages[i].items.map(x => [x.id, x[field]]));
+      // Names looked up one by one stay known beyond the first page.
+      if (pages[i].total > NAMES_PAGE) for (const [id, n] of N[k]) if (!known.has(id)) known.set(id, n);
+      N[k] = known;
+      N.partial[k] = pages[i].total > NAMES_PAGE;
+    });
+  }
+  // lookUpName fetches the name of one route, service or consumer beyond
+  // the cached page, then sets it on el (and on the other links waiting
+  // for it).
+  function lookUpName(kind, id, el) {
+    const key = kind + '/' + id;
+    if (N.pending.has(key)) { N.pending.get(key).push(el); return; }
+    N.pending.set(key, [el]);
+    api('GET', '/api/v1/' + key).then(x => {
+      const n = kind === 'consumers' ? x.username : x.name;
+      N[kind].set(id, n);
+      for (const e of N.pending.get(key)) if (e.isConnected) e.textContent = n;
+    }).catch(() => {}).finally(() => N.pending.delete(key));
   }
   // A link to a route, service or consumer (#routes/12 selects its row).
   function ref(kind, id, name) {
     if (id === null || id === undefined) return txt('span', '–', 'off');
     const n = name || N[kind].get(id);
-    return h('a', { href: '#' + kind + '/' + id, className: 'ref', title: kind.slice(0, -1) + ' #' + id }, n || '#' + id);
+    const a = h('a', { href: '#' + kind + '/' + id, className: 'ref', title: kind.slice(0, -1) + ' #' + id }, n || '#' + id);
+    if (!n && N.partial[kind]) lookUpName(kind, id, a);
+    return a;
   }
   // Marks the row of the focused id (#view/id) and scrolls to it.
   function focusRow(table) {
@@ -811,16 +838,22 @@
       mutBtn('Purge cache', '', async ev => { purged.textContent = ''; const r = await guard(err, ev.target, () => api('POST', '/api/v1/cache/purge')); if (r) purged.textContent = 'Purged ' + r.purged + ' cached response' + (r.purged === 1 ? '' : 's') + '.'; }),
       mutBtn('New plugin', 'primary', () => editForm(null))), formBox, err, tbl);
     const input = p => ({ type: p.type, scope: p.scope, service_id: p.service_id, route_id: p.route_id, ordering: p.ordering, enabled: p.enabled, config: p.config });
-    const scopeText = p => p.scope === 'global' ? 'global' : p.scope === 'service' ? 'service ' + ((svcs.find(s => s.id === p.service_id) || {}).name || '#' + p.service_id) : 'route ' + ((rts.find(r => r.id === p.route_id) || {}).name || '#' + p.route_id);
+    // The scope, its route named from the first page of routes or looked up
+    // (a gateway may hold more routes than a page: rtsMore).
+    let rtsMore = false;
+    const scopeCell = p => p.scope === 'global' ? 'global' : p.scope === 'service' ? 'service ' + ((svcs.find(s => s.id === p.service_id) || {}).name || '#' + p.service_id)
+      : ['route ', ref('routes', p.route_id, (rts.find(r => r.id === p.route_id) || {}).name)];
 
     let types = [];
     async function load() {
       try {
-        const [ps, ss, rs, ts] = await Promise.all([api('GET', '/api/v1/plugins'), api('GET', '/api/v1/services'), api('GET', '/api/v1/routes'), pluginTypes().catch(() => [])]);
-        svcs = ss; rts = rs; types = ts;
+        const [ps, ss, rs, ts] = await Promise.all([api('GET', '/api/v1/plugins'), api('GET', '/api/v1/services'), page('/api/v1/routes', 0, NAMES_PAGE), pluginTypes().catch(() => [])]);
+        svcs = ss; rts = rs.items; types = ts;
+        rtsMore = rs.total > NAMES_PAGE;
+        if (rtsMore) N.partial.routes = true;
         tbl.replaceChildren(h('table', { id: 'plugins-table' },
           h('tr', {}, ['ID', 'Type', 'Applies to', 'Ordering', 'Config', 'Enabled', ''].map(x => txt('th', x))),
-          ps.map(p => h('tr', { 'data-id': p.id }, txt('td', p.id), h('td', {}, h('strong', {}, p.type)), txt('td', scopeText(p)), txt('td', p.ordering),
+          ps.map(p => h('tr', { 'data-id': p.id }, txt('td', p.id), h('td', {}, h('strong', {}, p.type)), h('td', {}, scopeCell(p)), txt('td', p.ordering),
             h('td', {}, txt('code', JSON.stringify(p.config).slice(0, 90))),
             txt('td', p.enabled ? 'yes' : 'no', p.enabled ? 'ok' : 'off'),
             h('td', { className: 'actions' },
@@ -840,8 +873,10 @@
       typeSel.required = true;
       const scopeSel = select('scope', ['global', 'service', 'route'], p ? p.scope : (rts.length ? 'route' : svcs.length ? 'service' : 'global'));
       const svcSel = select('service_id', serviceOptions(svcs), p && p.service_id);
-      const rtSel = select('route_id', rts.map(r => [r.id, r.name + ' (#' + r.id + ')']), p && p.route_id);
-      const svcField = field('Service', svcSel), rtField = field('Route', rtSel);
+      // More routes than a page: the route by its id, not a list of them all.
+      const rtSel = rtsMore ? h('input', { name: 'route_id', type: 'number', min: 1, value: p && p.route_id ? p.route_id : '' })
+        : select('route_id', rts.map(r => [r.id, r.name + ' (#' + r.id + ')']), p && p.route_id);
+      const svcField = field('Service', svcSel), rtField = field(rtsMore ? 'Route id' : 'Route', rtSel);
       const sync = () => { svcField.hidden = scopeSel.value !== 'service'; rtField.hidden = scopeSel.value !== 'route'; };
       scopeSel.addEventListener('change', sync); sync();
       // The config: fields from the type's declaration, or raw JSON.
