@@ -42,6 +42,11 @@ type KeyAuth struct {
 
 	inline // standalone use: an inline consumer table
 
+	// headerKeys are KeyNames in net/http's canonical form, looked up in
+	// the header map directly: Header.Get canonicalizes (and, for a name
+	// that is not canonical, like the default "apikey", allocates) on
+	// every request.
+	headerKeys []string
 }
 
 // CaddyModule returns the Caddy module information.
@@ -51,6 +56,10 @@ func (*KeyAuth) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[KeyAu
 func (k *KeyAuth) Provision(caddy.Context) error {
 	if err := k.provision(k); err != nil {
 		return err
+	}
+	k.headerKeys = make([]string, len(k.KeyNames))
+	for i, n := range k.KeyNames {
+		k.headerKeys[i] = http.CanonicalHeaderKey(n)
 	}
 	return nil
 }
@@ -64,9 +73,9 @@ func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	info, r, table := k.begin(r)
 
 	var key, header, param string
-	for _, n := range k.KeyNames {
-		if v := r.Header.Get(n); v != "" {
-			key, header = v, n
+	for _, n := range k.headerKeys {
+		if v := r.Header[n]; len(v) > 0 && v[0] != "" {
+			key, header = v[0], n
 			break
 		}
 	}
