@@ -34,12 +34,8 @@ func TestSSOOutboundRefusesOwnEndpoints(t *testing.T) {
 	guard.Set("sso test sentinel", sentinel.Listener.Addr().String())
 	defer guard.Set("sso test sentinel")
 
-	e := start(t)
-	idp := newIDP(t)
-	adm := e.withToken(e.anon().token())
-	adm.want(200, "POST", "/api/v1/users", map[string]any{"email": "alice@example.com", "role": "viewer", "password": "alice-password"})
-	cfg := map[string]any{"issuer": idp.Issuer(), "client_id": idp.ClientID, "client_secret": idp.ClientSecret}
-	adm.want(200, "PUT", "/api/v1/sso/config", cfg)
+	e, idp, adm, cfg := startSSO(t)
+	adm.user("alice@example.com", "viewer", "alice-password")
 
 	t.Run("token endpoint", func(t *testing.T) {
 		idp.Discovery = map[string]any{"token_endpoint": sentinel.URL + "/stop"}
@@ -80,12 +76,8 @@ func TestSSOOutboundRefusesOwnEndpoints(t *testing.T) {
 // bound golang.org/x/oauth2 puts on token answers) are refused; the
 // padding here stands for an endless body, whose read the bound stops.
 func TestSSOProviderAnswersAreBounded(t *testing.T) {
-	e := start(t)
-	idp := newIDP(t)
-	adm := e.withToken(e.anon().token())
-	adm.want(200, "POST", "/api/v1/users", map[string]any{"email": "alice@example.com", "role": "viewer", "password": "alice-password"})
-	cfg := map[string]any{"issuer": idp.Issuer(), "client_id": idp.ClientID, "client_secret": idp.ClientSecret}
-	adm.want(200, "PUT", "/api/v1/sso/config", cfg)
+	e, idp, adm, cfg := startSSO(t)
+	adm.user("alice@example.com", "viewer", "alice-password")
 
 	// Within the bound (100 KiB of padding): accepted.
 	idp.Discovery = map[string]any{"x-padding": strings.Repeat("x", 100<<10)}
@@ -164,11 +156,8 @@ func TestSSODiscoveryFailureIsShared(t *testing.T) {
 // (each state is still single-use and bound to it); the callback leaves
 // it to expire.
 func TestSSOSignInsInOneBrowser(t *testing.T) {
-	e := start(t)
-	idp := newIDP(t)
-	adm := e.withToken(e.anon().token())
-	adm.want(200, "POST", "/api/v1/users", map[string]any{"email": "alice@example.com", "role": "viewer", "password": "alice-password"})
-	adm.want(200, "PUT", "/api/v1/sso/config", map[string]any{"issuer": idp.Issuer(), "client_id": idp.ClientID, "client_secret": idp.ClientSecret})
+	e, _, adm, _ := startSSO(t)
+	adm.user("alice@example.com", "viewer", "alice-password")
 
 	// begin runs start and the provider's approval in b: the callback URL.
 	begin := func(b *client) string {

@@ -45,6 +45,19 @@ func ssoFlow(t *testing.T, b *client, idp *fakeIDP, tamper func(u *url.URL)) ans
 	return b.want(303, "GET", cb, nil)
 }
 
+// startSSO starts a gateway and a provider, idp, that the gateway's first
+// administrator, adm, has made its SSO provider with cfg, client secret
+// included.
+func startSSO(t *testing.T) (e *env, idp *fakeIDP, adm *client, cfg map[string]any) {
+	t.Helper()
+	e = start(t)
+	idp = newIDP(t)
+	adm = e.withToken(e.anon().token())
+	cfg = map[string]any{"issuer": idp.Issuer(), "client_id": idp.ClientID, "client_secret": idp.ClientSecret}
+	adm.want(200, "PUT", "/api/v1/sso/config", cfg)
+	return e, idp, adm, cfg
+}
+
 func ssoError(t *testing.T, a answer) string {
 	t.Helper()
 	loc, err := url.Parse(a.Header.Get("Location"))
@@ -410,10 +423,7 @@ func rawGet(t *testing.T, e *env, host, path string) (int, string) {
 // A Host longer than a 253-character name with brackets and a port is 400
 // and stores nothing.
 func TestSSOStartRefusesLongHost(t *testing.T) {
-	e := start(t)
-	idp := newIDP(t)
-	adm := e.withToken(e.anon().token())
-	adm.want(200, "PUT", "/api/v1/sso/config", map[string]any{"issuer": idp.Issuer(), "client_id": idp.ClientID, "client_secret": idp.ClientSecret})
+	e, idp, _, _ := startSSO(t)
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(e.g.AdminURL, "http://"))
 	st, ans := rawGet(t, e, "[::1%"+strings.Repeat("a", 60000)+"]:"+port, "/api/v1/auth/sso/start")
 	if st != 400 || !strings.Contains(ans, `"Host: longer than 261 characters`) {
