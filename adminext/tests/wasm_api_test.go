@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/adminext/wasmapi"
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
@@ -30,18 +31,9 @@ func asFilter(t testing.TB) []byte {
 	return b
 }
 
-// wasmModule is a module as the API answers it.
-type wasmModule struct {
-	ID        int64  `json:"id"`
-	Name      string `json:"name"`
-	SizeBytes int64  `json:"size_bytes"`
-	SHA256    string `json:"sha256"`
-	CreatedAt string `json:"created_at"`
-}
-
-func uploadModule(t testing.TB, g *testgw.Gateway, body map[string]any) wasmModule {
+func uploadModule(t testing.TB, g *testgw.Gateway, body map[string]any) wasmapi.Module {
 	t.Helper()
-	var m wasmModule
+	var m wasmapi.Module
 	st, b := g.Do("POST", "/api/v1/wasm-modules", body)
 	if st != 200 {
 		t.Fatalf("upload %v: %d %s", body["name"], st, b)
@@ -65,7 +57,7 @@ func TestWasmModuleAPI(t *testing.T) {
 	bin := asFilter(t)
 
 	w := uploadModule(t, g, map[string]any{"name": "minimal", "wat": testgw.MinimalWAT})
-	if w.ID == 0 || w.Name != "minimal" || w.SizeBytes == 0 || len(w.SHA256) != 64 || w.CreatedAt == "" {
+	if w.ID == 0 || w.Name != "minimal" || w.SizeBytes == 0 || len(w.SHA256) != 64 || w.CreatedAt.IsZero() {
 		t.Fatalf("WAT upload answer: %+v", w)
 	}
 	b := uploadModule(t, g, map[string]any{"name": "as_filter-1", "wasm_base64": base64.StdEncoding.EncodeToString(bin)})
