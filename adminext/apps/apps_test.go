@@ -140,51 +140,33 @@ func TestValidation(t *testing.T) {
 	for i := range cidrs {
 		cidrs[i] = fmt.Sprintf("10.0.0.%d", i)
 	}
+	// Each value, put into a valid body as its field (nil leaves the field
+	// out), is refused with an error naming the field.
 	cases := []struct {
-		name  string
-		body  any
-		field string
+		field  string
+		values []any
 	}{
-		{"name missing", ok(map[string]any{"name": nil}), "name"},
-		{"name empty", ok(map[string]any{"name": ""}), "name"},
-		{"name too long", ok(map[string]any{"name": strings.Repeat("n", 101)}), "name"},
-		{"name not a string", ok(map[string]any{"name": 5}), "name"},
-		{"domain missing", ok(map[string]any{"domain": nil}), "domain"},
-		{"domain empty", ok(map[string]any{"domain": ""}), "domain"},
-		{"domain scheme", ok(map[string]any{"domain": "http://app.example.test"}), "domain"},
-		{"domain path", ok(map[string]any{"domain": "app.example.test/x"}), "domain"},
-		{"domain port", ok(map[string]any{"domain": "app.example.test:8080"}), "domain"},
-		{"domain wildcard", ok(map[string]any{"domain": "*.example.test"}), "domain"},
-		{"domain ipv4", ok(map[string]any{"domain": "10.1.2.3"}), "domain"},
-		{"domain ipv6", ok(map[string]any{"domain": "::1"}), "domain"},
-		{"domain space", ok(map[string]any{"domain": "app example.test"}), "domain"},
-		{"domain underscore", ok(map[string]any{"domain": "app_x.example.test"}), "domain"},
-		{"domain hyphen edge", ok(map[string]any{"domain": "-app.example.test"}), "domain"},
-		{"domain trailing dot", ok(map[string]any{"domain": "app.example.test."}), "domain"},
-		{"domain long label", ok(map[string]any{"domain": strings.Repeat("a", 64) + ".test"}), "domain"},
-		{"upstream missing", ok(map[string]any{"upstream_url": nil}), "upstream_url"},
-		{"upstream scheme", ok(map[string]any{"upstream_url": "ftp://127.0.0.1"}), "upstream_url"},
-		{"upstream no scheme", ok(map[string]any{"upstream_url": "127.0.0.1:8080"}), "upstream_url"},
-		{"upstream credentials", ok(map[string]any{"upstream_url": "http://user:pw@127.0.0.1"}), "upstream_url"},
-		{"upstream path", ok(map[string]any{"upstream_url": "http://127.0.0.1/api"}), "upstream_url"},
-		{"upstream query", ok(map[string]any{"upstream_url": "http://127.0.0.1/?a=b"}), "upstream_url"},
-		{"upstream empty query", ok(map[string]any{"upstream_url": "http://127.0.0.1/?"}), "upstream_url"},
-		{"upstream fragment", ok(map[string]any{"upstream_url": "http://127.0.0.1/#x"}), "upstream_url"},
-		{"upstream port 0", ok(map[string]any{"upstream_url": "http://127.0.0.1:0"}), "upstream_url"},
-		{"upstream port big", ok(map[string]any{"upstream_url": "http://127.0.0.1:70000"}), "upstream_url"},
-		{"upstream bad ipv6", ok(map[string]any{"upstream_url": "http://[::zz]:80"}), "upstream_url"},
-		{"upstream bad host", ok(map[string]any{"upstream_url": "http://bad_host.test"}), "upstream_url"},
-		{"https not bool", ok(map[string]any{"https": "yes"}), "https"},
-		{"hsts without https", ok(map[string]any{"hsts": true}), "hsts"},
-		{"cidr invalid", ok(map[string]any{"allowed_cidrs": []string{"127.0.0.1/32", "nope"}}), "allowed_cidrs[1]"},
-		{"cidr too many", ok(map[string]any{"allowed_cidrs": cidrs}), "allowed_cidrs"},
-		{"cidr null item", ok(map[string]any{"allowed_cidrs": []any{nil}}), "allowed_cidrs[0]"},
-		{"unknown field", ok(map[string]any{"priority": 5}), "priority"},
-		{"not an object", `["x"]`, "object"},
+		{"name", []any{nil, "", strings.Repeat("n", 101), 5}},
+		{"domain", []any{nil, "", "http://app.example.test", "app.example.test/x", "app.example.test:8080",
+			"*.example.test", "10.1.2.3", "::1", "app example.test", "app_x.example.test", "-app.example.test",
+			"app.example.test.", strings.Repeat("a", 64) + ".test"}},
+		{"upstream_url", []any{nil, "ftp://127.0.0.1", "127.0.0.1:8080", "http://user:pw@127.0.0.1",
+			"http://127.0.0.1/api", "http://127.0.0.1/?a=b", "http://127.0.0.1/?", "http://127.0.0.1/#x",
+			"http://127.0.0.1:0", "http://127.0.0.1:70000", "http://[::zz]:80", "http://bad_host.test"}},
+		{"https", []any{"yes"}},
+		{"hsts", []any{true}},           // without https
+		{"allowed_cidrs", []any{cidrs}}, // too many
+		{"priority", []any{5}},          // unknown field
 	}
 	for _, c := range cases {
-		g.WantError(400, "POST", "/api/v1/applications", c.body, c.field)
+		for _, v := range c.values {
+			g.WantError(400, "POST", "/api/v1/applications", ok(map[string]any{c.field: v}), c.field)
+		}
 	}
+	// Errors naming the bad item of a list, and a body that is no object.
+	g.WantError(400, "POST", "/api/v1/applications", ok(map[string]any{"allowed_cidrs": []string{"127.0.0.1/32", "nope"}}), "allowed_cidrs[1]")
+	g.WantError(400, "POST", "/api/v1/applications", ok(map[string]any{"allowed_cidrs": []any{nil}}), "allowed_cidrs[0]")
+	g.WantError(400, "POST", "/api/v1/applications", `["x"]`, "object")
 	if got := counts(t, g); got != "services=0 routes=0 plugins=0" {
 		t.Fatalf("failed creates stored something: %s", got)
 	}
