@@ -2,13 +2,13 @@ package tests
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/reqtest"
 )
 
 // TestPluginChainResponseHeaders: the response headers of bench/proxy.sh's
@@ -136,15 +136,8 @@ func TestEarlyHintsThroughChain(t *testing.T) {
 		}
 		return nil
 	}}
-	req, _ := http.NewRequest("GET", g.ProxyURL+"/chain", nil)
-	req.Header.Set("apikey", "bench-key")
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	req := reqtest.New(t, "GET", g.ProxyURL+"/chain", nil, "apikey", "bench-key")
+	res, body := reqtest.Do(t, http.DefaultClient, req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
 	if len(hints) != 1 || hints[0].Get("Link") != "</style.css>; rel=preload" {
 		t.Fatalf("103s the client got: %v", hints)
 	}

@@ -718,13 +718,7 @@ func send1xx(t *testing.T, req *http.Request) (informational []string, res *http
 			code, h.Get("Link"), h.Get("X-Hop"), h.Get("X-Before-Proxy")))
 		return nil
 	}}
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	res, b := reqtest.Do(t, http.DefaultClient, req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
 	return informational, res, string(b)
 }
 
