@@ -138,13 +138,12 @@ func TestBrowser(t *testing.T) {
 
 	step("create a service",
 		openNew(g, "services", `#services-table`, "service"),
-		chromedp.SendKeys(`#service-form input[name=name]`, "ui-svc", chromedp.ByQuery),
+		typeInto(`#service-form`, "name", "ui-svc"),
 		chromedp.Click(`#service-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//table[@id="services-table"]//strong[text()="ui-svc"]`, chromedp.BySearch),
 		chromedp.Click(`//table[@id="services-table"]//tr[.//strong[text()="ui-svc"]]//button[text()="Targets"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`#target-form`, chromedp.ByQuery),
-		chromedp.SendKeys(`#target-form input[name=host]`, upHost, chromedp.ByQuery),
-		chromedp.SendKeys(`#target-form input[name=port]`, upPort, chromedp.ByQuery),
+		typeInto(`#target-form`, "host", upHost, "port", upPort),
 		chromedp.Click(`#target-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//table[@id="targets-table"]//td[text()="`+upHost+`"]`, chromedp.BySearch),
 	)
@@ -153,8 +152,7 @@ func TestBrowser(t *testing.T) {
 	var formErr string
 	step("a rejected route shows the API error",
 		openNew(g, "routes", `#routes-table`, "route"),
-		chromedp.SendKeys(`#route-form input[name=name]`, "ui-route", chromedp.ByQuery),
-		chromedp.SendKeys(`#route-form input[name=paths]`, "~(", chromedp.ByQuery),
+		typeInto(`#route-form`, "name", "ui-route", "paths", "~("),
 		chromedp.Click(`#route-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#route-form .err:not(:empty)`, chromedp.ByQuery),
 		chromedp.Text(`#route-form .err`, &formErr, chromedp.ByQuery),
@@ -209,11 +207,11 @@ func TestBrowser(t *testing.T) {
 		chromedp.Click(`#plugin-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//table[@id="plugins-table"]//strong[text()="rate-limit"]`, chromedp.BySearch),
 		openNew(g, "consumers", `#consumers-table`, "consumer"),
-		chromedp.SendKeys(`#consumer-form input[name=username]`, "alice", chromedp.ByQuery),
+		typeInto(`#consumer-form`, "username", "alice"),
 		chromedp.Click(`#consumer-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.Click(`//table[@id="consumers-table"]//tr[.//strong[text()="alice"]]//button[text()="Credentials"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`#credential-form`, chromedp.ByQuery),
-		chromedp.SendKeys(`#credential-form input[name=key]`, "alice-key", chromedp.ByQuery),
+		typeInto(`#credential-form`, "key", "alice-key"),
 		chromedp.Click(`#credential-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//table[@id="credentials-table"]//td[text()="alice-key"]`, chromedp.BySearch),
 		chromedp.Navigate(g.AdminURL+"/#plugins"),
@@ -312,6 +310,16 @@ func clickButton(text string) chromedp.Action {
 	return chromedp.Click(`//button[text()="`+text+`"]`, chromedp.BySearch)
 }
 
+// typeInto types into the inputs of the form sel: name, value pairs, in
+// order.
+func typeInto(sel string, fields ...string) chromedp.Action {
+	var typing chromedp.Tasks
+	for i := 0; i+1 < len(fields); i += 2 {
+		typing = append(typing, chromedp.SendKeys(sel+" input[name="+fields[i]+"]", fields[i+1], chromedp.ByQuery))
+	}
+	return typing
+}
+
 // openNew shows the view at hash (once sel is visible) and opens its
 // "New <thing>" form.
 func openNew(g *testgw.Gateway, hash, sel, thing string) chromedp.Action {
@@ -365,8 +373,7 @@ func TestBrowserSignIn(t *testing.T) {
 		t.Errorf("sso error: %q", msg)
 	}
 	step("a wrong password shows the API error",
-		chromedp.SendKeys(`#login-form input[name=email]`, "vera@example.test", chromedp.ByQuery),
-		chromedp.SendKeys(`#login-form input[name=password]`, "wrong-password", chromedp.ByQuery),
+		typeInto(`#login-form`, "email", "vera@example.test", "password", "wrong-password"),
 		chromedp.Click(`#login-form button`, chromedp.ByQuery),
 		chromedp.Poll(`document.querySelector('.login .err').textContent !== '' && !document.querySelector('.login .err').textContent.includes('state_mismatch')`, nil),
 		chromedp.Text(`.login .err`, &msg, chromedp.ByQuery),
@@ -415,7 +422,7 @@ func TestBrowserSignIn(t *testing.T) {
 		chromedp.WaitVisible(`#login-form`, chromedp.ByQuery),
 	)
 	step("the admin token signs in and feeds the live log",
-		chromedp.SendKeys(`#token-form input[name=token]`, tok, chromedp.ByQuery),
+		typeInto(`#token-form`, "token", tok),
 		chromedp.Click(`#token-form button`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#config-cards`, chromedp.ByQuery),
 		chromedp.Text(`#whoami`, &who, chromedp.ByQuery),
@@ -447,8 +454,7 @@ func TestBrowserAdminScreens(t *testing.T) {
 	var note string
 	step("create a stream route and see the note",
 		openNew(g, "streams", `#stream-routes-table`, "stream route"),
-		chromedp.SendKeys(`#stream-form input[name=name]`, "pg", chromedp.ByQuery),
-		chromedp.SendKeys(`#stream-form input[name=listen_addr]`, "127.0.0.1:15432", chromedp.ByQuery),
+		typeInto(`#stream-form`, "name", "pg", "listen_addr", "127.0.0.1:15432"),
 		chromedp.Click(`#stream-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//table[@id="stream-routes-table"]//strong[text()="pg"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`#stream-note`, chromedp.ByQuery),
@@ -515,10 +521,9 @@ func TestBrowserAdminScreens(t *testing.T) {
 		screen(g, "users", `#users-table`),
 		chromedp.WaitVisible(`#token-panel button`, chromedp.ByQuery),
 		clickButton("New user"),
-		chromedp.SendKeys(`#user-form input[name=email]`, "ada@example.test", chromedp.ByQuery),
-		chromedp.SendKeys(`#user-form input[name=name]`, "Ada", chromedp.ByQuery),
+		typeInto(`#user-form`, "email", "ada@example.test", "name", "Ada"),
 		chromedp.SetValue(`#user-form select[name=role]`, "admin", chromedp.ByQuery),
-		chromedp.SendKeys(`#user-form input[name=password]`, "ada-pass-123", chromedp.ByQuery),
+		typeInto(`#user-form`, "password", "ada-pass-123"),
 		chromedp.Click(`#user-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#login-form`, chromedp.ByQuery),
 		chromedp.Text(`.login .err`, &msg, chromedp.ByQuery),
@@ -528,8 +533,7 @@ func TestBrowserAdminScreens(t *testing.T) {
 	}
 	var who string
 	step("the new admin signs in and sees the users",
-		chromedp.SendKeys(`#login-form input[name=email]`, "ada@example.test", chromedp.ByQuery),
-		chromedp.SendKeys(`#login-form input[name=password]`, "ada-pass-123", chromedp.ByQuery),
+		typeInto(`#login-form`, "email", "ada@example.test", "password", "ada-pass-123"),
 		chromedp.Click(`#login-form button`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#whoami`, chromedp.ByQuery),
 		chromedp.Text(`#whoami`, &who, chromedp.ByQuery),
@@ -553,9 +557,7 @@ func TestBrowserAdminScreens(t *testing.T) {
 	step("change the own password",
 		chromedp.Click(`#account-link`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#password-form`, chromedp.ByQuery),
-		chromedp.SendKeys(`#password-form input[name=current_password]`, "ada-pass-123", chromedp.ByQuery),
-		chromedp.SendKeys(`#password-form input[name=new_password]`, "ada-pass-456", chromedp.ByQuery),
-		chromedp.SendKeys(`#password-form input[name=repeat]`, "ada-pass-456", chromedp.ByQuery),
+		typeInto(`#password-form`, "current_password", "ada-pass-123", "new_password", "ada-pass-456", "repeat", "ada-pass-456"),
 		chromedp.Click(`#password-form button`, chromedp.ByQuery),
 		chromedp.Poll(`document.querySelector('#password-saved').textContent !== ''`, nil),
 		chromedp.Text(`#password-saved`, &changed, chromedp.ByQuery),
@@ -608,7 +610,7 @@ func TestBrowserWasmModules(t *testing.T) {
 	step("upload WAT text",
 		clickButton("New module"),
 		chromedp.WaitVisible(`#wasm-form`, chromedp.ByQuery),
-		chromedp.SendKeys(`#wasm-form input[name=name]`, "from-wat", chromedp.ByQuery),
+		typeInto(`#wasm-form`, "name", "from-wat"),
 		chromedp.SetValue(`#wasm-form select[name=source]`, "wat", chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector('#wasm-form select[name=source]').dispatchEvent(new Event('change'))`, nil),
 		chromedp.WaitVisible(`#wasm-form textarea[name=wat]`, chromedp.ByQuery),
@@ -619,7 +621,7 @@ func TestBrowserWasmModules(t *testing.T) {
 	var formErr string
 	step("an invalid WAT shows the assembler's error",
 		clickButton("New module"),
-		chromedp.SendKeys(`#wasm-form input[name=name]`, "broken", chromedp.ByQuery),
+		typeInto(`#wasm-form`, "name", "broken"),
 		chromedp.SetValue(`#wasm-form select[name=source]`, "wat", chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector('#wasm-form select[name=source]').dispatchEvent(new Event('change'))`, nil),
 		chromedp.SetValue(`#wasm-form textarea[name=wat]`, "(module\n  (func (bogus)))", chromedp.ByQuery),

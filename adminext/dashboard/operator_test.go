@@ -267,9 +267,7 @@ func TestBrowserCoverage(t *testing.T) {
 	var probe, result string
 	step("expose an app after probing its upstream",
 		screen(g, "apps", `#app-form`),
-		chromedp.SendKeys(`#app-form input[name=name]`, "shop", chromedp.ByQuery),
-		chromedp.SendKeys(`#app-form input[name=domain]`, "shop.example.test", chromedp.ByQuery),
-		chromedp.SendKeys(`#app-form input[name=upstream_url]`, upstream.URL, chromedp.ByQuery),
+		typeInto(`#app-form`, "name", "shop", "domain", "shop.example.test", "upstream_url", upstream.URL),
 		chromedp.Click(`#probe-button`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#probe-result p`, chromedp.ByQuery),
 		chromedp.Text(`#probe-result`, &probe, chromedp.ByQuery),
@@ -291,13 +289,11 @@ func TestBrowserCoverage(t *testing.T) {
 	var cfState string
 	step("the Cloudflare token and EAB credentials",
 		screen(g, "certificates", `#cloudflare-form`),
-		chromedp.SendKeys(`#cloudflare-form input[name=token]`, "cf-token-123", chromedp.ByQuery),
+		typeInto(`#cloudflare-form`, "token", "cf-token-123"),
 		chromedp.Click(`#cloudflare-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//div[@id="acme-panel"]//strong[text()="configured"]`, chromedp.BySearch),
 		chromedp.Text(`#acme-panel`, &cfState, chromedp.ByQuery),
-		chromedp.SendKeys(`#eab-form input[name=directory_url]`, "zerossl", chromedp.ByQuery),
-		chromedp.SendKeys(`#eab-form input[name=key_id]`, "kid-1", chromedp.ByQuery),
-		chromedp.SendKeys(`#eab-form input[name=hmac_key]`, "aGVsbG8td29ybGQ", chromedp.ByQuery),
+		typeInto(`#eab-form`, "directory_url", "zerossl", "key_id", "kid-1", "hmac_key", "aGVsbG8td29ybGQ"),
 		chromedp.Click(`#eab-form button[type=submit]`, chromedp.ByQuery),
 		chromedp.Poll(`document.querySelector('#eab-status').textContent.startsWith('Saved')`, nil),
 	)
