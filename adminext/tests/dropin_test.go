@@ -145,7 +145,7 @@ func TestBinaryReloadEditedCaddyfile(t *testing.T) {
 	if _, err := (&netClient).Get("http://" + site1 + "/"); err == nil {
 		t.Fatalf("the site removed from the Caddyfile still serves")
 	}
-	cfg := readCaddyConfig(t, caddyAdmin, "/config/apps/gateway/wasm_memory_limit")
+	cfg := testgw.CaddyConfig(t, caddyAdmin, "/config/apps/gateway/wasm_memory_limit")
 	if strings.TrimSpace(cfg) != fmt.Sprint(256<<20) {
 		t.Fatalf("wasm_memory_limit of the generated config after the reload: %s", cfg)
 	}
@@ -153,21 +153,6 @@ func TestBinaryReloadEditedCaddyfile(t *testing.T) {
 }
 
 var netClient = http.Client{Timeout: 5 * time.Second}
-
-// readCaddyConfig GETs path from Caddy's admin endpoint at addr.
-func readCaddyConfig(t *testing.T, addr, path string) string {
-	t.Helper()
-	resp, err := netClient.Get("http://" + addr + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
-	}
-	return string(b)
-}
 
 // With `admin off` the gateway cannot read the running config: it loads
 // nothing (the user's site keeps serving; a gateway-only config would drop

@@ -3,7 +3,6 @@ package tests
 import (
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/internal/certtest"
@@ -103,16 +101,11 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 	}
 
 	// Caddy's admin endpoint.
-	resp, err := caddycmd.AdminAPIRequest(g.CaddyAdmin, "GET", "/config/", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(cfg), `"consumers_ref"`) || !strings.Contains(string(cfg), `"gateway_acme"`) || !strings.Contains(string(cfg), `"api_token_ref"`) {
+	cfg := testgw.CaddyConfig(t, g.CaddyAdmin, "/config/")
+	if !strings.Contains(cfg, `"consumers_ref"`) || !strings.Contains(cfg, `"gateway_acme"`) || !strings.Contains(cfg, `"api_token_ref"`) {
 		t.Fatalf("the running config does not reference the gateway's state: %.2000s", cfg)
 	}
-	check("Caddy's /config/", cfg)
+	check("Caddy's /config/", []byte(cfg))
 
 	// Caddy's config folder (autosave) must hold no generated config.
 	_ = filepath.WalkDir(caddy.AppConfigDir(), func(path string, d os.DirEntry, err error) error {

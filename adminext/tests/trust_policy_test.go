@@ -28,7 +28,7 @@ import (
 // admin endpoint.
 func caddyConfig(t *testing.T, g *testgw.Gateway, path string, out any) {
 	t.Helper()
-	b := readCaddyConfig(t, g.CaddyAdmin, "/config/"+path)
+	b := testgw.CaddyConfig(t, g.CaddyAdmin, "/config/"+path)
 	if err := json.Unmarshal([]byte(b), out); err != nil {
 		t.Fatalf("GET /config/%s: %q: %v", path, b, err)
 	}

@@ -223,16 +223,10 @@ func TestWasmModuleReferences(t *testing.T) {
 	// sha256, not the module; Caddy's config carries no module bytes.
 	g.Must("PUT", "/api/v1/plugins/"+itoa(p1), map[string]any{"type": "wasm", "scope": "route", "route_id": r1,
 		"config": map[string]any{"module": "filter"}})
-	resp, err := http.Get("http://" + g.CaddyAdmin + "/config/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg bytes.Buffer
-	_, _ = cfg.ReadFrom(resp.Body)
-	resp.Body.Close()
-	ref := regexp.MustCompile(`"plugins_ref":"([^"]+)"`).FindStringSubmatch(cfg.String())
+	cfg := testgw.CaddyConfig(t, g.CaddyAdmin, "/config/")
+	ref := regexp.MustCompile(`"plugins_ref":"([^"]+)"`).FindStringSubmatch(cfg)
 	if ref == nil {
-		t.Fatalf("Caddy's config references no plugin configs: %.2000s", cfg.String())
+		t.Fatalf("Caddy's config references no plugin configs: %.2000s", cfg)
 	}
 	configs, err := configref.Get[router.PluginConfigs](ref[1])
 	if err != nil {
@@ -242,7 +236,7 @@ func TestWasmModuleReferences(t *testing.T) {
 	if !strings.Contains(string(handlers), m.SHA256) || !strings.Contains(string(handlers), other.SHA256) {
 		t.Fatalf("the plugin configs do not reference the modules by sha256: %s", handlers)
 	}
-	if strings.Contains(cfg.String()+string(handlers), base64.StdEncoding.EncodeToString(bin)[:200]) {
+	if strings.Contains(cfg+string(handlers), base64.StdEncoding.EncodeToString(bin)[:200]) {
 		t.Fatal("Caddy's config carries module bytes")
 	}
 

@@ -439,3 +439,21 @@ func (g *Gateway) Get(host, path string) (int, string, http.Header) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), resp.Header
 }
+
+// CaddyConfig GETs path (such as "/config/") from Caddy's own admin
+// endpoint at addr: the running config, or a part of it. A failure or a
+// status other than 200 ends t.
+func CaddyConfig(t testing.TB, addr, path string) string {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
+	return string(b)
+}

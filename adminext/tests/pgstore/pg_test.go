@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
@@ -173,13 +171,8 @@ func TestPostgresDSNOutOfCaddyConfig(t *testing.T) {
 	if got := g.Must("GET", "/api/v1/cluster", nil); got["mode"] != "postgres" {
 		t.Fatalf("the store is not PostgreSQL: %v", got)
 	}
-	resp, err := caddycmd.AdminAPIRequest(g.CaddyAdmin, "GET", "/config/", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if strings.Contains(string(cfg), password) || !strings.Contains(string(cfg), "{env.GATEWAY_TEST_PG_DSN}") {
+	cfg := testgw.CaddyConfig(t, g.CaddyAdmin, "/config/")
+	if strings.Contains(cfg, password) || !strings.Contains(cfg, "{env.GATEWAY_TEST_PG_DSN}") {
 		t.Errorf("Caddy's config: %s", cfg)
 	}
 	if b, err := os.ReadFile(filepath.Join(caddy.AppConfigDir(), "autosave.json")); err == nil && strings.Contains(string(b), password) {
