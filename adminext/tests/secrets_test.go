@@ -5,12 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/internal/certtest"
@@ -108,14 +104,9 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 	check("Caddy's /config/", []byte(cfg))
 
 	// Caddy's config folder (autosave) must hold no generated config.
-	_ = filepath.WalkDir(caddy.AppConfigDir(), func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if b, err := os.ReadFile(path); err == nil {
-				check(path, b)
-			}
-		}
-		return nil
-	})
+	for path, b := range testgw.CaddyConfigFiles() {
+		check(path, b)
+	}
 
 	// A viewer's GETs and the default export.
 	tok := g.Must("POST", "/api/v1/admin/token", nil)["token"].(string)

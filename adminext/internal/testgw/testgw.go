@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -456,4 +457,20 @@ func CaddyConfig(t testing.TB, addr, path string) string {
 		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
 	}
 	return string(b)
+}
+
+// CaddyConfigFiles reads the files in Caddy's config folder (its autosaved
+// config among them), by path, for the tests of what must never be
+// written there.
+func CaddyConfigFiles() map[string][]byte {
+	files := map[string][]byte{}
+	_ = filepath.WalkDir(caddy.AppConfigDir(), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, err := os.ReadFile(path); err == nil {
+				files[path] = b
+			}
+		}
+		return nil
+	})
+	return files
 }

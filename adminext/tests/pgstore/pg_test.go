@@ -11,12 +11,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
@@ -175,7 +173,9 @@ func TestPostgresDSNOutOfCaddyConfig(t *testing.T) {
 	if strings.Contains(cfg, password) || !strings.Contains(cfg, "{env.GATEWAY_TEST_PG_DSN}") {
 		t.Errorf("Caddy's config: %s", cfg)
 	}
-	if b, err := os.ReadFile(filepath.Join(caddy.AppConfigDir(), "autosave.json")); err == nil && strings.Contains(string(b), password) {
-		t.Error("Caddy's autosaved config holds the DSN's password")
+	for path, b := range testgw.CaddyConfigFiles() {
+		if strings.Contains(string(b), password) {
+			t.Errorf("%s in Caddy's config folder holds the DSN's password", path)
+		}
 	}
 }
