@@ -37,10 +37,9 @@ func TestUpstreamProbe(t *testing.T) {
 	v0 := version()
 
 	var hits, followed atomic.Int32
-	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { followed.Add(1) }))
-	defer target.Close()
+	target := testgw.Upstream(t, func(http.ResponseWriter, *http.Request) { followed.Add(1) })
 	release := make(chan struct{})
-	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	live := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		switch r.URL.Path {
 		case "/":
@@ -57,13 +56,11 @@ func TestUpstreamProbe(t *testing.T) {
 			case <-time.After(20 * time.Second):
 			}
 		}
-	}))
-	defer live.Close()
+	})
 	defer close(release)
-	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	redirecting := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, target.URL+"/elsewhere", http.StatusFound)
-	}))
-	defer redirecting.Close()
+	})
 
 	start := time.Now()
 	p := probe(t, g, live.URL)

@@ -6,13 +6,13 @@ package auth_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/modules/guard"
 )
 
@@ -26,11 +26,10 @@ import (
 // A sentinel registered with package guard stands for those endpoints.
 func TestSSOOutboundRefusesOwnEndpoints(t *testing.T) {
 	var hits atomic.Int64
-	sentinel := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	sentinel := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		http.Error(w, "a control endpoint was reached", http.StatusTeapot)
-	}))
-	defer sentinel.Close()
+	})
 	guard.Set("sso test sentinel", sentinel.Listener.Addr().String())
 	defer guard.Set("sso test sentinel")
 

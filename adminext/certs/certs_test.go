@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -46,8 +45,7 @@ func TestManualCertificates(t *testing.T) {
 	other := issue(t, ca, time.Now().Add(time.Hour), "other.test")
 
 	g := testgw.Start(t, nil)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "up "+r.Host) }))
-	defer up.Close()
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "up "+r.Host) })
 	sid := g.Service("s", strings.TrimPrefix(up.URL, "http://"))
 	g.Route("all", sid, nil)
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -112,10 +111,9 @@ func chromium(t *testing.T) string {
 // the router dry run finds the route.
 func TestBrowser(t *testing.T) {
 	bin := chromium(t)
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	upstream := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "upstream saw %s", r.URL.Path)
-	}))
-	defer upstream.Close()
+	})
 	upHost, upPort, _ := strings.Cut(strings.TrimPrefix(upstream.URL, "http://"), ":")
 
 	g := testgw.Start(t, nil)

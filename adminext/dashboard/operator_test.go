@@ -355,7 +355,6 @@ func TestBrowserCoverage(t *testing.T) {
 
 // textServer is an upstream answering body to every request.
 func textServer(t *testing.T, body string) *httptest.Server {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, body) }))
-	t.Cleanup(s.Close)
+	s := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, body) })
 	return s
 }

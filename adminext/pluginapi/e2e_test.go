@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -263,11 +262,10 @@ func TestCachePurge(t *testing.T) {
 		t.Skip("proxy-cache is not registered")
 	}
 	var hits atomic.Int64
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"n": hits.Add(1)})
-	}))
-	t.Cleanup(up.Close)
+	})
 	svc := g.Service("svc", strings.TrimPrefix(up.URL, "http://"))
 	g.Route("r", svc, nil)
 	plugin(t, g, map[string]any{"type": "proxy-cache", "scope": "service", "service_id": svc})

@@ -155,7 +155,7 @@ func TestRetriesGoToOtherTargets(t *testing.T) {
 
 // flaky is an upstream whose /health answers 500 while sick is set.
 func flaky(t *testing.T, name string, sick *atomic.Bool) *httptest.Server {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" {
 			if sick.Load() {
 				w.WriteHeader(500)
@@ -163,8 +163,7 @@ func flaky(t *testing.T, name string, sick *atomic.Bool) *httptest.Server {
 			return
 		}
 		fmt.Fprintf(w, `{"name":%q}`, name)
-	}))
-	t.Cleanup(s.Close)
+	})
 	return s
 }
 

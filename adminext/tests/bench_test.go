@@ -3,7 +3,6 @@ package tests
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -157,10 +156,9 @@ func BenchmarkHeapAcrossChanges(b *testing.B) {
 // chain sends each way, with fixed values: what the headers cost without
 // the plugins that make them.
 func BenchmarkProxyPath(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(b, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("hello from the upstream, a small body of about sixty bytes."))
-	}))
-	defer up.Close()
+	})
 	g := testgw.Start(b, &testgw.Options{NoOpenAPICheck: true})
 	svc := g.Service("bench", strings.TrimPrefix(up.URL, "http://"))
 	g.Route("plain", svc, map[string]any{"paths": []string{"/plain"}})

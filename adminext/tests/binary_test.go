@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,12 +13,6 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 )
-
-func httptestServer(t *testing.T, h http.HandlerFunc) *httptest.Server {
-	s := httptest.NewServer(h)
-	t.Cleanup(s.Close)
-	return s
-}
 
 // TestBinaryRunsShippedCaddyfile runs bin/caddy (make build) the way `make
 // run` does, with the shipped Caddyfile and its environment variables,
@@ -40,7 +33,7 @@ func TestBinaryRunsShippedCaddyfile(t *testing.T) {
 		return proc.Must("POST", path, body)
 	}
 	up := testgw.Echo(t, "binary")
-	slow := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+	slow := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(800 * time.Millisecond)
 		_, _ = io.WriteString(w, "finished")
 	})

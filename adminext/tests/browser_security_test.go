@@ -3,7 +3,6 @@ package tests
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -132,7 +131,7 @@ func TestProxyDropsAdminCookies(t *testing.T) {
 // every other cookie.
 func TestProxyDropsAdminSetCookies(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		for _, c := range []string{
 			"gateway_session=planted; Path=/; HttpOnly",
 			"app=1; Path=/",
@@ -148,8 +147,7 @@ func TestProxyDropsAdminSetCookies(t *testing.T) {
 			http.NewResponseController(w).Flush()
 		}
 		_, _ = io.WriteString(w, "ok")
-	}))
-	t.Cleanup(up.Close)
+	})
 	svc := g.Service("s", testgw.Addr(up))
 	g.Route("r", svc, testgw.Paths("/x"))
 	rid := g.Route("plugin", svc, testgw.Paths("/p"))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -265,10 +264,9 @@ func TestHugeTimeoutRefusedAndMutationsWork(t *testing.T) {
 // request of that consumer: it is refused, and a consumer's identity
 // headers reach the upstream intact.
 func TestConsumerUsernameNeverBreaksHeaders(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s|%s", r.Header.Get("X-Consumer-Username"), r.Header.Get("X-Evil"))
-	}))
-	defer up.Close()
+	})
 	g := testgw.Start(t, nil)
 	sid := g.Service("s", strings.TrimPrefix(up.URL, "http://"))
 	rid := g.Route("r", sid, testgw.Paths("/"))

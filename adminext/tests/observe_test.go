@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -356,7 +355,7 @@ func TestHTTPLogThroughTheGateway(t *testing.T) {
 	g := testgw.Start(t, nil)
 	var mu sync.Mutex
 	var records []map[string]any
-	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	collector := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		var batch []map[string]any
 		if err := json.NewDecoder(r.Body).Decode(&batch); err != nil {
 			t.Errorf("collector got a non-array body: %v", err)
@@ -364,8 +363,7 @@ func TestHTTPLogThroughTheGateway(t *testing.T) {
 		mu.Lock()
 		records = append(records, batch...)
 		mu.Unlock()
-	}))
-	defer collector.Close()
+	})
 
 	sid := g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
 	rid := g.Route("logged", sid, testgw.Paths("/logged"))

@@ -21,7 +21,7 @@ import (
 // upstream).
 func TestPluginChainResponseHeaders(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-ID", "upstream's")
 		w.Header().Set("X-Served-By", "upstream")
 		w.Header().Set("X-Upstream-Saw-ID", r.Header.Get("X-Request-ID"))
@@ -116,7 +116,7 @@ func TestPluginChainResponseHeaders(t *testing.T) {
 // response, which carries no Link.
 func TestEarlyHintsThroughChain(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Link", "</style.css>; rel=preload")
 		w.WriteHeader(http.StatusEarlyHints)
 		w.Header().Del("Link")

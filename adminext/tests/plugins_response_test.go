@@ -75,7 +75,7 @@ func TestPluginRateLimitThroughGateway(t *testing.T) {
 func TestPluginProxyCacheThroughGateway(t *testing.T) {
 	g := testgw.Start(t, nil)
 	var hits atomic.Int64
-	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		n := hits.Add(1)
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintf(w, "answer %d", n)
@@ -108,7 +108,7 @@ func TestPluginProxyCacheThroughGateway(t *testing.T) {
 // placeholders) and response-transform.
 func TestPluginTransformsThroughGateway(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Server", "secret-upstream")
 		w.Header().Set("X-Old", "v")
@@ -149,7 +149,7 @@ func TestPluginTransformsThroughGateway(t *testing.T) {
 // Content-Length matches the new body.
 func TestPluginResponseBodyTransformThroughGateway(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		b := []byte(`{"user":{"name":"ann","password":"x"},"host":"internal.local"}`)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
@@ -187,7 +187,7 @@ func TestPluginResponseBodyTransformThroughGateway(t *testing.T) {
 func TestPluginResponseCompressionThroughGateway(t *testing.T) {
 	g := testgw.Start(t, nil)
 	big := strings.Repeat("compress me please ", 100)
-	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		if r.URL.Path == "/small" {
 			io.WriteString(w, "tiny")

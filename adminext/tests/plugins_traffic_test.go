@@ -64,7 +64,7 @@ func TestPluginIPRestrictionThroughGateway(t *testing.T) {
 func TestPluginCORSThroughGateway(t *testing.T) {
 	g := testgw.Start(t, nil)
 	hits := 0
-	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		hits++
 		if o := r.Header.Get("Origin"); o != "" {
 			w.Header().Set("Access-Control-Allow-Origin", o)

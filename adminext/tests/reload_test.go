@@ -146,7 +146,7 @@ func bulkRoutes(t testing.TB, sids []int64, n int) []storage.Route {
 // routes configured.
 func TestLongStreamsSurviveMutations(t *testing.T) {
 	g := testgw.Start(t, nil)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/ws":
 			wsEcho(w, r, nil)
@@ -158,8 +158,7 @@ func TestLongStreamsSurviveMutations(t *testing.T) {
 				time.Sleep(40 * time.Millisecond)
 			}
 		}
-	}))
-	t.Cleanup(up.Close)
+	})
 	sid := g.Service("s", testgw.Addr(up))
 	bulkRoutes(t, []int64{sid}, 10000)
 	g.Route("streams", sid, nil)

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -52,8 +51,7 @@ func TestNoSecretInCaddyConfig(t *testing.T) {
 	}
 	// Plugins with secrets in their config: http-log's endpoint
 	// credentials and headers, and a wasm plugin's configuration.
-	collector := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	defer collector.Close()
+	collector := testgw.Upstream(t, func(http.ResponseWriter, *http.Request) {})
 	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "http-log", "scope": "route", "route_id": rid, "config": map[string]any{
 		"endpoint": strings.Replace(collector.URL, "http://", "http://log:"+logPass+"@", 1) + "/in?api_key=" + logKey,
 		"headers":  map[string]string{"Authorization": "Bearer " + logHeader}}})

@@ -38,7 +38,7 @@ const bodyWAT = `(module` + pwtest.Prelude + `  (func (export "proxy_on_vm_start
 // streamingUpstream serves, under any prefix, /sse (an event every 100 ms
 // until the client leaves) and /ws (a WebSocket echo).
 func streamingUpstream(t testing.TB) *httptest.Server {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/upload"):
 			// tells the client (by key) when the first MiB came
@@ -85,8 +85,7 @@ func streamingUpstream(t testing.TB) *httptest.Server {
 		default:
 			http.NotFound(w, r)
 		}
-	}))
-	t.Cleanup(up.Close)
+	})
 	return up
 }
 
@@ -229,8 +228,7 @@ func TestStreamingOverHTTP2(t *testing.T) {
 	g, pool := startWithCert(t, "stream.test")
 	httpsAddr := enableHTTPS(t, g)
 	up := streamingUpstream(t)
-	coll := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
-	t.Cleanup(coll.Close)
+	coll := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
 	sid := g.Service("s", testgw.Addr(up))
 	// The module has a response body callback: a body of unknown length
 	// reaches it chunk by chunk (docs/plugins.md), so an answer whose end
@@ -250,11 +248,10 @@ func TestStreamingThroughPlugins(t *testing.T) {
 	g := testgw.Start(t, nil)
 	up := streamingUpstream(t)
 	var logged atomic.Int64
-	coll := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	coll := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		logged.Add(1)
 		io.Copy(io.Discard, r.Body)
-	}))
-	t.Cleanup(coll.Close)
+	})
 	sid := g.Service("s", testgw.Addr(up))
 	names := pluginRoutes(t, g, sid, streamingPlugins(t, g, coll.URL, bodyWAT))
 

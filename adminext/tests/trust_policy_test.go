@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"runtime"
@@ -92,10 +91,9 @@ func uriUpstream(t *testing.T) string {
 // tellingUpstream answers every request with what tell reads from it; its
 // address.
 func tellingUpstream(t *testing.T, tell func(*http.Request) string) string {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, tell(r))
-	}))
-	t.Cleanup(s.Close)
+	})
 	return strings.TrimPrefix(s.URL, "http://")
 }
 
@@ -328,11 +326,10 @@ func TestTrustOutboundNeverReachesAdmin(t *testing.T) {
 	// POST), and, where the machine's hostname resolves to the loopback,
 	// that name: neither is delivered.
 	var redirected atomic.Int32
-	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	collector := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		redirected.Add(1)
 		http.Redirect(w, r, "http://"+g.CaddyAdmin+"/stop", http.StatusTemporaryRedirect)
-	}))
-	t.Cleanup(collector.Close)
+	})
 	addPlugin(t, g, "http-log", "route", rid, map[string]any{"endpoint": collector.URL + "/logs", "flush_interval_ms": 50})
 	if hn, err := os.Hostname(); err == nil {
 		if ips, _ := net.LookupHost(hn); len(ips) > 0 && net.ParseIP(ips[0]).IsLoopback() {
@@ -577,7 +574,7 @@ func TestTrustLoopThroughARelayBounded(t *testing.T) {
 	g, _ := echoGateway(t)
 	var rounds atomic.Int64
 	proxyURL, _ := url.Parse("http://" + g.ProxyAddr)
-	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	relay := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		rounds.Add(1)
 		// what a load balancer forwards: the request, its headers (Via
 		// among them) and one more X-Forwarded-For entry
@@ -591,8 +588,7 @@ func TestTrustLoopThroughARelayBounded(t *testing.T) {
 		defer resp.Body.Close()
 		w.WriteHeader(resp.StatusCode)
 		io.Copy(w, resp.Body)
-	}))
-	t.Cleanup(relay.Close)
+	})
 	self := g.Service("lb", strings.TrimPrefix(relay.URL, "http://"))
 	g.Route("loop", self, testgw.Paths("/loop"))
 	resp, err := (&http.Client{Timeout: 20 * time.Second}).Get("http://" + g.ProxyAddr + "/loop")

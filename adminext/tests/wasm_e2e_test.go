@@ -35,7 +35,7 @@ func watFile(t testing.TB, name string) string {
 func countingEcho(t testing.TB, name string) (*httptest.Server, *atomic.Int64) {
 	var n atomic.Int64
 	inner := testgw.Echo(t, name)
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
 		resp, err := http.DefaultTransport.RoundTrip(func() *http.Request {
 			out := r.Clone(r.Context())
@@ -52,8 +52,7 @@ func countingEcho(t testing.TB, name string) (*httptest.Server, *atomic.Int64) {
 		}
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(readAll(resp))
-	}))
-	t.Cleanup(s.Close)
+	})
 	return s, &n
 }
 
@@ -321,14 +320,13 @@ func TestWasmMemoryLimit(t *testing.T) {
 	// is answered at once
 	arrived, release := make(chan struct{}), make(chan struct{})
 	var n atomic.Int64
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	slow := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1) == 1 {
 			close(arrived)
 			<-release
 		}
 		_, _ = w.Write([]byte("slow"))
-	}))
-	defer slow.Close()
+	})
 	unblock := sync.OnceFunc(func() { close(release) })
 	defer unblock() // before Close, which waits for the request
 	svc := g.Service("s", testgw.Addr(slow))

@@ -10,17 +10,23 @@ import (
 	"testing"
 )
 
+// Upstream runs an HTTP server on 127.0.0.1 that answers with h; it stops
+// when the test ends.
+func Upstream(t testing.TB, h http.HandlerFunc) *httptest.Server {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s
+}
+
 // Echo runs an upstream on 127.0.0.1 that answers what it received as JSON
 // (Echoed), tagged with name; it stops when the test ends.
 func Echo(t testing.TB, name string) *httptest.Server {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(Echoed{Name: name, Path: r.URL.Path, Query: r.URL.RawQuery, Host: r.Host,
 			Method: r.Method, Headers: r.Header, Body: string(body)})
-	}))
-	t.Cleanup(s.Close)
-	return s
+	})
 }
 
 // Echoed is what an Echo upstream received.

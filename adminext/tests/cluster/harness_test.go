@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,10 +131,9 @@ func (n *node) configVersion() int64 {
 
 // upstream answers "<name> <path>".
 func upstream(t testing.TB, name string) string {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %s", name, r.URL.Path)
-	}))
-	t.Cleanup(s.Close)
+	})
 	return strings.TrimPrefix(s.URL, "http://")
 }
 

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -31,8 +30,7 @@ func pgGateway(t *testing.T) *testgw.Gateway {
 
 func TestGatewayOnPostgres(t *testing.T) {
 	g := pgGateway(t)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("pg " + r.URL.Path)) }))
-	defer up.Close()
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("pg " + r.URL.Path)) })
 	sid := g.Service("s", strings.TrimPrefix(up.URL, "http://"))
 	rid := g.Route("r", sid, map[string]any{"hosts": []string{"*.example.com"}, "paths": []string{"/api"}, "strip_path": true,
 		"headers": map[string]string{"X-A": "*"}, "splits": []any{map[string]any{"service_id": sid, "weight": 2}}})
@@ -93,8 +91,7 @@ func TestGatewayOnPostgres(t *testing.T) {
 // again; a newer version is tried at once.
 func TestStoredVersionThatDoesNotLoad(t *testing.T) {
 	g := pgGateway(t)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("up")) }))
-	defer up.Close()
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("up")) })
 	rid := g.Route("r", g.Service("s", strings.TrimPrefix(up.URL, "http://")), testgw.Paths("/ok"))
 	cp := controlplane.Current()
 	applied := cp.AppliedConfigVersion()

@@ -80,11 +80,10 @@ func TestHTTPSUpstreamVerifiedWithSNI(t *testing.T) {
 
 func TestTimeouts(t *testing.T) {
 	g := testgw.Start(t, nil)
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	slow := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(700 * time.Millisecond)
 		io.WriteString(w, "late")
-	}))
-	defer slow.Close()
+	})
 	host, port := testgw.HostPort(t, testgw.Addr(slow))
 	svc := testgw.ID(g.Must("POST", "/api/v1/services", map[string]any{"name": "slow", "read_timeout_ms": 200, "retries": 0}))
 	g.Must("POST", fmt.Sprintf("/api/v1/services/%d/targets", svc), map[string]any{"host": host, "port": port})
