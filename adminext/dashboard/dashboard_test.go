@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -22,17 +21,13 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/dashboard"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
+	"github.com/caddy-gateway/gateway/internal/reqtest"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 )
 
 func get(t *testing.T, url string) (*http.Response, string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := reqtest.Do(t, http.DefaultClient, reqtest.New(t, "GET", url, nil))
 	return resp, string(b)
 }
 
