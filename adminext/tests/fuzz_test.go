@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -40,7 +38,6 @@ import (
 // fuzzer) and one service, route and consumer to refer to.
 type fuzzGW struct {
 	g             *testgw.Gateway
-	token         string
 	sid, rid, cid int64
 	settings      map[string]any
 }
@@ -52,7 +49,6 @@ func startFuzzGW(f *testing.F) *fuzzGW {
 	if st := g.JSON("POST", "/api/v1/admin/token", nil, &tok); st != 200 || tok.Token == "" {
 		f.Fatalf("admin token: %d", st)
 	}
-	fg.token = tok.Token
 	g.Header.Set("Authorization", "Bearer "+tok.Token)
 	fg.sid = g.Service("s")
 	fg.rid = g.Route("r", fg.sid, testgw.Paths("/r"))
@@ -66,31 +62,18 @@ func startFuzzGW(f *testing.F) *fuzzGW {
 // send is one admin request from inside a fuzz function.
 func (fg *fuzzGW) send(t *testing.T, method, path string, body []byte) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, fg.g.AdminURL+path, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+fg.token)
+	var b any // nil: no body, and no Content-Type
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		b = body
 	}
-	resp, err := fg.g.Client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s %q: %v (a handler panicked?)", method, path, body, err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 500 {
-		t.Fatalf("%s %s %q: %d %s", method, path, body, resp.StatusCode, out)
+	st, out := fg.g.DoFor(t, method, path, b)
+	if st >= 500 {
+		t.Fatalf("%s %s %q: %d %s", method, path, body, st, out)
 	}
 	if bytes.Contains(out, []byte("compiled configuration was rejected")) {
 		t.Fatalf("%s %s %q: accepted by validation but Caddy refused the compiled config: %s", method, path, body, out)
 	}
-	if fg.g.OpenAPI != nil {
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		fg.g.OpenAPI.Check(t, req, resp, out)
-	}
-	return resp.StatusCode, out
+	return st, out
 }
 
 // roundTrip creates through POST base; an accepted resource must read back

@@ -275,6 +275,13 @@ func Start(t testing.TB, opts *Options) *Gateway {
 // or []byte (sent as is).
 func (g *Gateway) Do(method, path string, body any) (int, []byte) {
 	g.T.Helper()
+	return g.DoFor(g.T, method, path, body)
+}
+
+// DoFor is Do failing t rather than the test that started the gateway: for
+// a fuzz function or a subtest, which has a T of its own.
+func (g *Gateway) DoFor(t testing.TB, method, path string, body any) (int, []byte) {
+	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -285,13 +292,13 @@ func (g *Gateway) Do(method, path string, body any) (int, []byte) {
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
-			g.T.Fatal(err)
+			t.Fatal(err)
 		}
 		rd = bytes.NewReader(j)
 	}
 	req, err := http.NewRequest(method, g.AdminURL+path, rd)
 	if err != nil {
-		g.T.Fatal(err)
+		t.Fatal(err)
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -306,13 +313,13 @@ func (g *Gateway) Do(method, path string, body any) (int, []byte) {
 	}
 	resp, err := g.Client.Do(req)
 	if err != nil {
-		g.T.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v (a handler panicked?)", method, path, err)
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	if g.OpenAPI != nil {
 		req.Body = io.NopCloser(bytes.NewReader(reqBody))
-		g.OpenAPI.Check(g.T, req, resp, out)
+		g.OpenAPI.Check(t, req, resp, out)
 	}
 	return resp.StatusCode, out
 }
