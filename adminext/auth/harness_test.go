@@ -119,26 +119,7 @@ func (c *client) do(method, url string, body any, hdr ...string) answer {
 	if strings.HasPrefix(url, "/") {
 		url = c.e.g.AdminURL + url
 	}
-	var raw []byte
-	switch b := body.(type) {
-	case nil:
-	case string:
-		raw = []byte(b)
-	case []byte:
-		raw = b
-	default:
-		var err error
-		if raw, err = json.Marshal(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	req, err := http.NewRequest(method, url, bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	req, raw := testgw.NewAdminRequest(t, method, url, body)
 	for k, v := range c.header {
 		req.Header[k] = v
 	}

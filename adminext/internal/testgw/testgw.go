@@ -282,34 +282,9 @@ func (g *Gateway) Do(method, path string, body any) (int, []byte) {
 // a fuzz function or a subtest, which has a T of its own.
 func (g *Gateway) DoFor(t testing.TB, method, path string, body any) (int, []byte) {
 	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		j, err := json.Marshal(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, g.AdminURL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	req, raw := NewAdminRequest(t, method, g.AdminURL+path, body)
 	for k, v := range g.Header {
 		req.Header[k] = v
-	}
-	var reqBody []byte
-	if rd != nil {
-		reqBody, _ = io.ReadAll(rd)
-		req.Body = io.NopCloser(bytes.NewReader(reqBody))
 	}
 	resp, err := g.Client.Do(req)
 	if err != nil {
@@ -318,10 +293,39 @@ func (g *Gateway) DoFor(t testing.TB, method, path string, body any) (int, []byt
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	if g.OpenAPI != nil {
-		req.Body = io.NopCloser(bytes.NewReader(reqBody))
+		req.Body = io.NopCloser(bytes.NewReader(raw))
 		g.OpenAPI.Check(t, req, resp, out)
 	}
 	return resp.StatusCode, out
+}
+
+// NewAdminRequest builds an admin API request to url. body is nil, a
+// string or []byte sent as is, or a value sent as JSON; a request with a
+// body is marked JSON. It returns the body's bytes too, for the OpenAPI
+// check of the answer.
+func NewAdminRequest(t testing.TB, method, url string, body any) (*http.Request, []byte) {
+	t.Helper()
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case string:
+		raw = []byte(b)
+	case []byte:
+		raw = b
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(method, url, bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, raw
 }
 
 // JSON sends a request and decodes the answer into out (when non-nil).
