@@ -175,8 +175,20 @@
       h('p', { className: 'muted hint' }, 'The token is kept in this browser tab only (sessionStorage). API reference: ', h('a', { href: '/docs' }, '/docs')))));
   }
 
+  // signOut ends the session on the server before it says so: the cookie
+  // is HttpOnly, so only the server's answer ends it. A refused or failed
+  // logout (403, 503, no network) leaves the session valid, and the page
+  // stays signed in and says so; a 401 means the session had already ended.
   async function signOut() {
-    if (S.token) { S.token = ''; sessionStorage.removeItem(TOKEN_KEY); } else { try { await api('POST', '/api/v1/auth/logout'); } catch (e) { /* already gone */ } }
+    if (S.token) { S.token = ''; sessionStorage.removeItem(TOKEN_KEY); } else {
+      const old = document.getElementById('signout-error'); if (old) old.remove();
+      try { await api('POST', '/api/v1/auth/logout'); } catch (e) {
+        if (e.status !== 401) {
+          document.getElementById('who').append(h('span', { className: 'err', id: 'signout-error', role: 'alert' }, 'Sign-out failed, you are still signed in: ' + (e.message || String(e))));
+          return;
+        }
+      }
+    }
     S.me = null;
     showLogin('Signed out.');
   }
