@@ -22,6 +22,7 @@ import (
 	"github.com/caddy-gateway/gateway/adminext/certs"
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
+	"github.com/caddy-gateway/gateway/modules/plugins/traffic"
 	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
@@ -29,6 +30,8 @@ import (
 const createDescription = "One transaction creates a service (protocol and port from upstream_url; tls_sni = the upstream host when it is an https name), " +
 	"one target, a route with hosts [domain], and as requested route-scoped plugins: redirect (to_https, 308) for https, " +
 	"hsts (max_age_s 31536000, no subdomains, no preload) for hsts, ip-restriction (allow = allowed_cidrs) for a non-empty allowed_cidrs. " +
+	"That ip-restriction would shadow an enabled global one for the new route (the most specific instance of a type applies), so the global one is folded in: " +
+	"its deny list, status and message are kept and its allow list (when non-empty) narrows allowed_cidrs to the addresses both allow (none left: every client is denied). " +
 	"The configuration is hot-reloaded once, after everything is written; on any failure nothing is stored. " +
 	"400 when the domain exactly equals (case-insensitively) a host of an existing route, when https is true without settings.https_enabled " +
 	"or without an issued certificate matching the domain (an active certificate with the domain among its names, exactly or by wildcard), " +
@@ -160,7 +163,11 @@ func write(cp *controlplane.ControlPlane, tx *gorm.DB, spec *ApplicationSpec) (*
 		wanted = append(wanted, want{"hsts", map[string]any{"max_age_s": 31536000, "include_subdomains": false, "preload": false}})
 	}
 	if len(spec.AllowedCIDRs) > 0 {
-		wanted = append(wanted, want{"ip-restriction", map[string]any{"allow": spec.AllowedCIDRs}})
+		cfg, err := ipRestriction(tx, spec.AllowedCIDRs)
+		if err != nil {
+			return nil, err
+		}
+		wanted = append(wanted, want{"ip-restriction", cfg})
 	}
 	for _, w := range wanted {
 		cfg, err := json.Marshal(w.cfg)
@@ -185,6 +192,87 @@ func write(cp *controlplane.ControlPlane, tx *gorm.DB, spec *ApplicationSpec) (*
 		ids.plugins = append(ids.plugins, p.ID)
 	}
 	return ids, nil
+}
+
+// ipRestriction is the config of the application's ip-restriction plugin.
+// allowed_cidrs is an extra restriction and the global policies still
+// apply to the new route, but a route's ip-restriction shadows a global
+// one (the most specific enabled instance of a type applies). So the
+// enabled global ip-restriction, when there is one, is folded in: its deny
+// list, status and message are kept, and its allow list (when non-empty)
+// narrows allowed to the addresses both allow. When no address is left,
+// every client is denied. A later change of the global plugin does not
+// reach the route: its own plugin is the one that applies.
+func ipRestriction(tx *gorm.DB, allowed []string) (map[string]any, error) {
+	var globals []storage.Plugin
+	if err := tx.Where("type = ? AND scope = ? AND enabled = ?", "ip-restriction", "global", true).
+		Limit(1).Find(&globals).Error; err != nil {
+		return nil, fmt.Errorf("reading the global ip-restriction plugin: %w", err)
+	}
+	if len(globals) == 0 {
+		return map[string]any{"allow": allowed}, nil
+	}
+	var global struct {
+		Allow, Deny []string
+		Status      int
+		Message     string
+	}
+	if err := json.Unmarshal(globals[0].Config, &global); err != nil {
+		return nil, fmt.Errorf("reading the global ip-restriction plugin %d: %w", globals[0].ID, err)
+	}
+	allow := allowed
+	if len(global.Allow) > 0 {
+		var err error
+		if allow, err = intersectCIDRs(allowed, global.Allow); err != nil {
+			return nil, err
+		}
+	}
+	deny := append([]string{}, global.Deny...)
+	if len(allow) == 0 {
+		deny = append(deny, "0.0.0.0/0", "::/0")
+	}
+	return map[string]any{"allow": allow, "deny": deny, "status": global.Status, "message": global.Message}, nil
+}
+
+// intersectCIDRs lists the addresses both lists of IPs and CIDRs contain:
+// an entry of a inside an entry of b, else the entries of b inside it
+// (two prefixes either nest or are disjoint). Entries keep their spelling.
+func intersectCIDRs(a, b []string) ([]string, error) {
+	pa, err := traffic.ParsePrefixes("allowed_cidrs", a)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := traffic.ParsePrefixes("allow", b)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	seen := map[string]bool{}
+	add := func(s string) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for i, x := range pa {
+		covered := false
+		for _, y := range pb {
+			if y.Bits() <= x.Bits() && y.Contains(x.Addr()) {
+				covered = true
+				break
+			}
+		}
+		if covered {
+			add(a[i])
+			continue
+		}
+		for j, y := range pb {
+			if x.Bits() <= y.Bits() && x.Contains(y.Addr()) {
+				add(b[j])
+			}
+		}
+	}
+	return out, nil
 }
 
 // insert stores a new row of T: its defaults, then what set sets, checked

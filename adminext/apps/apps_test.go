@@ -105,6 +105,46 @@ func TestAllowedCIDRs(t *testing.T) {
 	g.WantGet("out.example.test", "/", 403)           // a refused one
 }
 
+// TestAllowedCIDRsKeepGlobalIPRestriction: allowed_cidrs is an extra
+// restriction and the global policies still apply to the new route. The
+// application's route-scoped ip-restriction would shadow an enabled global
+// one (the most specific instance of a type applies), so the global one's
+// rules are folded into it: its deny list is kept (with its status and
+// message), its allow list narrows allowed_cidrs, and where nothing is
+// left every client is refused.
+func TestAllowedCIDRsKeepGlobalIPRestriction(t *testing.T) {
+	g, up := appGateway(t, "guarded")
+	global := g.Must("POST", "/api/v1/plugins", map[string]any{"type": "ip-restriction", "scope": "global",
+		"config": map[string]any{"allow": []string{"127.0.0.0/8", "10.1.0.0/16", "::1"}, "deny": []string{"127.0.0.1"}, "status": 451, "message": "blocked"}})
+	app := func(name string, cidrs ...string) map[string]any {
+		a := create(t, g, map[string]any{"name": name, "domain": name + ".example.test", "upstream_url": up.URL, "allowed_cidrs": cidrs})
+		if len(a.PluginIDs) != 1 {
+			t.Fatalf("%s: plugin ids %v", name, a.PluginIDs)
+		}
+		return g.Must("GET", fmt.Sprintf("/api/v1/plugins/%d", a.PluginIDs[0]), nil)["config"].(map[string]any)
+	}
+	// 127.0.0.1 is in allowed_cidrs, but the global plugin denies it.
+	cfg := app("denied", "127.0.0.0/8", "10.0.0.0/8", "192.168.0.0/16")
+	if got := fmt.Sprintf("%v %v %v %v", cfg["allow"], cfg["deny"], cfg["status"], cfg["message"]); got != "[127.0.0.0/8 10.1.0.0/16] [127.0.0.1] 451 blocked" {
+		t.Fatalf("folded config: %s", got)
+	}
+	g.WantGet("denied.example.test", "/", 451, "blocked")
+	// Nothing of allowed_cidrs is allowed globally: nobody gets in.
+	cfg = app("none", "192.168.0.0/16")
+	if got := fmt.Sprintf("%v %v", cfg["allow"], cfg["deny"]); got != "[] [127.0.0.1 0.0.0.0/0 ::/0]" {
+		t.Fatalf("folded config: %s", got)
+	}
+	g.WantGet("none.example.test", "/", 451)
+	// A disabled global plugin applies nowhere: allowed_cidrs alone.
+	g.Must("PUT", fmt.Sprintf("/api/v1/plugins/%d", testgw.ID(global)), map[string]any{"type": "ip-restriction", "scope": "global", "enabled": false,
+		"config": map[string]any{"deny": []string{"127.0.0.1"}}})
+	cfg = app("alone", "127.0.0.1")
+	if got := fmt.Sprintf("%v %v %v", cfg["allow"], cfg["deny"], cfg["status"]); got != "[127.0.0.1] [] 403" {
+		t.Fatalf("config without an enabled global plugin: %s", got)
+	}
+	g.WantGet("alone.example.test", "/", 200, "guarded")
+}
+
 func TestDuplicateDomain(t *testing.T) {
 	g, up := appGateway(t, "dup")
 	sid := g.Service("existing")

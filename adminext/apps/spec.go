@@ -21,7 +21,7 @@ type ApplicationSpec struct {
 	UpstreamURL  string   `json:"upstream_url" schema:"required,minLength=1" doc:"HTTP or HTTPS origin, e.g. http://10.0.0.5:8080 or https://[2001:db8::1]: no credentials, no path other than /, no query, no fragment. The port defaults to 80 / 443."`
 	HTTPS        bool     `json:"https" doc:"Redirect plain HTTP to HTTPS with status 308 (a route-scoped redirect plugin). Requires settings.https_enabled and an issued certificate matching the domain. Default false."`
 	HSTS         bool     `json:"hsts" doc:"Strict-Transport-Security for one year, no subdomains, no preload (a route-scoped hsts plugin). Requires https. Default false."`
-	AllowedCIDRs []string `json:"allowed_cidrs" schema:"maxItems=100,maxLength=64" doc:"Allowed client IPs or CIDRs (a route-scoped ip-restriction plugin); empty (the default) adds no restriction."`
+	AllowedCIDRs []string `json:"allowed_cidrs" schema:"maxItems=100,maxLength=64" doc:"Allowed client IPs or CIDRs (a route-scoped ip-restriction plugin, into which an enabled global ip-restriction is folded so that it still applies); empty (the default) adds no restriction."`
 
 	upstream upstream // parsed UpstreamURL (set by Validate)
 }

@@ -103,6 +103,13 @@ func containsAddr(list []netip.Prefix, addr netip.Addr) bool {
 	return false
 }
 
+// ParsePrefixes parses a list of IPs and CIDRs as the ip-restriction
+// plugin reads its allow and deny lists (masked, IPv4-mapped addresses as
+// IPv4); errors name field[i].
+func ParsePrefixes(field string, list []string) ([]netip.Prefix, error) {
+	return parsePrefixes(field, list)
+}
+
 // parsePrefixes parses IPs and CIDRs (Caddy's own syntax for remote_ip).
 func parsePrefixes(field string, list []string) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(list))
