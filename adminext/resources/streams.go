@@ -25,7 +25,8 @@ func streamEndpoints() []*api.Endpoint {
 	deletedWithNote := map[string]any{"type": "object", "required": []string{"deleted", "note"}, "additionalProperties": false,
 		"properties": map[string]any{"deleted": map[string]any{"type": "boolean", "enum": []any{true}}, "note": note}}
 	const desc = "A TCP connection accepted on listen_addr is proxied to the service's targets with the service's algorithm, connect timeout and retries. " +
-		"listen_addr is a literal IP:port or :port (port 1..65535) that collides with no other listener of the gateway: the admin API, Caddy's admin endpoint, the proxy listeners of the settings and this node's own (node_http_listen, node_https_listen), other stream routes (the same port on the same IP, or either on all interfaces; 400 otherwise). Listeners bind when the gateway starts: a new or changed listen_addr is stored at once and bound after a restart; " +
+		"listen_addr is a literal IP:port or :port (port 1..65535) that collides with no other listener of the gateway: the admin API, Caddy's admin endpoint, the proxy listeners of the settings and this node's own (node_http_listen, node_https_listen), other stream routes (the same port on the same IP, or either on all interfaces; 400 otherwise). Listeners bind when the gateway starts: a new or changed listen_addr is stored at once and bound after a restart " +
+		"(until then a route whose listen_addr changed is still served on the listener it was bound to, before a route since stored on that address); " +
 		"changing only service_id (or the service's targets) applies live to new connections (open ones stay on their target). Deleting or disabling a route closes its open connections, and its listener closes new ones until a restart unbinds it."
 	return []*api.Endpoint{
 		{Method: "GET", Path: "/api/v1/stream-routes", Role: api.RoleViewer, Tag: "stream routes", Summary: "List stream routes",

@@ -142,6 +142,42 @@ func TestStreamRouteTraffic(t *testing.T) {
 	}
 }
 
+// TestStreamRouteListenerChangesWaitForRestart: which route a stream
+// listener serves is fixed at process start, like the listeners: a route
+// whose listen_addr changes keeps its listener (with live service
+// changes) until a restart binds the new address, and a route created on
+// an address another route was bound to at start gets it only at the
+// restart too.
+func TestStreamRouteListenerChangesWaitForRestart(t *testing.T) {
+	st := boundStreamRoute(t)
+	g, old := st.g, st.listen
+	moved := testgw.FreeAddr(t)
+	g.Must("PUT", fmt.Sprintf("/api/v1/stream-routes/%d", st.id), map[string]any{"name": "tcp", "listen_addr": moved, "service_id": st.s2})
+	newer := g.Must("POST", "/api/v1/stream-routes", map[string]any{"name": "newer", "listen_addr": old, "service_id": st.s1})
+	if got, err := testgw.TCPSay(old, "x"); err != nil || got != "two: x" {
+		t.Fatalf("the moved route on its listener before a restart: %q %v", got, err)
+	}
+	if _, err := testgw.TCPSay(moved, "x"); err == nil {
+		t.Fatal("a changed listen_addr was bound before a restart")
+	}
+	m := g.Must("GET", "/api/v1/metrics", nil)["streams"].(map[string]any)
+	if m["total"] != 1.0 {
+		t.Fatalf("stream metrics: %v", m)
+	}
+
+	dsn := g.DSN
+	if err := stopGateway(); err != nil {
+		t.Fatal(err)
+	}
+	testgw.Start(t, &testgw.Options{DSN: dsn})
+	if got, err := testgw.TCPSay(moved, "y"); err != nil || got != "two: y" {
+		t.Fatalf("the moved route after a restart: %q %v", got, err)
+	}
+	if got, err := testgw.TCPSay(old, "y"); err != nil || got != "one: y" {
+		t.Fatalf("stream route %v after a restart: %q %v", newer["id"], got, err)
+	}
+}
+
 // An open stream connection is the route's too: disabling or deleting the
 // route (say, to cut a client off) ends the connections it carries, not
 // only new ones; a change of its service leaves them open.

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -63,6 +64,7 @@ type Counts struct {
 type Server struct {
 	mu        sync.Mutex
 	listeners map[string]net.Listener // by listen address
+	owners    map[string]int64        // listen address → the route it was bound for
 	bound     bool
 	table     atomic.Pointer[map[string]*liveRoute] // by listen address
 	counts    sync.Map                              // route id → *counter
@@ -103,7 +105,7 @@ type counter struct{ active, total atomic.Int64 }
 
 // NewServer returns a server with no listeners that steers by health.
 func NewServer(health lb.HealthSource) *Server {
-	s := &Server{listeners: map[string]net.Listener{}, health: health, open: map[*stream]struct{}{}}
+	s := &Server{listeners: map[string]net.Listener{}, owners: map[string]int64{}, health: health, open: map[*stream]struct{}{}}
 	empty := map[string]*liveRoute{}
 	s.table.Store(&empty)
 	s.logger.Store(zap.NewNop())
@@ -130,17 +132,58 @@ func MaxConnections(nofile uint64) int64 {
 // Apply makes routes the live table. The first call of the process (or the
 // first after Close) also binds every route's listen address; an address
 // that cannot be bound is logged and skipped (the rest of the gateway must
-// still start).
+// still start). Listen address changes take effect at the next start: a
+// route whose listen address changed keeps being served on the listener
+// it was bound for (its other changes apply live), before a route since
+// stored on that address.
 func (s *Server) Apply(routes []Route, logger *zap.Logger) {
 	if logger != nil {
 		s.logger.Store(logger)
 	}
+	s.mu.Lock()
+	fresh := map[string]net.Listener{} // bound by this call, accepting once the table is stored
+	if !s.bound {
+		s.bound = true
+		for _, r := range routes {
+			if _, ok := s.listeners[r.ListenAddr]; ok {
+				continue
+			}
+			ln, err := net.Listen("tcp", r.ListenAddr)
+			if err != nil {
+				s.logger.Load().Error("stream route listener", zap.Int64("stream_route_id", r.ID), zap.String("listen_addr", r.ListenAddr), zap.Error(err))
+				continue
+			}
+			s.listeners[r.ListenAddr] = ln
+			s.owners[r.ListenAddr] = r.ID
+			fresh[r.ListenAddr] = ln
+		}
+		if len(s.listeners) > 0 {
+			s.logger.Load().Info("stream route listeners bound", zap.Int("listeners", len(s.listeners)), zap.Int64("max_connections", s.max.Load()))
+		}
+	}
+	owners := maps.Clone(s.owners)
+	s.mu.Unlock()
+
 	table := make(map[string]*liveRoute, len(routes))
 	ids := make(map[int64]bool, len(routes))
-	for _, r := range routes {
-		table[r.ListenAddr] = &liveRoute{Route: r, balancer: &lb.Balancer{
+	live := func(addr string, r Route) {
+		r.ListenAddr = addr
+		table[addr] = &liveRoute{Route: r, balancer: &lb.Balancer{
 			Algorithm: r.Algorithm, ServiceID: r.ServiceID, Weights: r.Weights, Health: s.health}}
 		ids[r.ID] = true
+	}
+	byID := make(map[int64]Route, len(routes))
+	for _, r := range routes {
+		live(r.ListenAddr, r)
+		byID[r.ID] = r
+	}
+	// A route whose listen address changed keeps the listener it was bound
+	// for until the next start binds the new address; a route since stored
+	// on that address waits for the restart too.
+	for addr, id := range owners {
+		if r, ok := byID[id]; ok && r.ListenAddr != addr {
+			live(addr, r)
+		}
 	}
 	s.table.Store(&table)
 	s.cutWhere(func(st *stream) bool {
@@ -155,27 +198,8 @@ func (s *Server) Apply(routes []Route, logger *zap.Logger) {
 		}
 		return true
 	})
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.bound {
-		return
-	}
-	s.bound = true
-	for _, r := range routes {
-		if _, ok := s.listeners[r.ListenAddr]; ok {
-			continue
-		}
-		ln, err := net.Listen("tcp", r.ListenAddr)
-		if err != nil {
-			s.logger.Load().Error("stream route listener", zap.Int64("stream_route_id", r.ID), zap.String("listen_addr", r.ListenAddr), zap.Error(err))
-			continue
-		}
-		s.listeners[r.ListenAddr] = ln
-		go s.accept(r.ListenAddr, ln)
-	}
-	if len(s.listeners) > 0 {
-		s.logger.Load().Info("stream route listeners bound", zap.Int("listeners", len(s.listeners)), zap.Int64("max_connections", s.max.Load()))
+	for addr, ln := range fresh {
+		go s.accept(addr, ln)
 	}
 }
 
@@ -223,6 +247,7 @@ func (s *Server) Close(ctx context.Context) {
 	for k, ln := range s.listeners {
 		_ = ln.Close()
 		delete(s.listeners, k)
+		delete(s.owners, k)
 	}
 	s.bound = false
 	s.mu.Unlock()
