@@ -2,6 +2,7 @@ package observe
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -100,8 +101,11 @@ func (rec *Recorder) recentRequests(c *api.Call) (any, error) {
 	limit := 100
 	if s := c.R.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
+		if errors.Is(err, strconv.ErrRange) && n > 0 {
+			n, err = RingSize, nil // larger values are clamped, however large
+		}
 		if err != nil || n < 0 {
-			return nil, api.BadRequest("limit: must be an integer from 0 to 500")
+			return nil, api.BadRequest("limit: must be an integer from 0 to 500 (larger values are clamped to 500)")
 		}
 		limit = min(n, RingSize)
 	}

@@ -42,13 +42,14 @@ func TestRecentRequests(t *testing.T) {
 		older["method"] != "GET" || older["scheme"] != "http" || older["id"].(float64) >= newest["id"].(float64) {
 		t.Fatalf("proxied record: %v", older)
 	}
-	for q, n := range map[string]int{"?limit=0": 0, "?limit=1": 1, "?limit=9999": 2} {
+	// Larger values are clamped to 500, however large (past int64 too).
+	for q, n := range map[string]int{"?limit=0": 0, "?limit=1": 1, "?limit=9999": 2, "?limit=99999999999999999999999": 2} {
 		var got []any
 		if st := g.JSON("GET", "/api/v1/requests"+q, nil, &got); st != 200 || len(got) != n {
 			t.Fatalf("%s: %d %v", q, st, got)
 		}
 	}
-	for _, q := range []string{"?limit=-1", "?limit=x"} {
+	for _, q := range []string{"?limit=-1", "?limit=x", "?limit=-99999999999999999999999", "?limit=1e3"} {
 		st, body := g.Do("GET", "/api/v1/requests"+q, nil)
 		wantError(t, st, body, 400, "limit")
 	}
