@@ -204,19 +204,17 @@ func write(cp *controlplane.ControlPlane, tx *gorm.DB, spec *ApplicationSpec) (*
 // every client is denied. A later change of the global plugin does not
 // reach the route: its own plugin is the one that applies.
 func ipRestriction(tx *gorm.DB, allowed []string) (map[string]any, error) {
+	// The one the compiler applies when several are enabled: the last by id.
 	var globals []storage.Plugin
 	if err := tx.Where("type = ? AND scope = ? AND enabled = ?", "ip-restriction", "global", true).
-		Limit(1).Find(&globals).Error; err != nil {
+		Order("id DESC").Limit(1).Find(&globals).Error; err != nil {
 		return nil, fmt.Errorf("reading the global ip-restriction plugin: %w", err)
 	}
 	if len(globals) == 0 {
 		return map[string]any{"allow": allowed}, nil
 	}
-	var global struct {
-		Allow, Deny []string
-		Status      int
-		Message     string
-	}
+	var global traffic.IPRestriction
+	global.SetDefaults()
 	if err := json.Unmarshal(globals[0].Config, &global); err != nil {
 		return nil, fmt.Errorf("reading the global ip-restriction plugin %d: %w", globals[0].ID, err)
 	}
