@@ -159,12 +159,16 @@ func routerTest(c *api.Call) (any, error) {
 		out.Reason = ptr(rt.Table().Explain(req))
 		return out, nil
 	}
+	up, err := router.ForwardPath(m.Route, m.MatchedPath, path) // as the proxy forwards it
+	if err != nil {
+		return nil, api.BadRequest("path: " + err.Error())
+	}
 	out.Matched = true
 	out.RouteID = ptr(m.Route.ID)
 	out.RouteName = ptr(m.Route.Name)
 	out.ServiceID = ptr(rt.PickService(m.Route.ID))
 	out.MatchedPath = ptr(m.MatchedPath)
-	out.UpstreamPath = ptr(router.UpstreamPath(m.Route, m.MatchedPath, path))
+	out.UpstreamPath = ptr(up)
 	if m.Route.Splits != nil {
 		out.Splits = m.Route.Splits
 	}

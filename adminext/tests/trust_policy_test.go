@@ -604,3 +604,26 @@ func TestTrustLoopThroughARelayBounded(t *testing.T) {
 		t.Fatalf("508 without saying why: %s", body)
 	}
 }
+
+// TestTrustStripPathDryRunRefusesAsTheProxy: a path whose strip_path rest
+// has a backslash-delimited dot segment that the whole path did not
+// (/x.\y stripped of /x is /.\y) is refused by the proxy, and the dry run
+// refuses it too instead of showing an upstream_path the proxy never
+// sends; a path the stripping leaves forwardable agrees as well.
+func TestTrustStripPathDryRunRefusesAsTheProxy(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", uriUpstream(t))
+	g.Route("x", sid, map[string]any{"paths": []string{"/x"}, "strip_path": true})
+
+	wantGatewayError(t, send(t, g, "GET", `/x.%5Cy`, nil), 400,
+		"invalid request path: the path has a dot segment delimited by a backslash")
+	g.WantError(400, "GET", "/api/v1/router/test?path="+url.QueryEscape(`/x.%5Cy`), nil, "path", "backslash")
+
+	if p := send(t, g, "GET", "/x.y", nil); p.Status != 200 || p.Body != "/.y" {
+		t.Fatalf("/x.y: %d %q", p.Status, p.Body)
+	}
+	res := g.Must("GET", "/api/v1/router/test?path="+url.QueryEscape("/x.y"), nil)
+	if res["upstream_path"] != "/.y" || res["route_name"] != "x" {
+		t.Fatalf("router test: %v", res)
+	}
+}

@@ -578,7 +578,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	info.Sinks = append(info.Sinks, ch.sinks...)
 
 	if route.StripPath {
-		up, err := NormalizePath(UpstreamPath(route, m.MatchedPath, r.URL.Path))
+		up, err := ForwardPath(route, m.MatchedPath, r.URL.Path)
 		if err != nil { // a backslash dot segment only the stripping exposed
 			info.Status = http.StatusBadRequest
 			gwctx.WriteError(w, http.StatusBadRequest, "invalid request path: "+err.Error())

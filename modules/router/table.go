@@ -887,6 +887,20 @@ func (t *Table) Explain(req Request) string {
 	return "no route matched"
 }
 
+// ForwardPath is the path a request matched by r goes upstream with:
+// path (normalized already) with strip_path applied (UpstreamPath) and
+// normalized again, since the rest of a prefix that ends inside a segment
+// can hold what the whole path did not (/x.\y stripped of /x is /.\y, a
+// backslash-delimited dot segment, refused). The proxy and the dry run of
+// /api/v1/router/test both call it, so the dry run refuses what the proxy
+// refuses.
+func ForwardPath(r *Route, matchedPath, path string) (string, error) {
+	if r == nil || !r.StripPath {
+		return path, nil
+	}
+	return NormalizePath(UpstreamPath(r, matchedPath, path))
+}
+
 // UpstreamPath applies strip_path: it removes exactly the matched portion
 // from the front of path; an empty result becomes "/" and a result not
 // starting with "/" gets one. The result is normalized like the request
