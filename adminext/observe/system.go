@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -31,8 +32,9 @@ func systemEndpoints() []*api.Endpoint {
 				"Requests the gateway refuses itself (400, e.g. a header value a placeholder made invalid) never count against a target.",
 			Response: health.Status{}, ResponseList: true, Handle: targetHealth},
 		{Method: "GET", Path: "/api/v1/router/test", Role: api.RoleViewer, Tag: "observability",
-			Summary:     "Dry run of route matching: the route a request with these properties would take (no upstream is contacted)",
-			Description: "Uses the live router's own match table and path normalization: path is taken as a client sends it (percent-encoding allowed), decoded, its runs of slashes merged and its dot segments removed (RFC 3986; .. at the root stays at the root) before matching; the answer's path is that normalized path. A path with control characters, or with a dot segment delimited by a backslash, is 400 (proxied requests get 400 too); so is one longer than 8192 bytes decoded (proxied requests get 414). headers is a comma-separated list of Name:value pairs.",
+			Summary: "Dry run of route matching: the route a request with these properties would take (no upstream is contacted)",
+			Description: "Uses the live router's own match table and path normalization: path is taken as a client sends it (percent-encoding allowed), decoded, its runs of slashes merged and its dot segments removed (RFC 3986; .. at the root stays at the root) before matching; the answer's path is that normalized path. A path with control characters, or with a dot segment delimited by a backslash, is 400 (proxied requests get 400 too); so is one longer than 8192 bytes decoded (proxied requests get 414). headers is a comma-separated list of Name:value pairs; " +
+				"a method override header among them (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override) naming a method that another route, or none, would be picked for is 400 naming headers (proxied requests get 400 too).",
 			Query: []api.QueryParam{
 				{Name: "path", Type: "string", Required: true}, {Name: "host", Type: "string"},
 				{Name: "method", Type: "string", Description: "default GET"},
@@ -152,6 +154,9 @@ func routerTest(c *api.Call) (any, error) {
 	}
 	req := router.Request{Host: q.Get("host"), Path: path, Method: strings.ToUpper(method), Header: hdr}
 	_, m, err := rt.Table().Resolve(req) // the path is normalized already
+	if errors.Is(err, router.ErrMethodOverride) {
+		return nil, api.BadRequest("headers: " + err.Error())
+	}
 	if err != nil {
 		return nil, api.BadRequest("path: " + err.Error())
 	}

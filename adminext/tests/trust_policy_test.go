@@ -627,3 +627,45 @@ func TestTrustStripPathDryRunRefusesAsTheProxy(t *testing.T) {
 		t.Fatalf("router test: %v", res)
 	}
 }
+
+// TestTrustMethodOverrideKeepsTheRoute: a POST to a public POST route
+// saying X-HTTP-Method-Override: DELETE (or X-HTTP-Method,
+// X-Method-Override; any case, in a list), which Express, Rack, Symfony
+// and Laravel upstreams serve as a DELETE, is 400 when DELETE takes
+// another route (here behind key-auth) or none; an override the matched
+// route serves too is forwarded. The dry run agrees.
+func TestTrustMethodOverrideKeepsTheRoute(t *testing.T) {
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", tellingUpstream(t, func(r *http.Request) string {
+		return r.Method + " " + r.Header.Get("X-HTTP-Method-Override")
+	}))
+	g.Route("public", sid, map[string]any{"paths": []string{"/items"}, "methods": []string{"GET", "POST"}})
+	addPlugin(t, g, "key-auth", "route", g.Route("admin", sid, map[string]any{"paths": []string{"/items"}, "methods": []string{"DELETE"}}), nil)
+	g.Route("report", sid, map[string]any{"paths": []string{"/report"}, "methods": []string{"POST"}})
+
+	const refused = "invalid request: " + "a method override header (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override) names a method that changes the route the request matches"
+	for _, h := range [][]string{
+		{"X-HTTP-Method-Override", "DELETE"},
+		{"X-HTTP-Method-Override", "delete"},
+		{"X-HTTP-Method", "DELETE"},
+		{"X-Method-Override", " DELETE "},
+		{"X-HTTP-Method-Override", "GET, DELETE"},
+	} {
+		wantGatewayError(t, send(t, g, "POST", "/items", nil, h...), 400, refused)
+	}
+	// no route for PUT at all
+	wantGatewayError(t, send(t, g, "POST", "/report", nil, "X-HTTP-Method-Override", "PUT"), 400, refused)
+	// the matched route serves the override too, or it names the method itself
+	for _, h := range [][]string{{"X-HTTP-Method-Override", "GET"}, {"X-HTTP-Method-Override", "post"}, {"X-HTTP-Method-Override", ""}} {
+		if p := send(t, g, "POST", "/items", nil, h...); p.Status != 200 || p.Body != "POST "+h[1] {
+			t.Fatalf("%v: %d %q", h, p.Status, p.Body)
+		}
+	}
+	wantGatewayError(t, send(t, g, "DELETE", "/items", nil), 401, "")
+
+	g.WantError(400, "GET", "/api/v1/router/test?method=POST&path=/items&headers="+url.QueryEscape("X-HTTP-Method-Override:DELETE"), nil, "headers", "method override")
+	res := g.Must("GET", "/api/v1/router/test?method=POST&path=/items&headers="+url.QueryEscape("X-HTTP-Method-Override:GET"), nil)
+	if res["route_name"] != "public" {
+		t.Fatalf("router test: %v", res)
+	}
+}

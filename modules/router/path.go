@@ -24,6 +24,11 @@ var (
 	ErrPathParams    = errors.New("the path's ;parameters change the route it matches")
 )
 
+// ErrMethodOverride is Table.Resolve's answer to a request whose method
+// override header names a method another route (or none) serves; the
+// router answers it with 400.
+var ErrMethodOverride = errors.New("a method override header (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override) names a method that changes the route the request matches")
+
 // NormalizePath is the path the router matches and forwards: the decoded
 // request path (r.URL.Path, where %2e%2e is already ".." and %2F already
 // "/") with its dot segments removed as RFC 3986 §5.2.4 says, so that

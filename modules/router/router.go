@@ -557,7 +557,11 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			status = http.StatusRequestURITooLong
 		}
 		info.Status = status
-		gwctx.WriteError(w, status, "invalid request path: "+err.Error())
+		what := "invalid request path: "
+		if errors.Is(err, ErrMethodOverride) {
+			what = "invalid request: "
+		}
+		gwctx.WriteError(w, status, what+err.Error())
 		return nil
 	}
 	if path != r.URL.Path {

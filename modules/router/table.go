@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"regexp"
 	"slices"
 	"strings"
@@ -468,27 +469,64 @@ func (t *Table) Len() int {
 // is /admin there, /;/admin is //admin, /admin;x/y is /admin/y), and
 // ErrPathParams says that the two readings pick different routes: such a
 // request would pass by the plugins of the route its upstream serves.
+// Likewise, a method override header (MethodOverrideHeaders) naming a
+// method the matched route would not be picked for is ErrMethodOverride.
 func (t *Table) Resolve(req Request) (path string, m Match, err error) {
 	if req.Path, err = NormalizePath(req.Path); err != nil {
 		return "", Match{}, err
 	}
 	path = req.Path
 	m = t.Match(req)
-	if m.Route == nil || strings.IndexByte(path, ';') < 0 {
+	if m.Route == nil {
 		return path, m, nil
 	}
-	cut, err := NormalizePath(cutParams(path))
-	if err != nil {
-		return "", Match{}, err
+	if strings.IndexByte(path, ';') >= 0 {
+		cut, err := NormalizePath(cutParams(path))
+		if err != nil {
+			return "", Match{}, err
+		}
+		if cut != path {
+			r2 := req
+			r2.Path = cut
+			if m2 := t.Match(r2); m2.Route != m.Route {
+				return "", Match{}, ErrPathParams
+			}
+		}
 	}
-	if cut == path {
-		return path, m, nil
-	}
-	req.Path = cut
-	if m2 := t.Match(req); m2.Route != m.Route {
-		return "", Match{}, ErrPathParams
+	if !t.overrideKeepsRoute(req, m.Route) {
+		return "", Match{}, ErrMethodOverride
 	}
 	return path, m, nil
+}
+
+// MethodOverrideHeaders are the headers with which frameworks let a client
+// replace the request method (Express's method-override, Rack, Symfony and
+// Laravel for POST; X-HTTP-Method for OData and ASP.NET; Google's APIs).
+var MethodOverrideHeaders = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// overrideKeepsRoute reports whether every method that req's method
+// override headers name (each comma-separated entry) picks route too, or
+// req has none: a route whose methods are a policy (POST public, DELETE
+// behind key-auth, or not routed at all) would otherwise pass a POST
+// saying "X-HTTP-Method-Override: DELETE" to an upstream that serves it
+// as a DELETE. Requests without such headers cost three map lookups.
+func (t *Table) overrideKeepsRoute(req Request, route *Route) bool {
+	for _, name := range MethodOverrideHeaders {
+		for _, v := range req.Header[name] {
+			for method := range strings.SplitSeq(v, ",") {
+				method = textproto.TrimString(method)
+				if method == "" || strings.EqualFold(method, req.Method) {
+					continue
+				}
+				r2 := req
+				r2.Method = strings.ToUpper(method)
+				if t.Match(r2).Route != route {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // Match finds the winning route for req. It does not allocate unless the

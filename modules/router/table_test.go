@@ -647,3 +647,36 @@ func TestResolveParams(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveMethodOverride: a method override header naming a method that
+// another route (or none) is picked for is ErrMethodOverride; one the
+// matched route serves anyway is not; without such headers Resolve
+// allocates nothing more than Match.
+func TestResolveMethodOverride(t *testing.T) {
+	tbl := newTestTable(t, []Route{
+		{ID: 1, Paths: []string{"/items"}, Methods: []string{"GET", "POST"}},
+		{ID: 2, Paths: []string{"/items"}, Methods: []string{"DELETE"}},
+		{ID: 3, Paths: []string{"/any"}},
+	})
+	for _, tc := range []struct {
+		path, name, value string
+		err               bool
+	}{
+		{"/items", "X-Http-Method-Override", "DELETE", true},
+		{"/items", "X-Http-Method", "delete", true},
+		{"/items", "X-Method-Override", "GET,PUT", true},
+		{"/items", "X-Http-Method-Override", "GET", false},
+		{"/items", "X-Http-Method-Override", " post ", false},
+		{"/any", "X-Http-Method-Override", "DELETE", false},
+		{"/nothing", "X-Http-Method-Override", "DELETE", false}, // no route: 404 anyway
+	} {
+		req := Request{Path: tc.path, Method: "POST", Header: http.Header{tc.name: {tc.value}}}
+		if _, _, err := tbl.Resolve(req); (err != nil) != tc.err || (err != nil && err != ErrMethodOverride) {
+			t.Errorf("%s %s: %s: err = %v; want error %v", tc.path, tc.name, tc.value, err, tc.err)
+		}
+	}
+	req := Request{Path: "/items", Method: "POST", Header: http.Header{"X-Env": {"prod"}, "Content-Type": {"text/plain"}}}
+	if allocs := testing.AllocsPerRun(100, func() { _, _, _ = tbl.Resolve(req) }); allocs != 0 {
+		t.Errorf("Resolve allocates %v times per call; want 0", allocs)
+	}
+}
