@@ -504,19 +504,30 @@ func (t *Table) Resolve(req Request) (path string, m Match, err error) {
 // Laravel for POST; X-HTTP-Method for OData and ASP.NET; Google's APIs).
 var MethodOverrideHeaders = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
 
+// maxOverrides bounds the override methods one request may name.
+const maxOverrides = 8
+
 // overrideKeepsRoute reports whether every method that req's method
 // override headers name (each comma-separated entry) picks route too, or
 // req has none: a route whose methods are a policy (POST public, DELETE
 // behind key-auth, or not routed at all) would otherwise pass a POST
 // saying "X-HTTP-Method-Override: DELETE" to an upstream that serves it
 // as a DELETE. Requests without such headers cost three map lookups.
+//
+// At most maxOverrides methods are checked (each is a match): a client
+// listing thousands in its headers is refused rather than costing a
+// match each.
 func (t *Table) overrideKeepsRoute(req Request, route *Route) bool {
+	checked := 0
 	for _, name := range MethodOverrideHeaders {
 		for _, v := range req.Header[name] {
 			for method := range strings.SplitSeq(v, ",") {
 				method = textproto.TrimString(method)
 				if method == "" || strings.EqualFold(method, req.Method) {
 					continue
+				}
+				if checked++; checked > maxOverrides {
+					return false
 				}
 				r2 := req
 				r2.Method = strings.ToUpper(method)

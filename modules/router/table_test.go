@@ -669,6 +669,8 @@ func TestResolveMethodOverride(t *testing.T) {
 		{"/items", "X-Http-Method-Override", " post ", false},
 		{"/any", "X-Http-Method-Override", "DELETE", false},
 		{"/nothing", "X-Http-Method-Override", "DELETE", false}, // no route: 404 anyway
+		{"/any", "X-Http-Method-Override", "A,B,C,D,E,F,G,H", false},
+		{"/any", "X-Http-Method-Override", "A,B,C,D,E,F,G,H,I", true}, // more than maxOverrides: refused, not matched each
 	} {
 		req := Request{Path: tc.path, Method: "POST", Header: http.Header{tc.name: {tc.value}}}
 		if _, _, err := tbl.Resolve(req); (err != nil) != tc.err || (err != nil && err != ErrMethodOverride) {
