@@ -13,6 +13,7 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
 )
 
@@ -96,11 +97,35 @@ func Open(kind, dsn string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("registering store callbacks: %w", err)
 	}
-	if err := db.AutoMigrate(models...); err != nil {
+	if err := s.Migrate(func(tx *gorm.DB) error { return tx.AutoMigrate(models...) }); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("migrating %s database: %w", kind, err)
 	}
 	return s, nil
+}
+
+// SchemaLock is the statement that takes, until its transaction ends, the
+// PostgreSQL advisory lock under which every node of a cluster changes the
+// store's schema (Store.Migrate, the certificate storage's tables).
+const SchemaLock = "SELECT pg_advisory_xact_lock(8020171201)"
+
+// Migrate runs fn, which creates or alters tables, on the store. On
+// PostgreSQL it runs in one transaction under SchemaLock: nodes of a
+// cluster starting at once on a new or upgraded store each found a table
+// or column missing and created it, and all but one failed to start
+// ("relation already exists", or a duplicate key in pg_type); under the
+// lock the next one finds the work done. PostgreSQL's DDL is
+// transactional, so a migration that fails changes nothing.
+func (s *Store) Migrate(fn func(tx *gorm.DB) error) error {
+	if s.Kind != "postgres" {
+		return fn(s.DB)
+	}
+	return s.DB.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec(SchemaLock).Error; err != nil {
+			return fmt.Errorf("waiting for the schema lock: %w", err)
+		}
+		return fn(tx)
+	})
 }
 
 // Close closes the database.
@@ -137,7 +162,8 @@ func (s *Store) ConsistentRead(ctx context.Context, fn func(tx *gorm.DB) error) 
 
 // SeedSettings creates the settings row from seed when the store has none
 // (values from the Caddyfile seed a fresh store; afterwards the row is the
-// source of truth).
+// source of truth). Of nodes seeding a new store at once, the first
+// insert wins and the others keep it.
 func (s *Store) SeedSettings(seed Settings) error {
 	var n int64
 	if err := s.DB.Model(&Settings{}).Count(&n).Error; err != nil {
@@ -147,7 +173,7 @@ func (s *Store) SeedSettings(seed Settings) error {
 		return nil
 	}
 	seed.ID = 1
-	return s.DB.Create(&seed).Error
+	return s.DB.Clauses(clause.OnConflict{DoNothing: true}).Create(&seed).Error
 }
 
 // ErrNotFound is returned for a missing row.

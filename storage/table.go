@@ -72,7 +72,7 @@ type OwnedTable interface {
 // table's owner calls it once, after Open, before the store is shared
 // (the app's feature list does).
 func (s *Store) AddTable(t OwnedTable) error {
-	if err := t.migrate(s.DB); err != nil {
+	if err := s.Migrate(t.migrate); err != nil {
 		return fmt.Errorf("migrating %s: %w", t.Name(), err)
 	}
 	s.tables = append(s.tables, t)

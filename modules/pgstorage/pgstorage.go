@@ -29,6 +29,7 @@ import (
 	"github.com/caddyserver/certmagic"
 
 	"github.com/caddy-gateway/gateway/internal/tick"
+	"github.com/caddy-gateway/gateway/storage"
 )
 
 func init() {
@@ -47,12 +48,20 @@ const (
 var pool atomic.Pointer[sql.DB]
 
 // Use makes db (the gateway's PostgreSQL pool) the storage's database and
-// creates its tables when missing.
+// creates its tables when missing, under the store's schema lock (nodes of
+// a cluster starting at once on a new store would otherwise race to create
+// them: CREATE TABLE IF NOT EXISTS is not safe against a concurrent one).
 func Use(ctx context.Context, db *sql.DB) error {
 	if pool.Load() == db {
 		return nil
 	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("creating the certificate storage tables: %w", err)
+	}
+	defer tx.Rollback()
 	for _, q := range []string{
+		storage.SchemaLock,
 		`CREATE TABLE IF NOT EXISTS certmagic_data (
 			key TEXT PRIMARY KEY,
 			value BYTEA NOT NULL,
@@ -62,9 +71,12 @@ func Use(ctx context.Context, db *sql.DB) error {
 			owner TEXT NOT NULL,
 			expires TIMESTAMPTZ NOT NULL)`,
 	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("creating the certificate storage tables: %w", err)
 		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("creating the certificate storage tables: %w", err)
 	}
 	pool.Store(db)
 	return nil
