@@ -412,7 +412,7 @@ func (a *API) serve(ep *Endpoint, w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, ep.BodyLimit())
-	c := &Call{W: w, R: r, API: a, CP: a.cp}
+	c := &Call{W: w, R: r, API: a, CP: a.cp, ep: ep}
 	if ep.Raw != nil {
 		ep.Raw(c)
 		return
@@ -452,6 +452,27 @@ type Call struct {
 	R   *http.Request
 	API *API
 	CP  *controlplane.ControlPlane
+
+	ep *Endpoint
+}
+
+// StillAllowed authenticates the call's request again and checks its role,
+// for a response that lasts (the event stream): a credential revoked since
+// the request began (the admin token rotated or deleted, the user deleted,
+// signed out or given a new password, on this node or another of
+// the cluster: they share the store) ends it. It reports false only for a
+// credential no longer valid or a role no longer enough; an error reaching
+// the store leaves the call going.
+func (c *Call) StillAllowed() bool {
+	if c.ep == nil || c.ep.Role == RolePublic {
+		return true
+	}
+	p, err := c.API.auth.Authenticate(c.R, c.ep)
+	if err != nil {
+		return !errors.Is(err, ErrUnauthenticated)
+	}
+	role, _ := ParseRole(p.Role)
+	return role >= c.ep.Role
 }
 
 // Ctx is the request context.

@@ -22,6 +22,11 @@ import (
 // that proxies and browsers keep an idle stream open (15 s, docs/operations.md).
 var keepAliveInterval = 15 * time.Second
 
+// authRecheckInterval is how often an open event stream checks that its
+// credential is still valid (Call.StillAllowed): a stream outlives the
+// request that authenticated it.
+var authRecheckInterval = 2 * time.Second
+
 // Endpoints are the observability endpoints: liveness, the live
 // configuration's summary, target health, the router's dry run, and rec's
 // metrics, recent requests and event stream. rec may be nil when the
@@ -64,7 +69,8 @@ func recorderEndpoints(rec *Recorder) []*api.Endpoint {
 			Description: "text/event-stream that never ends on its own: one event per request completed by this node (per node on a cluster), `id:` the record id and one `data:` line with " +
 				"the record as JSON (the shape of GET /api/v1/requests items); a `: keep-alive` comment every 15 s. A client that falls behind loses events. " +
 				"Besides the Authorization and X-Admin-Token headers, the admin token may be given as the access_token query parameter (for browser EventSource clients), on this endpoint only. " +
-				"A caller (a user, the admin token, open mode) holds at most 16 streams open at once on a node: opening one more ends the caller's oldest.",
+				"A caller (a user, the admin token, open mode) holds at most 16 streams open at once on a node: opening one more ends the caller's oldest. " +
+				"Every 2 s a stream checks its credential again: it ends once the admin token it was opened with is rotated or deleted, or its session ends (sign-out, the user deleted or given a new password), on any node of a cluster.",
 			Query:          []api.QueryParam{{Name: "access_token", Type: "string", Description: "the admin token (this endpoint only)"}},
 			ContentType:    "text/event-stream",
 			ResponseSchema: map[string]any{"type": "string"},
@@ -139,10 +145,17 @@ func (rec *Recorder) eventStream(c *api.Call) {
 	}
 	tick := time.NewTicker(keepAliveInterval)
 	defer tick.Stop()
+	recheck := time.NewTicker(authRecheckInterval)
+	defer recheck.Stop()
 	for {
 		select {
 		case <-c.R.Context().Done():
 			return
+		case <-recheck.C:
+			if !c.StillAllowed() {
+				return // the credential it was opened with was revoked
+			}
+			continue
 		case r, ok := <-ch:
 			if !ok {
 				return // the gateway is shutting down, or the caller opened too many streams
