@@ -49,8 +49,12 @@ func command(args ...string) *exec.Cmd {
 }
 
 // Start initializes and starts a server, stopped at the end of the test.
+// Skipped with -short (a server takes seconds to start).
 func Start(t testing.TB) *Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
 	initdb, postgres := bin("initdb"), bin("postgres")
 	if initdb == "" || postgres == "" {
 		if os.Getenv("CI") != "" {

@@ -156,12 +156,9 @@ func EachStore(t *testing.T, run func(t *testing.T, g *Gateway)) {
 }
 
 // StartOnPostgres starts a PostgreSQL server (package pgtest) and a
-// gateway whose store it is. Skipped with -short.
+// gateway whose store it is. Skipped with -short (by pgtest.Start).
 func StartOnPostgres(t testing.TB) *Gateway {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts PostgreSQL")
-	}
 	dsn := pgtest.Start(t).DSN
 	return Start(t, &Options{Gateway: map[string]any{"database": "postgres", "dsn": dsn}})
 }

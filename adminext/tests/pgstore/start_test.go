@@ -22,9 +22,6 @@ import (
 // and all but one failed to start ("relation already exists", or a
 // duplicate key in pg_type).
 func TestNodesStartTogetherOnNewStore(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL")
-	}
 	pg := pgtest.Start(t)
 	admin, err := storage.Open("postgres", pg.DSN)
 	if err != nil {
