@@ -117,7 +117,7 @@ type Route struct {
 	ServiceID    int64             `json:"service_id" gorm:"index;not null" schema:"required,min=1"`
 	Service      *Service          `json:"-" gorm:"constraint:OnDelete:CASCADE"`
 	Priority     int32             `json:"priority" doc:"Higher wins before any other tie-break."`
-	Hosts        []string          `json:"hosts" gorm:"serializer:json" schema:"host,maxItems=100" doc:"Exact hosts or wildcard patterns with a leading *. (port and a trailing dot ignored, case-insensitive)."`
+	Hosts        []string          `json:"hosts" gorm:"serializer:json" schema:"host,maxItems=100" doc:"Exact hosts or wildcard patterns with a leading *. (port and a trailing dot ignored, case-insensitive); an IPv6 address bare or in brackets (::1, [::1])."`
 	Paths        []string          `json:"paths" gorm:"serializer:json" schema:"path,maxItems=100" doc:"Literal prefixes starting with / (longest match wins) or ~regex (RE2, anchored at the start of the path; compiling to at most 10000 instructions, where a counted repetition such as x{100} is that many copies of x)."`
 	Methods      []string          `json:"methods" gorm:"serializer:json" schema:"maxItems=32,maxLength=32"`
 	Headers      map[string]string `json:"headers" gorm:"serializer:json" schema:"keys=header_name,header_value,maxItems=100" doc:"Every listed header must match; names case-insensitive; value * means present."`
@@ -194,8 +194,19 @@ func ValidateHostPattern(h string) error {
 	if rest == "" || strings.Contains(rest, "*") {
 		return errString("must be an exact host or a wildcard with a leading *.")
 	}
+	if rest == h {
+		// An IPv6 literal, bare ("::1") or in brackets as in a Host header
+		// ("[::1]"): the router compares hosts without brackets or port.
+		lit := h
+		if inner, ok := strings.CutPrefix(h, "["); ok {
+			lit, _ = strings.CutSuffix(inner, "]")
+		}
+		if a, err := netip.ParseAddr(lit); err == nil && a.Is6() && a.Zone() == "" && (lit == h || len(lit) == len(h)-2) {
+			return nil
+		}
+	}
 	if strings.ContainsAny(rest, " /:?#@") {
-		return errString("must be a host name without scheme, port or path")
+		return errString("must be a host name or IP address without scheme, port or path")
 	}
 	return nil
 }

@@ -69,6 +69,23 @@ func TestProxyFollowsRouteChanges(t *testing.T) {
 	}
 }
 
+// A route's IPv6 host, given bare or in brackets, is the host of a request
+// to [::1]:port.
+func TestRouteIPv6Host(t *testing.T) {
+	g, svc := echoGateway(t)
+	for i, host := range []string{"::1", "[2001:db8::7]"} {
+		g.Route(fmt.Sprint("v6-", i), svc, map[string]any{"hosts": []string{host}, "paths": []string{fmt.Sprint("/v6-", i)}})
+	}
+	for i, host := range []string{"[::1]:8080", "[2001:db8::7]"} {
+		if st, body, _ := g.Get(host, fmt.Sprint("/v6-", i)); st != 200 {
+			t.Fatalf("Host %s: %d %s", host, st, body)
+		}
+	}
+	if st, _, _ := g.Get("[::2]", "/v6-0"); st != 404 {
+		t.Fatalf("another IPv6 host: %d", st)
+	}
+}
+
 // With trusted_proxies, the client IP and the X-Forwarded-For chain come
 // from a trusted peer's header, for the gateway and for Caddy's own
 // {client_ip} and reverse_proxy alike; from an untrusted peer they do not.
