@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -63,8 +62,7 @@ type Counts struct {
 // Server owns the stream listeners of the process.
 type Server struct {
 	mu        sync.Mutex
-	listeners map[string]net.Listener // by listen address
-	owners    map[string]int64        // listen address → the route it was bound for
+	listeners map[string]boundListener // by listen address
 	bound     bool
 	table     atomic.Pointer[map[string]*liveRoute] // by listen address
 	counts    sync.Map                              // route id → *counter
@@ -103,9 +101,17 @@ type liveRoute struct {
 
 type counter struct{ active, total atomic.Int64 }
 
+// boundListener is a listener bound at start and the route it was bound
+// for: that route keeps it until the next start, whatever its stored
+// listen address says since.
+type boundListener struct {
+	net.Listener
+	route int64
+}
+
 // NewServer returns a server with no listeners that steers by health.
 func NewServer(health lb.HealthSource) *Server {
-	s := &Server{listeners: map[string]net.Listener{}, owners: map[string]int64{}, health: health, open: map[*stream]struct{}{}}
+	s := &Server{listeners: map[string]boundListener{}, health: health, open: map[*stream]struct{}{}}
 	empty := map[string]*liveRoute{}
 	s.table.Store(&empty)
 	s.logger.Store(zap.NewNop())
@@ -153,15 +159,17 @@ func (s *Server) Apply(routes []Route, logger *zap.Logger) {
 				s.logger.Load().Error("stream route listener", zap.Int64("stream_route_id", r.ID), zap.String("listen_addr", r.ListenAddr), zap.Error(err))
 				continue
 			}
-			s.listeners[r.ListenAddr] = ln
-			s.owners[r.ListenAddr] = r.ID
+			s.listeners[r.ListenAddr] = boundListener{Listener: ln, route: r.ID}
 			fresh[r.ListenAddr] = ln
 		}
 		if len(s.listeners) > 0 {
 			s.logger.Load().Info("stream route listeners bound", zap.Int("listeners", len(s.listeners)), zap.Int64("max_connections", s.max.Load()))
 		}
 	}
-	owners := maps.Clone(s.owners)
+	owners := make(map[string]int64, len(s.listeners))
+	for addr, b := range s.listeners {
+		owners[addr] = b.route
+	}
 	s.mu.Unlock()
 
 	table := make(map[string]*liveRoute, len(routes))
@@ -247,7 +255,6 @@ func (s *Server) Close(ctx context.Context) {
 	for k, ln := range s.listeners {
 		_ = ln.Close()
 		delete(s.listeners, k)
-		delete(s.owners, k)
 	}
 	s.bound = false
 	s.mu.Unlock()
