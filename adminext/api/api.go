@@ -393,20 +393,35 @@ func PrincipalFrom(ctx context.Context) *Principal {
 	return p
 }
 
+// errForbidden is authorize's answer to a caller whose role is not enough.
+var errForbidden = errors.New("role not enough")
+
+// authorize authenticates r's caller for ep (not a public endpoint) and
+// checks its role: ErrUnauthenticated (401), errForbidden (403), or
+// another error (reaching the store failed).
+func (a *API) authorize(r *http.Request, ep *Endpoint) (*Principal, error) {
+	p, err := a.auth.Authenticate(r, ep)
+	if err != nil {
+		return nil, err
+	}
+	if role, _ := ParseRole(p.Role); role < ep.Role {
+		return nil, errForbidden
+	}
+	return p, nil
+}
+
 func (a *API) serve(ep *Endpoint, w http.ResponseWriter, r *http.Request) {
 	if ep.Role != RolePublic {
-		p, err := a.auth.Authenticate(r, ep)
-		if err != nil {
-			if errors.Is(err, ErrUnauthenticated) {
-				WriteJSON(w, http.StatusUnauthorized, errorBody{err.Error()})
-				return
-			}
-			a.fail(w, r, err)
+		p, err := a.authorize(r, ep)
+		switch {
+		case errors.Is(err, ErrUnauthenticated):
+			WriteJSON(w, http.StatusUnauthorized, errorBody{err.Error()})
 			return
-		}
-		role, _ := ParseRole(p.Role)
-		if role < ep.Role {
+		case errors.Is(err, errForbidden):
 			WriteJSON(w, http.StatusForbidden, errorBody{"this needs the " + ep.Role.String() + " role"})
+			return
+		case err != nil:
+			a.fail(w, r, err)
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
@@ -467,12 +482,8 @@ func (c *Call) StillAllowed() bool {
 	if c.ep == nil || c.ep.Role == RolePublic {
 		return true
 	}
-	p, err := c.API.auth.Authenticate(c.R, c.ep)
-	if err != nil {
-		return !errors.Is(err, ErrUnauthenticated)
-	}
-	role, _ := ParseRole(p.Role)
-	return role >= c.ep.Role
+	_, err := c.API.authorize(c.R, c.ep)
+	return !errors.Is(err, ErrUnauthenticated) && !errors.Is(err, errForbidden)
 }
 
 // Ctx is the request context.

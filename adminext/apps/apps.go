@@ -203,7 +203,9 @@ func write(cp *controlplane.ControlPlane, tx *gorm.DB, spec *ApplicationSpec) (*
 // narrows allowed to the addresses both allow. When no address is left,
 // every client is denied. A later change of the global plugin does not
 // reach the route: its own plugin is the one that applies.
-func ipRestriction(tx *gorm.DB, allowed []string) (map[string]any, error) {
+func ipRestriction(tx *gorm.DB, allowed []string) (*traffic.IPRestriction, error) {
+	cfg := new(traffic.IPRestriction)
+	cfg.SetDefaults()
 	// The one the compiler applies when several are enabled: the last by id.
 	var globals []storage.Plugin
 	if err := tx.Where("type = ? AND scope = ? AND enabled = ?", "ip-restriction", "global", true).
@@ -211,25 +213,24 @@ func ipRestriction(tx *gorm.DB, allowed []string) (map[string]any, error) {
 		return nil, fmt.Errorf("reading the global ip-restriction plugin: %w", err)
 	}
 	if len(globals) == 0 {
-		return map[string]any{"allow": allowed}, nil
+		cfg.Allow = allowed
+		return cfg, nil
 	}
-	var global traffic.IPRestriction
-	global.SetDefaults()
-	if err := json.Unmarshal(globals[0].Config, &global); err != nil {
+	if err := json.Unmarshal(globals[0].Config, cfg); err != nil {
 		return nil, fmt.Errorf("reading the global ip-restriction plugin %d: %w", globals[0].ID, err)
 	}
-	allow := allowed
-	if len(global.Allow) > 0 {
+	if len(cfg.Allow) == 0 {
+		cfg.Allow = allowed
+	} else {
 		var err error
-		if allow, err = intersectCIDRs(allowed, global.Allow); err != nil {
+		if cfg.Allow, err = intersectCIDRs(allowed, cfg.Allow); err != nil {
 			return nil, err
 		}
 	}
-	deny := append([]string{}, global.Deny...)
-	if len(allow) == 0 {
-		deny = append(deny, "0.0.0.0/0", "::/0")
+	if len(cfg.Allow) == 0 {
+		cfg.Deny = append(cfg.Deny, "0.0.0.0/0", "::/0")
 	}
-	return map[string]any{"allow": allow, "deny": deny, "status": global.Status, "message": global.Message}, nil
+	return cfg, nil
 }
 
 // intersectCIDRs lists the addresses both lists of IPs and CIDRs contain:

@@ -53,10 +53,10 @@ func (h *IPRestriction) Provision(caddy.Context) error {
 		return err
 	}
 	var err error
-	if h.allow, err = parsePrefixes("allow", h.Allow); err != nil {
+	if h.allow, err = ParsePrefixes("allow", h.Allow); err != nil {
 		return err
 	}
-	h.deny, err = parsePrefixes("deny", h.Deny)
+	h.deny, err = ParsePrefixes("deny", h.Deny)
 	return err
 }
 
@@ -65,10 +65,10 @@ func (h *IPRestriction) Validate() error {
 	if len(h.Allow) == 0 && len(h.Deny) == 0 {
 		return schema.Errorf("allow", "at least one of allow and deny must be non-empty")
 	}
-	if _, err := parsePrefixes("allow", h.Allow); err != nil {
+	if _, err := ParsePrefixes("allow", h.Allow); err != nil {
 		return err
 	}
-	_, err := parsePrefixes("deny", h.Deny)
+	_, err := ParsePrefixes("deny", h.Deny)
 	return err
 }
 
@@ -103,15 +103,9 @@ func containsAddr(list []netip.Prefix, addr netip.Addr) bool {
 	return false
 }
 
-// ParsePrefixes parses a list of IPs and CIDRs as the ip-restriction
-// plugin reads its allow and deny lists (masked, IPv4-mapped addresses as
-// IPv4); errors name field[i].
+// ParsePrefixes parses IPs and CIDRs (Caddy's own syntax for remote_ip)
+// as the plugin reads its allow and deny lists; errors name field[i].
 func ParsePrefixes(field string, list []string) ([]netip.Prefix, error) {
-	return parsePrefixes(field, list)
-}
-
-// parsePrefixes parses IPs and CIDRs (Caddy's own syntax for remote_ip).
-func parsePrefixes(field string, list []string) ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(list))
 	for i, s := range list {
 		p, err := caddyhttp.CIDRExpressionToPrefix(s)
