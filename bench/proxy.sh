@@ -3,7 +3,9 @@
 # reverse_proxy to the same upstream, and the gateway with a realistic plugin
 # chain (request-id, key-auth, rate-limit, response-transform) and with a
 # proxy-wasm filter adding one response header (bench/wasm-header.wat) versus
-# the same route without plugins, all in one run. Everything listens on 127.0.0.1.
+# the same route without plugins, all in one run, with a control route
+# that sets the chain's headers with fixed values (what the headers cost
+# without the plugins that make them). Everything listens on 127.0.0.1.
 #
 #   bash bench/proxy.sh            (make bench-proxy)
 #   DURATION=20s CONNS=64 bash bench/proxy.sh
@@ -181,8 +183,17 @@ api POST /api/v1/wasm-modules "$(python3 -c 'import json,sys; print(json.dumps({
 api POST /api/v1/plugins '{"type":"wasm","scope":"route","route_id":3,"config":{"module":"bench-header"}}' >/dev/null
 api POST /api/v1/consumers '{"username":"bench"}' >/dev/null
 api POST /api/v1/consumers/1/credentials '{"type":"key-auth","key":"bench-key"}' >/dev/null
-names=("plain Caddy reverse_proxy" "gateway, no plugins" "gateway, request-id + key-auth + rate-limit + response-transform" "gateway, a wasm filter adding one response header")
-urls=("http://$PLAIN/plain" "http://$GW/plain" "http://$GW/chain" "http://$GW/wasm")
+# The control for the chain: a route whose request-transform and
+# response-transform set the headers the chain sends each way (upstream:
+# X-Request-ID and the consumer's three; downstream: X-Request-ID, the
+# three RateLimit-* and X-Served-By) with fixed values. Its ratio to the
+# no-plugin route is what those headers cost in net/http on both hops and
+# in the upstream, with no plugin logic at all.
+api POST /api/v1/routes '{"name":"headers","service_id":1,"paths":["/headers"]}' >/dev/null
+api POST /api/v1/plugins '{"type":"request-transform","scope":"route","route_id":4,"config":{"set_headers":{"X-Request-ID":"0f8e9c1a-3b2d-4c5e-8f7a-123456789abc","X-Consumer-ID":"1","X-Consumer-Username":"bench","X-Consumer-Groups":""}}}' >/dev/null
+api POST /api/v1/plugins '{"type":"response-transform","scope":"route","route_id":4,"config":{"set_headers":{"X-Request-ID":"0f8e9c1a-3b2d-4c5e-8f7a-123456789abc","RateLimit-Limit":"100000000","RateLimit-Remaining":"99999999","RateLimit-Reset":"60","X-Served-By":"gateway"}}}' >/dev/null
+names=("plain Caddy reverse_proxy" "gateway, no plugins" "gateway, request-id + key-auth + rate-limit + response-transform" "gateway, a wasm filter adding one response header" "gateway, the chain's headers with fixed values (request-transform + response-transform)")
+urls=("http://$PLAIN/plain" "http://$GW/plain" "http://$GW/chain" "http://$GW/wasm" "http://$GW/headers")
 if [ -n "${TRAEFIK:-}" ]; then
 	names+=("Traefik, no middlewares" "Traefik, rateLimit + headers (no request-id/key-auth equivalents)")
 	urls+=("http://$TRAEFIK_ADDR/plain" "http://$TRAEFIK_ADDR/chain")
@@ -248,7 +259,7 @@ for i in $(seq 0 $((n - 1))); do sum_rps[$i]=0; sum_p99[$i]=0; errs[$i]=""; sum_
 profiled=""
 for round in $(seq 1 "$ROUNDS"); do
 	for i in $(seq 0 $((n - 1))); do
-		# PROFILE=chain or PROFILE=wasm: a CPU profile of the gateway
+		# PROFILE=chain, wasm or headers: a CPU profile of the gateway
 		# serving that route, in /tmp/<route>.pprof. The capture costs the
 		# gateway CPU too: that round is left out of the CPU figures.
 		prof=""
@@ -298,9 +309,10 @@ awk -v a="${sum_pcpu[1]}" -v b="${sum_ucpu[1]}" -v c="${sum_pcpu[2]}" -v d="${su
 if [ -n "$profiled" ]; then
 	echo "CPU per request leaves out round 1 of \"$profiled\" (profiled: the pprof capture's own CPU)."
 fi
+awk -v a="${sum_rps[4]}" -v b="${sum_rps[1]}" -v c="${sum_rps[2]}" -v pr="$(per_round 4 1)" 'BEGIN{printf "The control route (the chain'"'"'s headers with fixed values, no plugin logic) serves %.2fx the no-plugin route'"'"'s throughput, %s; the chain serves %.2fx the control'"'"'s.\n", a/b, pr, c/a}'
 awk -v a="${sum_rps[3]}" -v b="${sum_rps[1]}" -v pr="$(per_round 3 1)" 'BEGIN{printf "The wasm filter route serves %.2fx the no-plugin route'"'"'s throughput (goal: at least 0.85x); %s.\n", a/b, pr}'
 if [ -n "${TRAEFIK:-}" ]; then
-	awk -v a="${sum_rps[1]}" -v b="${sum_rps[4]}" -v pr="$(per_round 1 4)" 'BEGIN{printf "The gateway'"'"'s no-plugin route serves %.2fx Traefik'"'"'s (goal: at least 1x); %s.\n", a/b, pr}'
+	awk -v a="${sum_rps[1]}" -v b="${sum_rps[5]}" -v pr="$(per_round 1 5)" 'BEGIN{printf "The gateway'"'"'s no-plugin route serves %.2fx Traefik'"'"'s (goal: at least 1x); %s.\n", a/b, pr}'
 fi
 if [ -z "${NO_NGINX:-}" ]; then
 	last=$((n - 1))
