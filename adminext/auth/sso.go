@@ -262,15 +262,16 @@ var errAnswerTooLarge = fmt.Errorf("the provider's answer is larger than %d byte
 
 type providerCache struct {
 	mu     sync.Mutex
-	m      map[string]cachedProvider
-	flight map[string]*discovery // by issuer: the discovery under way
+	m      map[string]cachedProvider // by issuer
+	flight map[string]*discovery     // by issuer and stored: the discovery under way
 	gen    uint64                // forget's count: a discovery started before it is not cached
 	client *http.Client
 }
 
 type cachedProvider struct {
-	p  *oidc.Provider
-	at time.Time
+	p      *oidc.Provider
+	at     time.Time
+	stored time.Time // the configuration's UpdatedAt it was discovered for
 }
 
 // discovery is one discovery request, shared by the sign-ins that need it
@@ -342,23 +343,28 @@ func (pc *providerCache) ctx(ctx context.Context) context.Context {
 	return oidc.ClientContext(ctx, pc.client)
 }
 
-// get is the provider of issuer: cached for providerTTL, else discovered.
-// Sign-ins needing a discovery while one of the same issuer is under way
-// wait for that one (until their own request ends) rather than each
-// queueing for its own in turn: start and callback are public, and a
-// provider slow to fail would otherwise hold every waiting request for
-// the sum of their delays.
-func (pc *providerCache) get(ctx context.Context, issuer string) (*oidc.Provider, error) {
+// get is the provider of cfg's issuer: cached for providerTTL, else
+// discovered. A provider discovered for an earlier version of the stored
+// configuration (cfg.UpdatedAt) is discovered again: the configuration
+// may have been stored by another node of a cluster, whose forget never
+// ran here, to fix the provider. Sign-ins needing a discovery while one
+// of the same issuer and configuration is under way wait for that one
+// (until their own request ends) rather than each queueing for its own
+// in turn: start and callback are public, and a provider slow to fail
+// would otherwise hold every waiting request for the sum of their delays.
+func (pc *providerCache) get(ctx context.Context, cfg *storage.SSOConfig) (*oidc.Provider, error) {
+	issuer, stored := cfg.Issuer, cfg.UpdatedAt
 	pc.mu.Lock()
-	if e, ok := pc.m[issuer]; ok && time.Since(e.at) < providerTTL {
+	if e, ok := pc.m[issuer]; ok && e.stored.Equal(stored) && time.Since(e.at) < providerTTL {
 		pc.mu.Unlock()
 		return e.p, nil
 	}
-	d, ok := pc.flight[issuer]
+	key := issuer + "\x00" + stored.UTC().Format(time.RFC3339Nano)
+	d, ok := pc.flight[key]
 	if !ok {
 		d = &discovery{done: make(chan struct{})}
-		pc.flight[issuer] = d
-		go pc.discover(issuer, d, pc.gen)
+		pc.flight[key] = d
+		go pc.discover(issuer, stored, key, d, pc.gen)
 	}
 	pc.mu.Unlock()
 	select {
@@ -369,19 +375,19 @@ func (pc *providerCache) get(ctx context.Context, issuer string) (*oidc.Provider
 	}
 }
 
-// discover runs d, bounded by oidcHTTPTimeout whoever waits for it, and
-// caches its provider unless the configuration was stored meanwhile
-// (forget).
-func (pc *providerCache) discover(issuer string, d *discovery, gen uint64) {
+// discover runs d (the flight under key), bounded by oidcHTTPTimeout
+// whoever waits for it, and caches its provider unless the configuration
+// was stored meanwhile (forget).
+func (pc *providerCache) discover(issuer string, stored time.Time, key string, d *discovery, gen uint64) {
 	ctx, cancel := context.WithTimeout(pc.ctx(context.Background()), oidcHTTPTimeout)
 	defer cancel()
 	d.p, d.err = oidc.NewProvider(ctx, issuer)
 	pc.mu.Lock()
-	if pc.flight[issuer] == d {
-		delete(pc.flight, issuer)
+	if pc.flight[key] == d {
+		delete(pc.flight, key)
 	}
 	if d.err == nil && pc.gen == gen {
-		pc.m[issuer] = cachedProvider{p: d.p, at: time.Now()}
+		pc.m[issuer] = cachedProvider{p: d.p, at: time.Now(), stored: stored}
 	}
 	pc.mu.Unlock()
 	close(d.done)
@@ -438,7 +444,7 @@ func ssoStart(c *api.Call) {
 		c.Fail(api.BadRequest("SSO is not configured"))
 		return
 	}
-	prov, err := s.oidc.get(c.Ctx(), cfg.Issuer)
+	prov, err := s.oidc.get(c.Ctx(), cfg)
 	if err != nil {
 		c.CP.Logger().Warn("SSO provider discovery failed", zap.String("issuer", cfg.Issuer), zap.Error(err))
 		c.Fail(&api.APIError{Status: http.StatusInternalServerError, Msg: "the SSO provider's discovery document could not be read"})
@@ -614,7 +620,7 @@ func ssoCallback(c *api.Call) {
 		fail("missing_code", nil)
 		return
 	}
-	prov, err := s.oidc.get(ctx, cfg.Issuer)
+	prov, err := s.oidc.get(ctx, cfg)
 	if err != nil {
 		fail("provider_unavailable", err)
 		return

@@ -6,6 +6,7 @@ package auth_test
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/modules/guard"
+	"github.com/caddy-gateway/gateway/storage"
 )
 
 // TestSSOOutboundRefusesOwnEndpoints: the endpoints a provider advertises
@@ -235,4 +237,52 @@ func TestSSOProvisionedUserIsValid(t *testing.T) {
 		t.Fatalf("provisioned name %q", g["name"])
 	}
 	adm.want(200, "PUT", "/api/v1/users/"+itoa(g["id"]), g)
+}
+
+// TestSSODiscoveryFollowsStoredConfig: a node caches the provider's
+// discovery for an hour and forgot it only when its own API stored the
+// SSO configuration. In a cluster the administrator fixing the provider
+// through another node (same issuer, endpoints moved) left this node
+// sending sign-ins to the old endpoints until the hour ran out. The cache
+// now keys on the stored configuration's version: a change written by
+// anyone (here a second handle on the store, as another node's PUT
+// writes it) is discovered again at the next sign-in.
+func TestSSODiscoveryFollowsStoredConfig(t *testing.T) {
+	e, idp, _, _ := startSSO(t)
+	asked := func() int {
+		idp.mu.Lock()
+		defer idp.mu.Unlock()
+		return idp.Discoveries
+	}
+	authorizeURL := func() string {
+		st := e.anon().want(303, "GET", "/api/v1/auth/sso/start", nil)
+		u, err := url.Parse(st.Header.Get("Location"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.RawQuery = ""
+		return u.String()
+	}
+	if got := authorizeURL(); got != idp.Issuer()+"/authorize" {
+		t.Fatalf("start redirects to %s", got)
+	}
+	first := asked()
+	authorizeURL()
+	if n := asked(); n != first {
+		t.Fatalf("a second start discovered again (%d discoveries, then %d): the cache does not hold", first, n)
+	}
+
+	// The provider moves its authorization endpoint; another node stores
+	// the configuration (its label, say) and forgets its own cache.
+	idp.mu.Lock()
+	idp.Discovery = map[string]any{"authorization_endpoint": idp.Issuer() + "/v2/authorize"}
+	idp.mu.Unlock()
+	db := e.db().DB
+	if err := db.Model(&storage.SSOConfig{}).Where("id = ?", 1).
+		Updates(map[string]any{"label": "Company SSO", "updated_at": time.Now().Add(time.Second)}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if got := authorizeURL(); got != idp.Issuer()+"/v2/authorize" {
+		t.Fatalf("after another node stored the configuration, start redirects to %s (%d discoveries): the cached discovery outlived it", got, asked())
+	}
 }
