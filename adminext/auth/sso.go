@@ -264,7 +264,7 @@ type providerCache struct {
 	mu     sync.Mutex
 	m      map[string]cachedProvider // by issuer
 	flight map[string]*discovery     // by issuer and stored: the discovery under way
-	gen    uint64                // forget's count: a discovery started before it is not cached
+	gen    uint64                    // forget's count: a discovery started before it is not cached
 	client *http.Client
 }
 
