@@ -97,8 +97,8 @@ func (cp *ControlPlane) ProxyAddresses() (httpAddr, httpsAddr string) {
 }
 
 // SyncFromStore loads the store's configuration when its version differs
-// from the live one (a change committed by another node) and reports
-// whether it did. It does not increment the version: applying a remote
+// from the live one (a change committed by another node), or when the live
+// one never committed (unstored), and reports whether it did. It does not increment the version: applying a remote
 // change notifies nobody.
 func (cp *ControlPlane) SyncFromStore(ctx context.Context) (bool, error) {
 	if cp.closed() {
@@ -113,7 +113,7 @@ func (cp *ControlPlane) SyncFromStore(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if stored == cp.AppliedConfigVersion() {
+	if stored == cp.AppliedConfigVersion() && !cp.unstored.Load() {
 		return false, nil
 	}
 	cp.mu.Lock()
@@ -124,7 +124,7 @@ func (cp *ControlPlane) SyncFromStore(ctx context.Context) (bool, error) {
 	if stored, err = storage.ConfigVersion(cp.store.DB.WithContext(ctx)); err != nil {
 		return false, err
 	}
-	if stored == cp.AppliedConfigVersion() {
+	if stored == cp.AppliedConfigVersion() && !cp.unstored.Load() {
 		return false, nil // a mutation of this node got there first
 	}
 	cp.settleLocked()

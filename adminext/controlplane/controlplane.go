@@ -115,6 +115,11 @@ type ControlPlane struct {
 
 	services   servicesState // cluster.go
 	syncFailed failedSync    // cluster.go (cp.mu)
+	// unstored: the live config is one whose transaction did not commit
+	// (the commit failed after the load and the store could not be read
+	// back to restore). Its version label may be taken by another node's
+	// commit, so SyncFromStore reloads whatever the stored version.
+	unstored atomic.Bool
 }
 
 // Observer is handed the record of every completed proxied request
@@ -589,7 +594,8 @@ func (cp *ControlPlane) Mutate(ctx context.Context, fn func(tx *gorm.DB) error) 
 		// The new config went live but the commit failed: load what the
 		// store holds again so traffic and store agree.
 		if rerr := cp.reloadLocked(); rerr != nil {
-			cp.logger.Error("restoring the stored configuration after a failed commit", zap.Error(rerr))
+			cp.unstored.Store(true)
+			cp.logger.Error("restoring the stored configuration after a failed commit (a cluster node retries at its next check)", zap.Error(rerr))
 		}
 	}
 	return err
@@ -634,6 +640,7 @@ func (cp *ControlPlane) load(out *compiler.Compiled, version int64) error {
 		return err
 	}
 	configref.Retain(version)
+	cp.unstored.Store(false)
 	cp.loaded = out.Config
 	cp.table = out.Table
 	cp.liveProxies = out.Proxies

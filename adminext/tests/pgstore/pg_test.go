@@ -154,6 +154,79 @@ func TestStoredVersionThatDoesNotLoad(t *testing.T) {
 	g.WantGet("", "/fixed", 200, "up")
 }
 
+// TestFailedCommitNotRestored: a change that loaded but whose commit
+// failed, on a node that could not then load the stored configuration
+// back, left the node serving the uncommitted config labelled with the
+// version the failed transaction took. Another node's next commit takes
+// that number; the node, comparing numbers only, took its own config for
+// that commit and never loaded it. The commit is failed here by a
+// deferred trigger (raised at COMMIT), and the restore by a stored version
+// that does not load on this node (written straight into the store, as in
+// TestStoredVersionThatDoesNotLoad), which the failed change itself had
+// repaired in its transaction.
+func TestFailedCommitNotRestored(t *testing.T) {
+	g := pgGateway(t)
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("up")) })
+	rid := g.Route("r", g.Service("s", strings.TrimPrefix(up.URL, "http://")), testgw.Paths("/ok"))
+	cp := controlplane.Current()
+	db := cp.Store().DB
+	commit := func(paths string) {
+		t.Helper()
+		err := db.Transaction(func(tx *gorm.DB) error {
+			if _, err := cp.Store().BumpConfigVersion(tx); err != nil {
+				return err
+			}
+			return tx.Exec("UPDATE routes SET paths = ?, updated_at = ? WHERE id = ?", paths, time.Now().UTC(), rid).Error
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{
+		`CREATE FUNCTION refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'commit refused by the test'; END $$`,
+		`CREATE CONSTRAINT TRIGGER refuse_commit AFTER UPDATE ON routes DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_commit()`,
+	} {
+		if err := db.Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The trigger refuses the direct commit too: it goes first.
+	if err := db.Exec("ALTER TABLE routes DISABLE TRIGGER refuse_commit").Error; err != nil {
+		t.Fatal(err)
+	}
+	commit(`["/ok", "~("]`) // a regex RE2 refuses: the stored config no longer loads here
+	if err := db.Exec("ALTER TABLE routes ENABLE TRIGGER refuse_commit").Error; err != nil {
+		t.Fatal(err)
+	}
+	g.WantGet("", "/ok", 200, "up")
+
+	// The change repairs the route in its transaction, loads, and fails
+	// to commit; restoring reads the stored config, which does not load.
+	if st, body := g.Do("PUT", fmt.Sprintf("/api/v1/routes/%d", rid), map[string]any{"name": "r", "service_id": 1, "paths": []string{"/uncommitted"}}); st < 500 {
+		t.Fatalf("the change whose commit failed answered %d %s", st, body)
+	}
+	if err := db.Exec("DROP TRIGGER refuse_commit ON routes").Error; err != nil {
+		t.Fatal(err)
+	}
+
+	// Another node commits the next version: the route repaired its own way.
+	commit(`["/fixed"]`)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := cp.SyncFromStore(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st, _, _ := g.Get("", "/fixed")
+		if st == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			ust, _, _ := g.Get("", "/uncommitted")
+			t.Fatalf("the node never loaded the stored version %d: /fixed answers %d, the uncommitted /uncommitted %d", cp.AppliedConfigVersion(), st, ust)
+		}
+	}
+	g.WantGet("", "/uncommitted", 404)
+}
+
 // TestPostgresDSNOutOfCaddyConfig: a DSN given as a runtime placeholder
 // (the shipped Caddyfile's database_postgres {env.GATEWAY_POSTGRES_DSN})
 // opens the PostgreSQL store, and its password is in neither the config
