@@ -63,6 +63,15 @@ type Handler struct {
 	// them with the config.
 	StreamCloseDelay caddy.Duration `json:"stream_close_delay,omitempty"`
 
+	// hostOnly: the request header operations are one Set of Host to
+	// hostValue and nothing else (the one operation the gateway's
+	// compiler emits: Host from {gateway.upstream_host}). attempt then
+	// resolves the value into the request's Host directly, as
+	// ApplyToRequest would, without putting Host into the outbound header
+	// map and taking it out again (2% of the bare route's CPU under load).
+	hostOnly  bool
+	hostValue string
+
 	transport http.RoundTripper
 	selector  reverseproxy.Selector
 	passive   *passive
@@ -144,6 +153,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Headers != nil {
 		if err := h.Headers.Provision(ctx); err != nil {
 			return fmt.Errorf("provisioning request headers: %w", err)
+		}
+		if ops := h.Headers.Request; ops != nil && len(ops.Add) == 0 && len(ops.Delete) == 0 && len(ops.Replace) == 0 &&
+			len(ops.Set) == 1 && len(ops.Set["Host"]) == 1 { // Provision canonicalized the names
+			h.hostOnly, h.hostValue = true, ops.Set["Host"][0]
 		}
 	}
 	h.hosts = make([]*host, len(h.Upstreams))

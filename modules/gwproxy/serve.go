@@ -125,7 +125,10 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 	repl.Set(UpstreamHostportKey, up.Dial)
 	o := outbound(r, up.Dial, body, w)
 	out := &o.req
-	if h.Headers != nil && h.Headers.Request != nil {
+	switch {
+	case h.hostOnly:
+		out.Host = repl.ReplaceKnown(h.hostValue, "")
+	case h.Headers != nil && h.Headers.Request != nil:
 		h.Headers.Request.ApplyToRequest(out)
 	}
 	if _, ok := h.transport.(schemeSetter); !ok {
