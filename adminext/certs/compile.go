@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/adminext/compiler"
 	"github.com/caddy-gateway/gateway/adminext/controlplane"
+	"github.com/caddy-gateway/gateway/modules/certevents"
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/dnsproviders/cloudflare"
 	"github.com/caddy-gateway/gateway/modules/gwtls"
@@ -98,9 +99,10 @@ func compileTLS(apps map[string]json.RawMessage, snap *storage.Snapshot, version
 			tlsApp.Automation = new(caddytls.AutomationConfig)
 		}
 		tlsApp.Automation.Policies = append(policies, tlsApp.Automation.Policies...)
-		if err := subscribeEvents(apps); err != nil {
-			return err
-		}
+		// the gateway's certificate event handler, subscribed while the
+		// config is provisioned (see certevents.App for why not in the
+		// events app's JSON)
+		apps[certevents.AppID] = json.RawMessage(`{}`)
 	}
 	raw, err := json.Marshal(tlsApp)
 	if err != nil {

@@ -5,15 +5,11 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
-	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
@@ -379,28 +375,5 @@ func forceRenewal(cp *controlplane.ControlPlane, names []string) error {
 			}
 		}()
 	}
-	return nil
-}
-
-// subscribeEvents subscribes the gateway's certificate event handler to
-// the tls app's certificate events in the config's events app (the base
-// config's own subscriptions are kept).
-func subscribeEvents(apps map[string]json.RawMessage) error {
-	app := new(caddyevents.App)
-	if raw, ok := apps["events"]; ok {
-		if err := json.Unmarshal(raw, app); err != nil {
-			return fmt.Errorf("reading the base config's events app: %w", err)
-		}
-	}
-	app.Subscriptions = append(app.Subscriptions, &caddyevents.Subscription{
-		Events:      certevents.Events,
-		Modules:     []caddy.ModuleID{"tls"},
-		HandlersRaw: []json.RawMessage{caddyconfig.JSONModuleObject(new(certevents.Handler), "handler", "gateway_certificates", nil)},
-	})
-	raw, err := json.Marshal(app)
-	if err != nil {
-		return fmt.Errorf("encoding the events app: %w", err)
-	}
-	apps["events"] = raw
 	return nil
 }

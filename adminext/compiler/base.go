@@ -8,6 +8,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddypki"
+
+	"github.com/caddy-gateway/gateway/modules/certevents"
 )
 
 // mergePKIApp makes sure Caddy never installs a local CA root into the
@@ -68,7 +70,7 @@ func adminConfig(raw json.RawMessage) (json.RawMessage, error) {
 // sections and the apps.
 var (
 	assembledSections = []string{"admin", "logging", "storage"}
-	assembledApps     = []string{"gateway", "tls", "events", "pki"}
+	assembledApps     = []string{"gateway", "tls", "events", "pki", certevents.AppID}
 )
 
 // Rebase is the base config after the running config, compiled from base

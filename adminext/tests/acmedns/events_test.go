@@ -90,6 +90,16 @@ func TestCertificateStatusFromEvents(t *testing.T) {
 		c["not_before"] != leaf.NotBefore.UTC().Format(time.RFC3339) || c["not_after"] != leaf.NotAfter.UTC().Format(time.RFC3339) {
 		t.Fatalf("issued certificate %v; served %s issued by %q, %v..%v", c, fingerprint(leaf), leaf.Issuer.CommonName, leaf.NotBefore, leaf.NotAfter)
 	}
+	// The events arrive through a subscription made while the config is
+	// provisioned (app gateway_certificate_events), not one configured in
+	// the events app: the events app subscribes those in its Start,
+	// racing with the obtain the tls app may already have started (a
+	// fatal concurrent map access; certevents.App).
+	apps := testgw.CaddyConfig(t, g.CaddyAdmin, "/config/apps/")
+	if events := testgw.CaddyConfig(t, g.CaddyAdmin, "/config/apps/events/"); strings.Contains(events, "gateway_certificates") ||
+		!strings.Contains(apps, `"gateway_certificate_events":{}`) {
+		t.Fatalf("certificate events subscribed in the events app's config (%s), or no gateway_certificate_events app", events)
+	}
 
 	// A forced renewal of the still-valid certificate.
 	time.Sleep(1100 * time.Millisecond) // a later not_before than the first one's
