@@ -5,7 +5,7 @@ GO        ?= go
 BIN       := bin/caddy
 export CGO_ENABLED := 1
 
-.PHONY: all build run test test-deps test-short fuzz-short vet docs bench bench-router bench-mutation bench-memory bench-proxy bench-scale clean wasm-fixtures
+.PHONY: all build run test test-deps test-short test-race fuzz-short vet docs bench bench-router bench-mutation bench-memory bench-proxy bench-scale clean wasm-fixtures
 
 all: build
 
@@ -23,7 +23,18 @@ vet:
 # 127.0.0.1, the in-process gateway, the built binary, a PostgreSQL store).
 test: test-deps vet build
 	$(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) test-race
 	$(MAKE) fuzz-short
+
+# The race detector over the packages where goroutines meet a config
+# reload: the router and service proxy, stream routes, health checks,
+# rate-limit counters, cluster sync, and the certificate events Caddy's tls
+# app emits from certmagic's goroutines (a race there was only seen with
+# -race; the whole module under -race takes over 15 minutes on 2 cores).
+RACE_PKGS = ./adminext/certs ./adminext/tests/acmedns ./adminext/cluster ./modules/router/... \
+	./modules/gwproxy ./modules/streams/... ./modules/health/... ./modules/plugins/ratelimit/...
+test-race:
+	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 
 # A short native fuzzing run of every fuzz target of the module, found by
 # name (router, placeholders, WAT assembler, admin API input …; seeds are
