@@ -70,7 +70,7 @@ func adminConfig(raw json.RawMessage) (json.RawMessage, error) {
 // sections and the apps.
 var (
 	assembledSections = []string{"admin", "logging", "storage"}
-	assembledApps     = []string{"gateway", "tls", "events", "pki", certevents.AppID}
+	assembledApps     = []string{"gateway", "tls", "pki", certevents.AppID}
 )
 
 // Rebase is the base config after the running config, compiled from base

@@ -82,6 +82,22 @@ func TestCaddyAdminChangeKeptAcrossGatewayChanges(t *testing.T) {
 	wantBody(t, added, "added")
 	wantBody(t, site, "user site")
 	g.WantGet("", "/", 200)
+
+	// The events app is the user's alone (the gateway subscribes its
+	// certificate events from its own app, gateway_certificate_events):
+	// a change to it through Caddy's admin API survives gateway changes.
+	resp, err = http.Post("http://"+g.CaddyAdmin+"/config/apps/events", "application/json", strings.NewReader(`{"subscriptions": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST of an events app to Caddy's admin API: %d", resp.StatusCode)
+	}
+	g.Route("second", sid, map[string]any{"paths": []string{"/second"}})
+	if got := testgw.CaddyConfig(t, g.CaddyAdmin, "/config/apps/events"); !strings.Contains(got, `"subscriptions":[]`) {
+		t.Fatalf("the events app set through Caddy's admin API was replaced by a gateway change: %s", got)
+	}
 }
 
 // dropInBinary is bin/caddy (make build), or the test is skipped.
