@@ -573,7 +573,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		WriteJSON(w, http.StatusBadRequest, errorBody{"a referenced resource does not exist"})
 	case errors.As(err, &le):
 		WriteJSON(w, http.StatusBadRequest, errorBody{le.Error()})
-	case errors.Is(err, controlplane.ErrNoBase):
+	case errors.Is(err, controlplane.ErrNoBase), errors.Is(err, controlplane.ErrBaseChanged):
 		WriteJSON(w, http.StatusServiceUnavailable, errorBody{err.Error()})
 	case a.cp.StoreUnreachable(r.Context()):
 		a.logger.Warn("admin request refused: the database is unreachable", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))

@@ -129,6 +129,9 @@ Decisions where the specification is silent:
   changing anything. So do changes while the gateway cannot read the rest
   of the running Caddy config from Caddy's admin endpoint (admin off, or
   caddy_admin not its address): it never replaces what it cannot read.
+  A change overtaken by a load of the running Caddy config (caddy reload,
+  or Caddy's admin API) while it was being applied is 503 too, with
+  nothing changed: retrying applies it on top of that load.
 `
 
 // DocEndpoints serve the OpenAPI document and its rendering.
@@ -271,7 +274,8 @@ func (b *docBuilder) operation(ep *Endpoint) map[string]any {
 	responses["200"] = ok
 	statuses := append([]int{}, ep.Statuses...)
 	if ep.Role != RolePublic {
-		// 503: the database is unreachable (nothing was changed).
+		// 503: the database is unreachable, or the running Caddy config
+		// changed meanwhile (nothing was changed).
 		statuses = append(statuses, 401, 403, 500, 503)
 	}
 	// 403: a Host the admin listener does not answer to (DNS rebinding),

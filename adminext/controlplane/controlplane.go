@@ -68,6 +68,9 @@ type ControlPlane struct {
 	// a compiled config that goes live with another version was loaded
 	// through Caddy's admin API.
 	loading atomic.Int64
+	// staleBase: Activate refused the config being loaded by load because
+	// its base was stale (ErrBaseChanged).
+	staleBase atomic.Bool
 	// pending is the config loaded by others than the control plane (a
 	// hand-written one, or a compiled one changed through Caddy's admin
 	// API) whose base is not read yet (settle).
@@ -255,6 +258,16 @@ func (cp *ControlPlane) Activate(a *Instance) error {
 	// through Caddy's admin API: once this load has finished, the change
 	// becomes part of the base (rebase).
 	changed := g.Version != cp.loading.Load()
+	if !changed && cp.pending.Load() != nil {
+		// The control plane's own config, compiled on a base that a load
+		// by someone else (`caddy reload`, Caddy's admin API) replaced
+		// after the control plane last settled: going live, it would
+		// drop that load's sites and apps for good. Caddy keeps the
+		// running config; the mutation answers ErrBaseChanged, and the
+		// settle that load started compiles on top of it.
+		cp.staleBase.Store(true)
+		return ErrBaseChanged
+	}
 	if err := cp.ensureListeners(g.HTTPListen, g.HTTPSListen, g.HTTPS); err != nil {
 		return err
 	}
@@ -491,6 +504,21 @@ func (cp *ControlPlane) rebaseLocked(a *Instance) {
 // the app's startup summary.
 func (cp *ControlPlane) SetReadyHook(fn func()) { cp.onReady = fn }
 
+// ErrBaseChanged is a change whose compiled config was refused because
+// the running Caddy config was replaced (`caddy reload`, Caddy's admin API)
+// while the change was being compiled: the gateway changes nothing then,
+// and compiles on the new config as soon as it has loaded.
+var ErrBaseChanged = errors.New("the running Caddy config changed (caddy reload, or a change through Caddy's admin API) while this change was being applied: nothing was changed; try again")
+
+// testHookBeforeLoad, when set (SetTestHookBeforeLoad), runs in load just
+// before caddy.Load: tests make another load happen there.
+var testHookBeforeLoad func()
+
+// SetTestHookBeforeLoad sets a function load calls just before caddy.Load
+// (nil: none). For tests only: it lets a test load another config between
+// a change's compile and its load, deterministically.
+func SetTestHookBeforeLoad(fn func()) { testHookBeforeLoad = fn }
+
 // ErrNoBase is a compile without the rest of the running config: the
 // gateway changes nothing then.
 var ErrNoBase = errors.New("the gateway could not read the running config from Caddy's admin endpoint, and does not replace what it cannot read: nothing was changed (keep Caddy's admin endpoint on, set the gateway's caddy_admin to its address, then caddy reload)")
@@ -582,6 +610,9 @@ func (cp *ControlPlane) Mutate(ctx context.Context, fn func(tx *gorm.DB) error) 
 			return err
 		}
 		if err := cp.load(out, version); err != nil {
+			if errors.Is(err, ErrBaseChanged) {
+				return err
+			}
 			return &LoadError{Err: err}
 		}
 		loaded = true
@@ -632,11 +663,18 @@ func (cp *ControlPlane) applyLocked(snap *storage.Snapshot) error {
 // load loads a compiled config; the values it references (package
 // configref) are kept for it when it went live and dropped otherwise.
 func (cp *ControlPlane) load(out *compiler.Compiled, version int64) error {
+	if testHookBeforeLoad != nil {
+		testHookBeforeLoad()
+	}
+	cp.staleBase.Store(false)
 	cp.loading.Store(version)
 	err := caddy.Load(out.Config, false)
 	cp.loading.Store(0)
 	if err != nil {
 		configref.Drop(version)
+		if cp.staleBase.Load() {
+			return ErrBaseChanged
+		}
 		return err
 	}
 	configref.Retain(version)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/internal/poll"
 	"github.com/caddy-gateway/gateway/internal/tcptest"
@@ -223,4 +225,73 @@ func TestBinaryValidateOpensNoStore(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(p.Dir, "data", "gateway.db")); err == nil {
 		t.Fatalf("caddy validate created the store")
 	}
+}
+
+// A change of the running config through Caddy's admin API (or a `caddy
+// reload`) that lands while a gateway change is being compiled: the
+// gateway's config, compiled on the config before it, went live after it
+// and dropped what it added (here a server) for good: the settle that load
+// had started found the gateway's config live and did nothing. The
+// gateway's config is refused instead (503, nothing changed), the other
+// load stays live and becomes the base of the next change.
+func TestCaddyAdminChangeDuringGatewayChange(t *testing.T) {
+	added := testgw.FreeAddr(t)
+	g := testgw.Start(t, nil)
+	sid := g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
+
+	var fired atomic.Bool
+	controlplane.SetTestHookBeforeLoad(func() {
+		if !fired.CompareAndSwap(false, true) {
+			return
+		}
+		// the running config with one server more, loaded through
+		// Caddy's admin API as a user would
+		var cfg map[string]any
+		if err := json.Unmarshal([]byte(testgw.CaddyConfig(t, g.CaddyAdmin, "/config/")), &cfg); err != nil {
+			t.Error(err)
+			return
+		}
+		apps := cfg["apps"].(map[string]any)
+		httpApp, _ := apps["http"].(map[string]any)
+		if httpApp == nil {
+			httpApp = map[string]any{}
+			apps["http"] = httpApp
+		}
+		servers, _ := httpApp["servers"].(map[string]any)
+		if servers == nil {
+			servers = map[string]any{}
+			httpApp["servers"] = servers
+		}
+		servers["added"] = map[string]any{"listen": []string{added},
+			"routes": []any{map[string]any{"handle": []any{map[string]any{"handler": "static_response", "body": "added"}}}}}
+		b, _ := json.Marshal(cfg)
+		resp, err := http.Post("http://"+g.CaddyAdmin+"/load", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("POST /load to Caddy's admin API: %d %s", resp.StatusCode, body)
+		}
+	})
+	t.Cleanup(func() { controlplane.SetTestHookBeforeLoad(nil) })
+
+	st, body := g.Do("POST", "/api/v1/routes", map[string]any{"name": "during", "service_id": sid, "paths": []string{"/during"}})
+	if st != http.StatusServiceUnavailable || !strings.Contains(string(body), "try again") {
+		t.Fatalf("a gateway change overtaken by a load through Caddy's admin API answered %d %s, want 503", st, body)
+	}
+	if !fired.Load() {
+		t.Fatal("the hook did not run")
+	}
+	wantBody(t, added, "added")
+	if n := len(g.List("/api/v1/routes")); n != 0 {
+		t.Fatalf("%d routes stored by the refused change", n)
+	}
+
+	// The next change compiles on the config with the added server.
+	g.Route("after", sid, testgw.Paths("/after"))
+	g.WantGet("", "/after", 200)
+	wantBody(t, added, "added")
 }
