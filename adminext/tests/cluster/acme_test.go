@@ -24,12 +24,27 @@ import (
 type challengeRouter struct {
 	t          *testing.T
 	listenPort int
-	nodes      []*node
 	addr       func(*node) string
 	name       string // the name being validated through this router
 
 	mu      sync.Mutex
+	nodes   []*node              // set once the nodes run (setNodes)
 	reached map[string][2]string // name → orderer, answering node
+}
+
+// setNodes hands the router the nodes. Under mu: the CA's connections
+// come only after it, but through another process, which the race
+// detector cannot see.
+func (r *challengeRouter) setNodes(nodes []*node) {
+	r.mu.Lock()
+	r.nodes = nodes
+	r.mu.Unlock()
+}
+
+func (r *challengeRouter) nodeList() []*node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nodes
 }
 
 func newChallengeRouter(t *testing.T, name string, addr func(*node) string) *challengeRouter {
@@ -45,8 +60,9 @@ func (r *challengeRouter) port() int { return r.listenPort }
 // (waiting up to 5 s for its log).
 func (r *challengeRouter) orderer() *node {
 	deadline := time.Now().Add(5 * time.Second)
+	nodes := r.nodeList()
 	for {
-		for _, n := range r.nodes {
+		for _, n := range nodes {
 			for _, line := range strings.Split(n.logs.String(), "\n") {
 				var entry struct {
 					Msg        string `json:"msg"`
@@ -72,9 +88,10 @@ func (r *challengeRouter) forward(c net.Conn) {
 		return
 	}
 	var target *node
-	for i, n := range r.nodes {
+	nodes := r.nodeList()
+	for i, n := range nodes {
 		if n == orderer {
-			target = r.nodes[(i+1)%len(r.nodes)]
+			target = nodes[(i+1)%len(nodes)]
 		}
 	}
 	// The answering node has loaded the configuration with the
@@ -135,7 +152,8 @@ func TestClusterACME(t *testing.T) {
 	// The nodes trust the CA's HTTPS endpoint through the process's
 	// system roots (Go reads SSL_CERT_FILE).
 	_, nodes := threeNodes(t, "SSL_CERT_FILE="+roots)
-	httpRouter.nodes, tlsRouter.nodes = nodes, nodes
+	httpRouter.setNodes(nodes)
+	tlsRouter.setNodes(nodes)
 	n1 := nodes[0]
 	n1.must("PUT", "/api/v1/settings", map[string]any{"http_listen": testgw.FreeAddr(t), "https_listen": testgw.FreeAddr(t),
 		"https_enabled": true, "acme_directory_url": directory, "acme_email": "ops@cluster.test"})
