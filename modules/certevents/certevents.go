@@ -6,7 +6,9 @@
 // error, issuer and validity in the store; package adminext/certs). The
 // status the admin API shows is therefore what Caddy itself did, not a
 // guess made from its cache. cert_obtaining is not subscribed to: an order
-// in progress changes no certificate's status.
+// in progress changes no certificate's status. The app
+// gateway_certificate_events (app.go) subscribes the handler while a
+// config is provisioned.
 //
 // Its tests are adminext/certs/events_test.go: real certificates issued
 // by a test CA, the events seen through a running gateway.
