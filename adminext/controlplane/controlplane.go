@@ -512,12 +512,18 @@ var ErrBaseChanged = errors.New("the running Caddy config changed (caddy reload,
 
 // testHookBeforeLoad, when set (SetTestHookBeforeLoad), runs in load just
 // before caddy.Load: tests make another load happen there.
-var testHookBeforeLoad func()
+var testHookBeforeLoad atomic.Pointer[func()]
 
 // SetTestHookBeforeLoad sets a function load calls just before caddy.Load
 // (nil: none). For tests only: it lets a test load another config between
 // a change's compile and its load, deterministically.
-func SetTestHookBeforeLoad(fn func()) { testHookBeforeLoad = fn }
+func SetTestHookBeforeLoad(fn func()) {
+	if fn == nil {
+		testHookBeforeLoad.Store(nil)
+		return
+	}
+	testHookBeforeLoad.Store(&fn)
+}
 
 // ErrNoBase is a compile without the rest of the running config: the
 // gateway changes nothing then.
@@ -663,8 +669,8 @@ func (cp *ControlPlane) applyLocked(snap *storage.Snapshot) error {
 // load loads a compiled config; the values it references (package
 // configref) are kept for it when it went live and dropped otherwise.
 func (cp *ControlPlane) load(out *compiler.Compiled, version int64) error {
-	if testHookBeforeLoad != nil {
-		testHookBeforeLoad()
+	if hook := testHookBeforeLoad.Load(); hook != nil {
+		(*hook)()
 	}
 	cp.staleBase.Store(false)
 	cp.loading.Store(version)
