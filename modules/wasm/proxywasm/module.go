@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/caddy-gateway/gateway/modules/wasm/bound"
+	"github.com/caddy-gateway/gateway/modules/wasm/wasmlimits"
 )
 
 // Limits of every module instance.
@@ -43,6 +44,15 @@ const (
 	// kept, so that a reload removing and re-adding it does not recompile.
 	releaseGrace = time.Minute
 )
+
+// DeclaredLimits are what a module may declare (package wasmlimits),
+// checked before the runtime decodes it: wasmlimits.Default with the
+// memory's initial size at MaxMemoryPages.
+var DeclaredLimits = func() wasmlimits.Limits {
+	l := wasmlimits.Default
+	l.MaxMemoryPages = MaxMemoryPages
+	return l
+}()
 
 // Module is a compiled proxy-wasm module. Obtain one with Compile and
 // Release it when done.
@@ -224,6 +234,9 @@ func compile(ctx context.Context, sha string, wasm []byte) (m *Module, err error
 	// loop iteration checks whether the call's context is done. The check
 	// costs a goroutine per call into the module, so a module proven to
 	// return on its own is compiled without it.
+	if err := wasmlimits.Check(wasm, DeclaredLimits); err != nil {
+		return nil, fmt.Errorf("invalid WebAssembly module: %w", err)
+	}
 	limits := bound.CompileLimits{MaxFunctionBranches: MaxFunctionBranches, MaxCost: MaxCompileCost}
 	if err := bound.CheckCompile(wasm, limits); err != nil {
 		return nil, err
