@@ -51,7 +51,7 @@ const importDescription = "Destructive full replacement of the routing configura
 	"Every item is validated as the resource's own endpoint validates it; an invalid item is 400 naming it (e.g. routes[2].paths[0]) and nothing changes. " +
 	"A credential is restored like POST /api/v1/consumers/{id}/credentials: a key-auth or jwt credential without key gets a random one; a basic-auth password_hash must be a bcrypt hash of cost at most 12 (every failed login recomputes it; the API hashes with cost 10). " +
 	"Items that cannot be restored are skipped and listed with a reason: a credential whose secret was redacted (named in its redacted list), a plugin whose config holds a redacted secret, a manual certificate without its key, " +
-	"a WASM module without its bytes (wasm_base64, or wat as an upload may give it; modules are validated as the upload endpoint validates them), a plugin of a type this gateway does not know, a wasm plugin whose module is not restored. " +
+	"a WASM module without its bytes (wasm_base64, or wat as an upload may give it; modules are validated as the upload endpoint validates them, within its declared-count and time limits; 503 when a module cannot start its check within 30 s because others are being checked), a plugin of a type this gateway does not know, a wasm plugin whose module is not restored. " +
 	"wasm plugins reference modules by name, so nothing is remapped for them. settings apply like PUT /api/v1/settings (listeners rebind at once); when the document has no settings they stay as they are. " +
 	"An acme section replaces the stored Cloudflare token and EAB credentials; without one they stay as they are. " +
 	"Users, sessions, SSO settings and the admin token are not touched."
@@ -69,7 +69,7 @@ func Endpoints() []*api.Endpoint {
 		{Method: "POST", Path: "/api/v1/import", Role: api.RoleAdmin, Tag: "backup",
 			Summary:     "Import an export document (destructive full replacement of the routing configuration)",
 			Description: importDescription,
-			BodySchema:  documentSchema(false), ResponseSchema: reportSchema(), Statuses: []int{400},
+			BodySchema:  documentSchema(false), ResponseSchema: reportSchema(), Statuses: []int{400, 503},
 			Handle: importConfig},
 	}
 }

@@ -25,12 +25,15 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -52,11 +55,35 @@ const MaxModuleBytes = 16 << 20
 // text format is for small modules; binaries go up to MaxModuleBytes.
 const MaxWATBytes = 4 << 20
 
+// MaxCheckTime bounds checking one module (assembling its WAT, compiling
+// it, starting a VM of it): past it the upload or import is refused (400
+// naming the limit). At the compile limits a module compiles in seconds
+// to about a quarter of a minute of one core.
+const MaxCheckTime = 30 * time.Second
+
 // checkSlots are the module checks (WAT assembly and compilation) the
 // process runs at once: one, so that uploads and imports take at most one
-// core of the machine (compiling is serialized by the runtime's module
-// cache anyway), the others waiting their turn.
+// core of the machine, the others waiting their turn (at most
+// MaxCheckTime, then 503). A check that ran out of time keeps its slot
+// until the compiler has stopped.
 var checkSlots = make(chan struct{}, 1)
+
+// checkTime is MaxCheckTime but in the tests that shorten it.
+var checkTime atomic.Int64
+
+func init() { checkTime.Store(int64(MaxCheckTime)) }
+
+// SetCheckTime sets the time limit of a check (the tests of the limit use
+// it) and returns a function restoring the previous one.
+func SetCheckTime(d time.Duration) (restore func()) {
+	old := checkTime.Swap(int64(d))
+	return func() { checkTime.Store(old) }
+}
+
+// CheckHook, when set, is called as a module's check starts (in its
+// slot) with the module's name, and what it returns when the check ends:
+// the tests that run changes while a check is in flight use it.
+var CheckHook atomic.Pointer[func(name string) (end func())]
 
 // PluginType is the plugin type that references modules.
 const PluginType = "wasm"
@@ -73,7 +100,17 @@ const description = "A module is a proxy-wasm plugin module (ABI 0.2.0/0.2.1) th
 	"or wat (WebAssembly text, assembled by the gateway); one of them must be non-empty, and when both are given wasm_base64 is used. " +
 	"The binary module may be at most 16 MiB (admin request bodies are limited to 20 MiB, so a base64 upload is limited to about 15 MiB). " +
 	"The module is compiled and its exports are checked against the plugin ABI before it is stored; errors are 400 naming the field " +
-	"(an assembler error carries its line:column). Answers never contain the module's bytes: sha256 is the hex SHA-256 of the binary module."
+	"(an assembler error carries its line:column). Answers never contain the module's bytes: sha256 is the hex SHA-256 of the binary module. " +
+	"Before anything is decoded or compiled, every count the module declares is checked against these limits (400 naming the limit): " +
+	"10000 function types of at most 1000 parameters and 1000 results each; 10000 imports; 100000 functions (imported and defined); " +
+	"50000 locals per function and 1000000 in all functions; 10000 globals; 16 tables of at most 100000 elements (initial and maximum size); " +
+	"one memory of at most 1024 pages of 64 KiB initially; 10000 exports; 10000 element segments holding 100000 elements in all; " +
+	"100000 data segments; 1000 custom sections; 500000 entries (function and local names) in the name section. " +
+	"Sections must be in order, not repeated, and hold exactly what they declare (a truncated module or overlapping sections are refused). " +
+	"Nesting is bounded by the compile limits (branches per function). " +
+	"Checking one module (assembling, compiling, starting it) may take at most 30 s: past it the upload is 400 naming the limit. " +
+	"The gateway checks one module at a time; an upload that cannot start its check within 30 s is 503 (try again later). " +
+	"Changes to other resources do not wait for a check."
 
 // Module is the one declaration of a WASM module in the admin API: the
 // body of POST /api/v1/wasm-modules (name, and wasm_base64 or wat; the
@@ -135,7 +172,7 @@ func Endpoints() []*api.Endpoint {
 			Response: Module{}, ResponseList: true, Handle: list},
 		{Method: "POST", Path: "/api/v1/wasm-modules", Role: api.RoleEditor, Tag: "wasm-modules",
 			Summary: "Upload a WASM module (binary as base64, or WAT)", Description: description,
-			Body: Module{}, Response: Module{}, Statuses: []int{400}, Handle: create},
+			Body: Module{}, Response: Module{}, Statuses: []int{400, 503}, Handle: create},
 		{Method: "DELETE", Path: "/api/v1/wasm-modules/{id}", Role: api.RoleEditor, Tag: "wasm-modules",
 			Summary:     "Delete a WASM module",
 			Description: "400 while a wasm plugin (enabled or not) references the module by name; the message lists those plugins' ids.",
@@ -178,21 +215,65 @@ func create(c *api.Call) (any, error) {
 // binary from wasm_base64 or assembled from wat, within the size limit,
 // accepted by the plugin runtime. Errors are 400 naming the field.
 //
-// Assembling and checking take a slot of the process's checks first (a
-// request that leaves while waiting gives up), so uploads cannot occupy
-// every core; callers must not hold the control plane's lock.
+// Assembling and checking take a slot of the process's checks first and
+// are bounded by the check's time limit (a request that leaves gives up);
+// callers must not hold the control plane's lock, so that other changes
+// go on while a module compiles.
 func (in *Module) Row(ctx context.Context) (*Row, error) {
+	limit := time.Duration(checkTime.Load())
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	select {
 	case checkSlots <- struct{}{}:
-		defer func() { <-checkSlots }()
 	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, &api.APIError{Status: http.StatusServiceUnavailable,
+				Msg: fmt.Sprintf("other modules were being checked for %s: try again later", limit)}
+		}
 		return nil, &api.APIError{Status: 499, Msg: "the client left while its module waited to be checked"}
 	}
+	type result struct {
+		row *Row
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() { <-checkSlots }()
+		if f := CheckHook.Load(); f != nil {
+			defer (*f)(in.Name)()
+		}
+		row, err := in.check(ctx)
+		done <- result{row, err}
+	}()
+	select {
+	case r := <-done:
+		return r.row, r.err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, schema.Errorf(in.field(), "checking the module (assembling, compiling and starting it) took longer than the limit of %s: make it smaller or split large functions", limit)
+		}
+		return nil, &api.APIError{Status: 499, Msg: "the client left while its module was checked"}
+	}
+}
+
+// field is the input field the module comes from.
+func (in *Module) field() string {
+	if in.WasmBase64 != nil && *in.WasmBase64 != "" {
+		return "wasm_base64"
+	}
+	return "wat"
+}
+
+// check assembles and checks the module, in a check's slot.
+func (in *Module) check(ctx context.Context) (*Row, error) {
 	bin, field, err := Binary(in)
 	if err != nil {
 		return nil, err
 	}
 	if err := proxywasm.CheckModule(ctx, bin); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, schema.Errorf(field, "%s", err.Error())
 	}
 	sum := sha256.Sum256(bin)

@@ -3,6 +3,7 @@ package testgw
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -33,6 +34,11 @@ type Process struct {
 	Logs   *Logs
 	// Caddyfile, when set, is run instead of the shipped one.
 	Caddyfile string
+	// AddressSpace, when set, limits the process's address space (bytes,
+	// RLIMIT_AS set by the shell's ulimit before it runs the binary): a
+	// test of what may exhaust memory then fails with the process's death
+	// instead of exhausting the machine.
+	AddressSpace uint64
 
 	t      testing.TB
 	binary string
@@ -66,6 +72,9 @@ func (p *Process) Start() {
 		config = filepath.Join(RepoRoot(), "Caddyfile")
 	}
 	cmd := exec.Command(p.binary, "run", "--config", config, "--adapter", "caddyfile")
+	if p.AddressSpace > 0 {
+		cmd = exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, p.AddressSpace>>10)}, cmd.Args...)...)
+	}
 	cmd.Dir = p.Dir
 	cmd.Env = p.env
 	cmd.Stdout, cmd.Stderr = p.Logs, p.Logs

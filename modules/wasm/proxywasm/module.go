@@ -83,25 +83,56 @@ type Module struct {
 var cache = struct {
 	mu sync.Mutex
 	m  map[string]*Module
-}{m: map[string]*Module{}}
+	// compiling are the compilations under way by content hash: the
+	// lock is not held while a module compiles (seconds, at the compile
+	// limits), so that loading a configuration whose modules are compiled
+	// does not wait for an upload's check.
+	compiling map[string]chan struct{}
+}{m: map[string]*Module{}, compiling: map[string]chan struct{}{}}
 
 // Compile returns the compiled module of wasm, compiling it on first use and
 // checking that it exports and imports what the ABI needs. The result is
-// shared per content hash; the caller must Release it.
+// shared per content hash; the caller must Release it. A compilation of
+// the same bytes under way is waited for; when ctx is done, compiling stops
+// at the next function and Compile returns ctx's error.
 func Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	sha := SHA256(wasm)
-	cache.mu.Lock()
-	defer cache.mu.Unlock()
-	if m, ok := cache.m[sha]; ok {
-		m.refs++
-		if m.timer != nil {
-			m.timer.Stop()
-			m.timer = nil
+	for {
+		cache.mu.Lock()
+		if m, ok := cache.m[sha]; ok {
+			m.refs++
+			if m.timer != nil {
+				m.timer.Stop()
+				m.timer = nil
+			}
+			cache.mu.Unlock()
+			return m, nil
 		}
-		return m, nil
+		wait, busy := cache.compiling[sha]
+		if !busy {
+			cache.compiling[sha] = make(chan struct{})
+		}
+		cache.mu.Unlock()
+		if !busy {
+			break
+		}
+		// the other compilation's outcome: its module, or (failed or
+		// canceled) compiling again here
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	m, err := compile(ctx, sha, wasm)
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	close(cache.compiling[sha])
+	delete(cache.compiling, sha)
 	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
 		return nil, err
 	}
 	m.refs = 1
