@@ -22,6 +22,12 @@
 // longer referenced is closed after a grace period (so a reload that drops
 // then re-adds it does not recompile). CheckModule compiles and starts a
 // module and says, in terms a module author can act on, what is missing.
+// Before the runtime decodes a module, what it declares is checked against
+// DeclaredLimits (package wasmlimits) and its compile cost against
+// MaxFunctionBranches and MaxCompileCost (package bound). Compiling holds
+// no lock another module's Compile needs: one compilation of the same
+// bytes at a time, waited for by the others; a done context stops it at
+// the next function.
 //
 // # Plugins and instances
 //
