@@ -61,24 +61,30 @@ func TestHostileModulesCannotKillTheGateway(t *testing.T) {
 	p.AddressSpace = 2 << 30
 	p.Start()
 	p.WaitLoaded(60 * time.Second)
-	alive := func(what string) {
+	// alive fails the test when the process has died; an answer of
+	// status 0 (no answer) gives it the time to be seen dying.
+	alive := func(what string, status int) {
 		t.Helper()
+		grace := time.Duration(0)
+		if status == 0 {
+			grace = 10 * time.Second
+		}
 		select {
 		case <-p.Done():
 			t.Fatalf("the gateway died after %s: %v\n%s", what, p.Err(), tail(p.Logs.String(), 3000))
-		default:
+		case <-time.After(grace):
 		}
 	}
 	for _, m := range wasmhostile.Corpus() {
 		b64 := base64.StdEncoding.EncodeToString(m.Wasm)
 		st, body := p.Do("POST", "/api/v1/wasm-modules", map[string]any{"name": "hostile", "wasm_base64": b64})
-		alive("uploading " + m.Name)
+		alive("uploading "+m.Name, st)
 		if st != 400 || !strings.Contains(string(body), `"wasm_base64: `) {
 			t.Errorf("upload %s: %d %s", m.Name, st, body)
 		}
 		st, body = p.Do("POST", "/api/v1/import", map[string]any{"format": "gateway-export", "version": 1,
 			"wasm_modules": []any{map[string]any{"name": "hostile", "wasm_base64": b64}}})
-		alive("importing " + m.Name)
+		alive("importing "+m.Name, st)
 		if st != 400 || !strings.Contains(string(body), `"wasm_modules[0].wasm_base64: `) {
 			t.Errorf("import %s: %d %s", m.Name, st, body)
 		}
@@ -87,7 +93,7 @@ func TestHostileModulesCannotKillTheGateway(t *testing.T) {
 	if st, body := p.Do("GET", "/api/v1/wasm-modules", nil); st != 200 || strings.Count(string(body), `"name"`) != 1 {
 		t.Fatalf("stored modules: %d %s", st, body)
 	}
-	alive("the corpus")
+	alive("the corpus", 1)
 }
 
 func tail(s string, n int) string {
