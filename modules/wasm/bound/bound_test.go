@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-gateway/gateway/internal/memtest"
+	"github.com/caddy-gateway/gateway/modules/wasm/wasmlimits/hostile"
 	"github.com/caddy-gateway/gateway/modules/wasm/wat"
 )
 
@@ -165,7 +167,21 @@ func FuzzAnalyze(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	for _, m := range hostile.Corpus() {
+		if len(m.Wasm) < 4096 {
+			f.Add(m.Wasm)
+		}
+	}
+	// What one input may make the analysis and the compile measure
+	// allocate: in proportion to its size (a function or an import per
+	// few bytes), never to a count it declares.
+	limit := func(b []byte) uint64 { return 1<<20 + 256*uint64(len(b)) }
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_ = Analyze(b, opts)
+		if n := memtest.Allocated(func() { _ = Analyze(b, opts) }); n > limit(b) {
+			t.Fatalf("Analyze allocated %d bytes for %d bytes of input", n, len(b))
+		}
+		if n := memtest.Allocated(func() { _, _ = MeasureCompile(b) }); n > limit(b) {
+			t.Fatalf("MeasureCompile allocated %d bytes for %d bytes of input", n, len(b))
+		}
 	})
 }
