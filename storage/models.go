@@ -98,6 +98,11 @@ func (t *Target) Validate() error {
 	if err := guard.CheckHostPort(t.Host, int(t.Port)); err != nil {
 		return schema.Errorf("port", "%v", err)
 	}
+	// Nor the cloud's instance metadata (credentials) through a public
+	// route, unless the settings allow link-local destinations.
+	if err := guard.CheckHost(t.Host); err != nil {
+		return schema.Errorf("host", "%v", err)
+	}
 	return nil
 }
 
@@ -389,15 +394,16 @@ func (c *Consumer) Validate() error {
 
 // Settings is the single row of global settings (id 1).
 type Settings struct {
-	ID               int64     `json:"-" gorm:"primaryKey"`
-	HTTPListen       string    `json:"http_listen" schema:"host" doc:"Proxy HTTP listener host:port, or empty to disable; default from the Caddyfile, else :8080."`
-	HTTPSListen      string    `json:"https_listen" schema:"host" doc:"Proxy HTTPS listener host:port; default from the Caddyfile, else :8443."`
-	HTTPSEnabled     bool      `json:"https_enabled" doc:"Default false; https_listen binds only while true."`
-	PublicURL        string    `json:"public_url" schema:"url" doc:"External URL of the admin UI, or empty (the default); https makes the session cookie Secure; SSO redirect_uri is built from it."`
-	ACMEEmail        string    `json:"acme_email" schema:"format=email,maxLength=254" doc:"Contact e-mail of the ACME account, or empty."`
-	ACMEDirectoryURL string    `json:"acme_directory_url" doc:"ACME directory: an https URL, or an alias: letsencrypt, letsencrypt-staging, zerossl, google, google-staging. Default (also when empty) letsencrypt."`
-	TrustedProxies   []string  `json:"trusted_proxies" gorm:"serializer:json" schema:"maxLength=64" doc:"CIDRs or IPs of peers whose X-Forwarded-For decides the client IP. Default []."`
-	UpdatedAt        time.Time `json:"updated_at" schema:"readonly"`
+	ID                         int64     `json:"-" gorm:"primaryKey"`
+	HTTPListen                 string    `json:"http_listen" schema:"host" doc:"Proxy HTTP listener host:port, or empty to disable; default from the Caddyfile, else :8080."`
+	HTTPSListen                string    `json:"https_listen" schema:"host" doc:"Proxy HTTPS listener host:port; default from the Caddyfile, else :8443."`
+	HTTPSEnabled               bool      `json:"https_enabled" doc:"Default false; https_listen binds only while true."`
+	PublicURL                  string    `json:"public_url" schema:"url" doc:"External URL of the admin UI, or empty (the default); https makes the session cookie Secure; SSO redirect_uri is built from it."`
+	ACMEEmail                  string    `json:"acme_email" schema:"format=email,maxLength=254" doc:"Contact e-mail of the ACME account, or empty."`
+	ACMEDirectoryURL           string    `json:"acme_directory_url" doc:"ACME directory: an https URL, or an alias: letsencrypt, letsencrypt-staging, zerossl, google, google-staging. Default (also when empty) letsencrypt."`
+	TrustedProxies             []string  `json:"trusted_proxies" gorm:"serializer:json" schema:"maxLength=64" doc:"CIDRs or IPs of peers whose X-Forwarded-For decides the client IP. Default []."`
+	AllowLinkLocalDestinations bool      `json:"allow_link_local_destinations" doc:"Extension. Default false: service targets, http-log endpoints, the applications' upstream probe and SSO providers refuse link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200, and their IPv4-mapped and NAT64 spellings): a literal one with 400 naming the field, a name resolving to one when it is dialled (a proxied request answers 502). True allows them (a target on a link-local network)."`
+	UpdatedAt                  time.Time `json:"updated_at" schema:"readonly"`
 }
 
 // NewSettings is the settings row with every default: the proxy listeners

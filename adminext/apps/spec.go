@@ -18,7 +18,7 @@ import (
 type ApplicationSpec struct {
 	Name         string   `json:"name" schema:"required,name,minLength=1,maxLength=100" doc:"Name of the created service and route."`
 	Domain       string   `json:"domain" schema:"required,host,minLength=1,maxLength=253" doc:"Exact DNS hostname (no scheme, path, port or wildcard, not an IP address). 400 when it exactly equals (case-insensitively) a host of an existing route."`
-	UpstreamURL  string   `json:"upstream_url" schema:"required,minLength=1" doc:"HTTP or HTTPS origin, e.g. http://10.0.0.5:8080 or https://[2001:db8::1]: no credentials, no path other than /, no query, no fragment. The port defaults to 80 / 443."`
+	UpstreamURL  string   `json:"upstream_url" schema:"required,minLength=1" doc:"HTTP or HTTPS origin, e.g. http://10.0.0.5:8080 or https://[2001:db8::1]: no credentials, no path other than /, no query, no fragment. The port defaults to 80 / 443. Never the gateway admin API or Caddy's admin endpoint, nor a link-local or cloud metadata address (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200) unless settings allow_link_local_destinations is true (400; the probe refuses a name resolving there too)."`
 	HTTPS        bool     `json:"https" doc:"Redirect plain HTTP to HTTPS with status 308 (a route-scoped redirect plugin). Requires settings.https_enabled and an issued certificate matching the domain. Default false."`
 	HSTS         bool     `json:"hsts" doc:"Strict-Transport-Security for one year, no subdomains, no preload (a route-scoped hsts plugin). Requires https. Default false."`
 	AllowedCIDRs []string `json:"allowed_cidrs" schema:"maxItems=100,maxLength=64" doc:"Allowed client IPs or CIDRs (a route-scoped ip-restriction plugin, into which an enabled global ip-restriction is folded so that it still applies); empty (the default) adds no restriction."`
@@ -215,7 +215,8 @@ func parseUpstream(s string) (upstream, error) {
 }
 
 // parseOutboundUpstream is parseUpstream, refusing the process's own
-// control endpoints (the probe dials this address, targets proxy to it).
+// control endpoints and link-local or cloud metadata addresses (the probe
+// dials this address, targets proxy to it).
 func parseOutboundUpstream(s string) (upstream, error) {
 	u, err := parseUpstream(s)
 	if err != nil {
@@ -223,6 +224,9 @@ func parseOutboundUpstream(s string) (upstream, error) {
 	}
 	if err := guard.CheckHostPort(u.Host, u.Port); err != nil {
 		return u, errString(err.Error())
+	}
+	if err := guard.CheckHost(u.Host); err != nil {
+		return u, errString("host " + err.Error())
 	}
 	return u, nil
 }

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/modules/clientid"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
@@ -144,22 +145,7 @@ func (l *limiter) fail(db *gorm.DB, key string) error {
 // clientKey is the limiter's key of the client of r (trusted_proxies
 // honoured).
 func clientKey(r *http.Request, db *gorm.DB) string {
-	return limitKey(clientIP(r, settingsRow(db).TrustedProxies))
-}
-
-// limitKey is the limiter's key for a client address: the address itself,
-// or the /64 of an IPv6 address.
-func limitKey(ip string) string {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return ip
-	}
-	a = a.Unmap()
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
+	return clientid.Key(clientIP(r, settingsRow(db).TrustedProxies), clientid.DefaultIPv6Prefix)
 }
 
 // clientIP is the peer address, or, when the peer is one of the settings'

@@ -269,6 +269,13 @@ func TestLoginLimit(t *testing.T) {
 	}
 	c.want(429, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", "2001:db8:1:2:ffff::1")
 	c.want(401, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", "2001:db8:1:3::1")
+	// An IPv4-mapped spelling is the IPv4 client (package clientid, as the
+	// rate-limit plugin counts).
+	for i := 0; i < 10; i++ {
+		c.want(401, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", []string{"198.51.100.20", "::ffff:198.51.100.20"}[i%2])
+	}
+	c.want(429, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", "::ffff:198.51.100.20")
+	c.want(429, "POST", "/api/v1/auth/login", bad, "X-Forwarded-For", "198.51.100.20")
 }
 
 // TestConcurrentLoginsLimit: guesses sent at once from one client cannot

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/modules/clientid"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
@@ -118,6 +119,7 @@ func TestLimiterBound(t *testing.T) {
 }
 
 func TestLimitKeyAndClientIP(t *testing.T) {
+	limitKey := func(ip string) string { return clientid.Key(ip, clientid.DefaultIPv6Prefix) }
 	if limitKey("2001:db8:1:2:3:4:5:6") != limitKey("2001:db8:1:2:ffff::1") || limitKey("2001:db8:1:2::1") == limitKey("2001:db8:1:3::1") {
 		t.Fatal("IPv6 not keyed by /64")
 	}

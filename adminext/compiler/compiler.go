@@ -41,6 +41,9 @@ type Generated struct {
 	HTTPListen    string    `json:"http_listen,omitempty"`
 	HTTPSListen   string    `json:"https_listen,omitempty"`
 	HTTPS         bool      `json:"https_enabled,omitempty"`
+	// AllowLinkLocal is the settings' allow_link_local_destinations: the
+	// outbound guard (package guard) follows the live config's.
+	AllowLinkLocal bool `json:"allow_link_local_destinations,omitempty"`
 	// RouterRaw is the gateway_router handler serving proxied traffic.
 	RouterRaw json.RawMessage `json:"router,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
 	// Health lists every target to check (hand-written configs; the
@@ -199,9 +202,10 @@ func Compile(snap *storage.Snapshot, opt Options) (*Generated, *Compiled, error)
 	idx := indexSnapshot(snap)
 	s := snap.Settings
 	gen := &Generated{
-		HTTPListen:  s.HTTPListen,
-		HTTPSListen: s.HTTPSListen,
-		HTTPS:       s.HTTPSEnabled,
+		HTTPListen:     s.HTTPListen,
+		HTTPSListen:    s.HTTPSListen,
+		HTTPS:          s.HTTPSEnabled,
+		AllowLinkLocal: s.AllowLinkLocalDestinations,
 		Counts: map[string]int{
 			"services":      len(snap.Services),
 			"targets":       len(snap.Targets),

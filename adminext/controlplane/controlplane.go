@@ -271,6 +271,7 @@ func (cp *ControlPlane) Activate(a *Instance) error {
 	if err := cp.ensureListeners(g.HTTPListen, g.HTTPSListen, g.HTTPS); err != nil {
 		return err
 	}
+	guard.AllowLinkLocal(g.AllowLinkLocal)
 	cp.router.Store(a.Router)
 	cp.tlsConfig.Store(a.TLSConfig)
 	cp.tlsApp.Store(a.TLSApp)
@@ -305,6 +306,7 @@ func (cp *ControlPlane) Deactivate(a *Instance) {
 	if prev != nil && !prev.stopped.Load() && !caddy.Exiting() {
 		cp.active.Store(prev)
 		if prev.Generated != nil {
+			guard.AllowLinkLocal(prev.Generated.AllowLinkLocal)
 			cp.router.Store(prev.Router)
 			cp.tlsConfig.Store(prev.TLSConfig)
 			cp.tlsApp.Store(prev.TLSApp)
@@ -314,6 +316,7 @@ func (cp *ControlPlane) Deactivate(a *Instance) {
 		}
 		return
 	}
+	guard.AllowLinkLocal(false)
 	cp.shutdown()
 }
 

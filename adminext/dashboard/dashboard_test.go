@@ -475,7 +475,8 @@ func TestBrowserAdminScreens(t *testing.T) {
 	var after map[string]any
 	g.JSON("GET", "/api/v1/settings", nil, &after)
 	if fmt.Sprint(after["trusted_proxies"]) != "[10.0.0.0/8 192.0.2.7]" || after["acme_email"] != "ops@example.test" ||
-		after["http_listen"] != before["http_listen"] || after["https_listen"] != before["https_listen"] || after["acme_directory_url"] != before["acme_directory_url"] {
+		after["http_listen"] != before["http_listen"] || after["https_listen"] != before["https_listen"] || after["acme_directory_url"] != before["acme_directory_url"] ||
+		after["allow_link_local_destinations"] != false {
 		t.Errorf("settings after the UI saved them: %v (before %v)", after, before)
 	}
 

@@ -132,7 +132,7 @@ func TestOpenAPIDocumentsContractShapes(t *testing.T) {
 // states them.
 func TestSettingsDefaults(t *testing.T) {
 	g := testgw.Start(t, nil)
-	want := map[string]any{"acme_directory_url": "letsencrypt", "https_enabled": false, "public_url": "", "acme_email": ""}
+	want := map[string]any{"acme_directory_url": "letsencrypt", "https_enabled": false, "public_url": "", "acme_email": "", "allow_link_local_destinations": false}
 	check := func(s map[string]any) {
 		t.Helper()
 		for k, v := range want {

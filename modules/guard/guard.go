@@ -4,7 +4,11 @@
 // and Caddy's admin endpoint, and the gateway's proxy listeners. Reaching
 // the first from inside would bypass admin authentication (Caddy's admin
 // endpoint has none: an http-log endpoint of http://localhost:2019/stop
-// stops the process); reaching the proxy from inside is a loop.
+// stops the process); reaching the proxy from inside is a loop. They are
+// kept away from link-local and cloud metadata addresses too (IsLinkLocal)
+// unless the settings allow them: a target at 169.254.169.254 would hand
+// the instance's cloud credentials to any proxy client. CheckHost refuses
+// a configured literal one, Control a resolved one.
 //
 // The control plane registers the endpoints at start (Set). Two checks use
 // them: CheckHostPort refuses a configured address that names one of them
@@ -226,7 +230,9 @@ func CheckHostPort(host string, port int) error {
 }
 
 // Control is a net.Dialer Control function that refuses connections to a
-// control endpoint; address is the resolved peer.
+// control endpoint, and to a link-local or cloud metadata address unless
+// AllowLinkLocal; address is the resolved peer (a name resolving there is
+// refused before any packet is sent).
 func Control(network, address string, _ syscall.RawConn) error {
 	if strings.HasPrefix(network, "unix") {
 		if name := forbiddenUnix(address); name != "" {
@@ -237,6 +243,9 @@ func Control(network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return nil
+	}
+	if err := forbiddenLinkLocal(ap.Addr()); err != nil {
+		return err
 	}
 	if name := forbiddenTCP(ap.Addr(), ap.Port()); name != "" {
 		return fmt.Errorf("%w: %s (%s)", ErrForbidden, name, address)
@@ -263,8 +272,9 @@ func Dialer(d *net.Dialer) *net.Dialer {
 type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // WrapDial checks the peer of every connection dial makes and closes one
-// that reached a control endpoint before anything is sent, for transports
-// whose dialer cannot be replaced.
+// that reached a control endpoint (or a link-local or metadata address,
+// Control) before anything is sent, for transports whose dialer cannot be
+// replaced.
 func WrapDial(dial DialFunc) DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)

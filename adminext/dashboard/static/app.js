@@ -1396,6 +1396,8 @@
         field(h('span', {}, 'ACME directory ', h('span', { className: 'hint' }, 'URL or alias')), inp('acme_directory_url', { list: 'acme-dirs' })),
         h('datalist', { id: 'acme-dirs' }, ['letsencrypt', 'letsencrypt-staging', 'zerossl', 'google', 'google-staging'].map(v => h('option', { value: v }))),
         field(h('span', {}, 'Trusted proxies ', h('span', { className: 'hint' }, 'CIDRs or IPs, comma-separated')), h('input', { name: 'trusted_proxies', value: (st.trusted_proxies || []).join(', '), disabled: ro }), 'wide'),
+        h('label', { className: 'check wide' }, h('input', { type: 'checkbox', name: 'allow_link_local_destinations', checked: !!st.allow_link_local_destinations, disabled: ro }),
+          'Allow link-local and cloud metadata destinations ', h('span', { className: 'hint' }, '169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200: targets, http-log endpoints, probes')),
         h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary mut adm' }, 'Save settings'), ok,
           txt('span', 'Last changed ' + (st.updated_at ? new Date(st.updated_at).toLocaleString() : '–'), 'hint')),
         h('div', { className: 'wide' }, err));
@@ -1404,7 +1406,8 @@
         ok.textContent = '';
         // PUT is a full replacement: every field is sent.
         const body = { http_listen: str(f, 'http_listen'), https_listen: str(f, 'https_listen'), https_enabled: bool(f, 'https_enabled'), public_url: str(f, 'public_url'),
-          acme_email: str(f, 'acme_email'), acme_directory_url: str(f, 'acme_directory_url'), trusted_proxies: list(str(f, 'trusted_proxies')) };
+          acme_email: str(f, 'acme_email'), acme_directory_url: str(f, 'acme_directory_url'), trusted_proxies: list(str(f, 'trusted_proxies')),
+          allow_link_local_destinations: bool(f, 'allow_link_local_destinations') };
         guard(err, f.querySelector('button[type=submit]'), async () => { await api('PUT', '/api/v1/settings', body); await load(); ok.textContent = 'Saved.'; });
       });
       box.replaceChildren(f);

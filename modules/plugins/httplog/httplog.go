@@ -29,7 +29,7 @@ func init() {
 
 // HTTPLog is the http-log plugin.
 type HTTPLog struct {
-	Endpoint        string            `json:"endpoint" schema:"required,url,secret" doc:"Collector URL (http or https) the batches are sent to. Its credentials (user:password@) and the values of its query (where collectors take API keys: ?api_key=...) are secrets: viewers and exports without secrets see <redacted> in their place. Never the gateway admin API or Caddy's admin endpoint (400; refused again when the name is resolved)."`
+	Endpoint        string            `json:"endpoint" schema:"required,url,secret" doc:"Collector URL (http or https) the batches are sent to. Its credentials (user:password@) and the values of its query (where collectors take API keys: ?api_key=...) are secrets: viewers and exports without secrets see <redacted> in their place. Never the gateway admin API or Caddy's admin endpoint, nor a link-local or cloud metadata address unless settings allow_link_local_destinations is true (400; refused again when the name is resolved)."`
 	Method          string            `json:"method" schema:"enum=POST|PUT|PATCH" doc:"HTTP method of the batch requests."`
 	Headers         map[string]string `json:"headers" schema:"secret,keys=header_name,header_value,maxItems=100" doc:"Extra request headers of the batch requests (e.g. Authorization). The values are secrets: viewers and exports without secrets see <redacted>. Sent literally (no placeholders)."`
 	BatchMaxSize    int               `json:"batch_max_size" schema:"min=1,max=10000" doc:"Most records per batch; a full batch is sent at once. A batch also holds at most 4 MiB of records (counted as for queue_max_size)."`
@@ -84,6 +84,9 @@ func (h *HTTPLog) Validate() error {
 	// again after resolution, when the sender dials.
 	if err := guard.CheckHostPort(u.Hostname(), port); err != nil {
 		return schema.Errorf("endpoint", "%v", err)
+	}
+	if err := guard.CheckHost(u.Hostname()); err != nil {
+		return schema.Errorf("endpoint", "host %v", err)
 	}
 	if _, ok := h.Headers[""]; ok {
 		return schema.Errorf("headers", "keys must not be empty")

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-gateway/gateway/modules/clientid"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/ratelimit/slidingwindow"
@@ -28,10 +29,11 @@ func init() {
 
 // RateLimit is the rate-limit plugin.
 type RateLimit struct {
-	Limit      int64  `json:"limit" schema:"required,min=1,max=1000000000" doc:"Requests allowed per window and key."`
-	WindowS    int64  `json:"window_s" schema:"min=1,max=31536000" doc:"Window length in seconds (sliding window)."`
-	Key        string `json:"key" schema:"enum=ip|consumer|route|service|global|header" doc:"What is counted separately: client ip, authenticated consumer (falls back to ip), route, service, one global counter, or the value of header_name (falls back to ip when absent)."`
-	HeaderName string `json:"header_name" schema:"header_name" doc:"Request header whose value is the key (key header)."`
+	Limit            int64  `json:"limit" schema:"required,min=1,max=1000000000" doc:"Requests allowed per window and key."`
+	WindowS          int64  `json:"window_s" schema:"min=1,max=31536000" doc:"Window length in seconds (sliding window)."`
+	Key              string `json:"key" schema:"enum=ip|consumer|route|service|global|header" doc:"What is counted separately: client ip, authenticated consumer (falls back to ip), route, service, one global counter, or the value of header_name (falls back to ip when absent)."`
+	HeaderName       string `json:"header_name" schema:"header_name" doc:"Request header whose value is the key (key header)."`
+	IPv6PrefixLength int    `json:"ipv6_prefix_length" schema:"min=1,max=128" doc:"Extension. Prefix length an IPv6 client is counted by wherever the key is the client ip (also the fallback of consumer and header): every address of one /64 is one client by default, as one subscriber's network is; 128 counts each address. An IPv4-mapped IPv6 address (::ffff:203.0.113.8) always counts as its IPv4 address. The admin API's failed-login limit counts clients the same way (per /64)."`
 
 	plugins.Instance
 	plugins.Held
@@ -56,6 +58,10 @@ func (*RateLimit) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[Rat
 
 // Provision implements caddy.Provisioner.
 func (rl *RateLimit) Provision(caddy.Context) error {
+	if rl.IPv6PrefixLength == 0 {
+		// a config written before the field existed
+		rl.IPv6PrefixLength = clientid.DefaultIPv6Prefix
+	}
 	if err := schema.Check(rl); err != nil {
 		return err
 	}
@@ -111,11 +117,20 @@ func (rl *RateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 }
 
 // key appends the request's counter key in the store to dst: the
-// instance's prefix and the counted key (keyOf).
+// instance's prefix and the counted key (keyOf), a client address as its
+// counting identity (package clientid: one client whatever the spelling
+// of its address, an IPv6 network counted as one).
 func (rl *RateLimit) key(dst []byte, r *http.Request) []byte {
 	kind, value := rl.keyOf(r)
-	return append(append(append(dst, rl.prefix...), kind...), value...)
+	dst = append(append(dst, rl.prefix...), kind...)
+	if kind == kindIP {
+		return clientid.AppendKey(dst, value, rl.IPv6PrefixLength)
+	}
+	return append(dst, value...)
 }
+
+// kindIP is keyOf's kind of a client address.
+const kindIP = "ip:"
 
 // keyOf is the counted key of a request, as a kind ("ip:", "consumer:" …)
 // and a value.
@@ -147,7 +162,7 @@ func (rl *RateLimit) keyOf(r *http.Request) (kind, value string) {
 			return "header:", v
 		}
 	}
-	return "ip:", gwctx.ClientIP(r)
+	return kindIP, gwctx.ClientIP(r)
 }
 
 // seconds rounds up to whole seconds, at least 1.
@@ -165,6 +180,7 @@ func (rl *RateLimit) SetDefaults() {
 	rl.WindowS = 60
 	rl.Key = "ip"
 	rl.HeaderName = ""
+	rl.IPv6PrefixLength = clientid.DefaultIPv6Prefix
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
@@ -175,6 +191,7 @@ func (rl *RateLimit) SetDefaults() {
 //	    window_s <seconds>
 //	    key ip|consumer|route|service|global|header [<header_name>]
 //	    header_name <name>
+//	    ipv6_prefix_length <bits>
 //	}
 func (rl *RateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return plugins.UnmarshalCaddyfile(d, rl, plugins.Syntax{

@@ -44,7 +44,8 @@
 //
 // The host implements, in module "env": proxy_log, proxy_get_log_level,
 // proxy_get_current_time_nanoseconds, proxy_set_tick_period_milliseconds
-// (proxy_on_tick is called on a dedicated instance of the plugin), the header
+// (proxy_on_tick is called on a dedicated instance of the plugin; see
+// Limits for the shortest period), the header
 // map functions (request and response headers and trailers; HTTP/2 style
 // pseudo-headers :method, :path, :authority, :scheme and :status, names in
 // lower case), proxy_get_buffer_bytes, proxy_set_buffer_bytes and
@@ -99,9 +100,16 @@
 // all (beyond: InternalFailure; an oversized value: BadArgument); 1024
 // metrics, names up to 4 KiB. Buffers set by a module: 1 MiB. A header
 // map a module writes (or hands over serialized, local responses' too):
-// 1 MiB as the ABI serializes it (beyond: BadArgument). Log messages are
-// cut at 16 KiB, and one callback logs at most 64 KiB (proxy_log, stdout,
-// stderr, trace; beyond, dropped, with one warning).
+// 1 MiB as the ABI serializes it (beyond: BadArgument). Log entries
+// (proxy_log, a line of stdout or stderr, trace) are cut at MaxLogLine
+// (4 KiB), and the plugins of one VM id log at most LogLinesPerSecond
+// entries and LogBytesPerSecond bytes a second (100, 64 KiB), requests
+// and ticks together; beyond, entries are dropped, and one warning a
+// second says how many. Ticks come at most every MinTickPeriod (100 ms),
+// one at a time per plugin, at most GOMAXPROCS/4 (at least one) at once
+// in the process, and a plugin's next tick waits at least nine times as
+// long as its last one ran: ticks take at most a tenth of a CPU per
+// plugin, and never the CPUs requests need.
 //
 // # Not implemented
 //

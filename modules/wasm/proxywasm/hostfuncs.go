@@ -96,8 +96,6 @@ func init() {
 	}
 }
 
-const maxLogMessage = 16 << 10
-
 func hostLog(_ context.Context, in *Instance, a []uint64) Status {
 	var lvl zapcore.Level
 	switch u32(a[0]) {
@@ -117,36 +115,14 @@ func hostLog(_ context.Context, in *Instance, a []uint64) Status {
 		return StatusInvalidMemoryAccess
 	}
 	if ce := in.plugin.cfg.Logger.Check(lvl, ""); ce != nil {
-		if len(msg) > maxLogMessage {
-			msg = msg[:maxLogMessage]
-		}
+		msg, cut := cutLogLine(msg)
 		if !in.spendLog(len(msg)) {
-			return StatusOK // over the callback's budget: dropped
+			return StatusOK // over the module's log budget: dropped
 		}
 		ce.Message = string(msg)
-		ce.Write()
+		ce.Write(cut...)
 	}
 	return StatusOK
-}
-
-// maxLogPerCall bounds what one callback writes to the gateway's log
-// (proxy_log, stdout, stderr): a module logging in a loop would otherwise
-// write gigabytes per request within its time limit. Beyond, messages are
-// dropped and one warning says so.
-const maxLogPerCall = 64 << 10
-
-// spendLog takes n bytes of the current callback's log budget; false when
-// the budget is spent (the first refusal logs the warning).
-func (in *Instance) spendLog(n int) bool {
-	if in.logLeft >= n {
-		in.logLeft -= n
-		return true
-	}
-	if in.logLeft >= 0 {
-		in.logLeft = -1
-		in.plugin.cfg.Logger.Warn("wasm module log output cut: the callback wrote more than its budget", zap.Int("budget_bytes", maxLogPerCall))
-	}
-	return false
 }
 
 func hostGetLogLevel(_ context.Context, in *Instance, a []uint64) Status {
@@ -177,6 +153,9 @@ func hostCurrentTime(_ context.Context, in *Instance, a []uint64) Status {
 
 func hostSetTickPeriod(_ context.Context, in *Instance, a []uint64) Status {
 	in.tickPeriod = time.Duration(u32(a[0])) * time.Millisecond
+	if in.tickPeriod > 0 && in.tickPeriod < MinTickPeriod {
+		in.tickPeriod = MinTickPeriod
+	}
 	return StatusOK
 }
 
@@ -445,6 +424,9 @@ func hostTrace(ctx context.Context, _ api.Module, stack []uint64) {
 		args[i] = math.Float64frombits(stack[2+i])
 	}
 	msg := in.asString(u32(stack[0]))
+	if len(msg) > MaxLogLine {
+		msg = msg[:MaxLogLine]
+	}
 	if in.plugin.cfg.Logger.Core().Enabled(zap.InfoLevel) && in.spendLog(len(msg)+8*n) {
 		in.plugin.cfg.Logger.Info(msg, zap.Float64s("args", args))
 	}

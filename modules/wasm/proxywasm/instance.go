@@ -122,7 +122,6 @@ type Instance struct {
 
 	tickPeriod time.Duration
 	broken     error // set when a call failed: the instance is discarded
-	logLeft    int   // log bytes the current callback may still write (-1: cut)
 }
 
 type instanceKey struct{}
@@ -248,7 +247,6 @@ func (in *Instance) callTimeout(d time.Duration, fn api.Function, name string, a
 		stack = make([]uint64, len(args))
 	}
 	copy(stack, args)
-	in.logLeft = maxLogPerCall
 	if in.plugin.module.Bounded {
 		// proven to return on its own: no watchdog to arm (wazero
 		// ignores the context of a module compiled without one)
@@ -483,19 +481,17 @@ func (in *Instance) returnBytes(ctx context.Context, data []byte, retPtr, retSiz
 }
 
 // logWriter sends a module's stdout or stderr to the log: each line
-// written is an entry (capped), without buffering across writes, within
-// the callback's log budget (Instance.spendLog).
+// written is an entry (capped at MaxLogLine), without buffering across
+// writes, within the module's log budget (Instance.spendLog).
 type logWriter struct {
 	in    *Instance
 	level zapcore.Level
 }
 
-const maxLogLine = 16 << 10
-
 func (w *logWriter) Write(p []byte) (int, error) {
 	// Lines are cut off p one at a time: bytes.Split would allocate a
 	// slice header per line, 24 bytes per byte of a write of newlines.
-	for rest := p; len(rest) > 0 && w.in.logLeft >= 0; {
+	for rest := p; len(rest) > 0; {
 		line := rest
 		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
 			line, rest = rest[:i], rest[i+1:]
@@ -505,15 +501,13 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		if len(line) == 0 {
 			continue
 		}
-		if len(line) > maxLogLine {
-			line = line[:maxLogLine]
-		}
 		if ce := w.in.plugin.cfg.Logger.Check(w.level, ""); ce != nil {
+			line, cut := cutLogLine(line)
 			if !w.in.spendLog(len(line)) {
-				break
+				continue // dropped, and counted
 			}
 			ce.Message = string(line)
-			ce.Write()
+			ce.Write(cut...)
 		}
 	}
 	return len(p), nil

@@ -244,8 +244,11 @@ func (p *Plugin) Close() {
 }
 
 // runTicker calls proxy_on_tick on the dedicated instance every tick period
-// the module set. A failed tick discards the instance; a fresh one (started
-// and configured again) takes over at the next period.
+// the module set (at least MinTickPeriod). A failed tick discards the
+// instance; a fresh one (started and configured again) takes over at the
+// next period. Ticks cannot crowd out requests: a tick runs only in one of
+// the process's tickSlots, and the next one waits at least tickRest times
+// as long as the last one ran.
 func (p *Plugin) runTicker(in *Instance) {
 	defer close(p.done)
 	period := in.tickPeriod
@@ -260,22 +263,18 @@ func (p *Plugin) runTicker(in *Instance) {
 			return
 		case <-t.C:
 		}
-		if in == nil {
-			var err error
-			ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
-			in, err = p.newInstance(ctx)
-			cancel()
-			if err != nil {
-				p.cfg.Logger.Error("restarting the wasm plugin's tick instance", zap.Error(err))
-				t.Reset(period)
-				continue
+		select {
+		case tickSlots <- struct{}{}:
+		case <-p.stop:
+			if in != nil {
+				in.close()
 			}
+			return
 		}
-		if err := in.tick(); err != nil {
-			p.cfg.Logger.Error("wasm plugin tick failed; the instance is discarded", zap.Error(err))
-			in.close()
-			in = nil
-			t.Reset(period)
+		rest := p.tickOnce(&in)
+		<-tickSlots
+		if in == nil {
+			t.Reset(max(period, rest))
 			continue
 		}
 		if in.tickPeriod <= 0 {
@@ -285,8 +284,33 @@ func (p *Plugin) runTicker(in *Instance) {
 			return
 		}
 		period = in.tickPeriod
-		t.Reset(period)
+		t.Reset(max(period, rest))
 	}
+}
+
+// tickOnce runs one tick on *in, starting a fresh instance when it is nil
+// and setting it to nil when the tick (or the start) fails; rest is how
+// long the ticker waits at least before the next (tickRest times the
+// time it took).
+func (p *Plugin) tickOnce(in **Instance) (rest time.Duration) {
+	start := time.Now()
+	defer func() { rest = tickRest * time.Since(start) }()
+	if *in == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+		fresh, err := p.newInstance(ctx)
+		cancel()
+		if err != nil {
+			p.cfg.Logger.Error("restarting the wasm plugin's tick instance", zap.Error(err))
+			return
+		}
+		*in = fresh
+	}
+	if err := (*in).tick(); err != nil {
+		p.cfg.Logger.Error("wasm plugin tick failed; the instance is discarded", zap.Error(err))
+		(*in).close()
+		*in = nil
+	}
+	return
 }
 
 // Describe names the plugin in errors and logs.

@@ -33,6 +33,8 @@ type sharedStore struct {
 	// metrics: simple in-process counters and gauges
 	metricIDs map[string]uint32
 	metrics   []metric
+	// logs is the module's log budget: its plugins' entries together.
+	logs logBudget
 }
 
 type metric struct {
