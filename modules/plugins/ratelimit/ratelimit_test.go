@@ -21,8 +21,9 @@ func TestConfig(t *testing.T) {
 	plugintest.Config{
 		Type: "rate-limit",
 		Normalized: [][2]string{
-			{`{"limit":10}`, `{"limit":10,"window_s":60,"key":"ip","header_name":""}`},
-			{`{"limit":5,"window_s":1,"key":"header","header_name":"X-Tenant"}`, `{"limit":5,"window_s":1,"key":"header","header_name":"X-Tenant"}`},
+			{`{"limit":10}`, `{"limit":10,"window_s":60,"key":"ip","header_name":"","policy":"local","sync_interval_ms":0,"fault_tolerant":true}`},
+			{`{"limit":5,"window_s":1,"key":"header","header_name":"X-Tenant"}`, `{"limit":5,"window_s":1,"key":"header","header_name":"X-Tenant","policy":"local","sync_interval_ms":0,"fault_tolerant":true}`},
+			{`{"limit":5,"policy":"redis","sync_interval_ms":100,"fault_tolerant":false}`, `{"limit":5,"window_s":60,"key":"ip","header_name":"","policy":"redis","sync_interval_ms":100,"fault_tolerant":false}`},
 		},
 		Refused: map[string]string{
 			`{}`:                                 "config.limit: is required",
@@ -39,11 +40,17 @@ func TestConfig(t *testing.T) {
 			`{"limit":1,"key":"header","x":1}`:   "config.x: unknown field",
 			`{"limit":1,"key":null}`:             "config.key: must not be null",
 			`{"limit":1,"window_s":99999999999}`: "config.window_s: must be at most",
+			`{"limit":1,"policy":"memcached"}`:   "config.policy: must be one of",
+			`{"limit":1,"policy":"redis","sync_interval_ms":-1}`:     "config.sync_interval_ms: must be at least 0",
+			`{"limit":1,"policy":"redis","sync_interval_ms":600000}`: "config.sync_interval_ms: must be at most",
+			`{"limit":1,"sync_interval_ms":100}`:                     "config.sync_interval_ms: applies to the redis and cluster policies only",
+			`{"limit":1,"fault_tolerant":"yes"}`:                     "config.fault_tolerant: must be a boolean",
 		},
 		Caddyfile: [][2]string{
-			{"gateway_rate_limit 5", `{"handler":"gateway_rate_limit","limit":5,"window_s":60,"key":"ip","header_name":""}`},
-			{"gateway_rate_limit 2 30 {\n key header X-User\n}", `{"handler":"gateway_rate_limit","limit":2,"window_s":30,"key":"header","header_name":"X-User"}`},
-			{"gateway_rate_limit {\n limit 3\n key route\n}", `{"handler":"gateway_rate_limit","limit":3,"window_s":60,"key":"route","header_name":""}`},
+			{"gateway_rate_limit 5", `{"handler":"gateway_rate_limit","limit":5,"window_s":60,"key":"ip","header_name":"","policy":"local","sync_interval_ms":0,"fault_tolerant":true}`},
+			{"gateway_rate_limit 2 30 {\n key header X-User\n}", `{"handler":"gateway_rate_limit","limit":2,"window_s":30,"key":"header","header_name":"X-User","policy":"local","sync_interval_ms":0,"fault_tolerant":true}`},
+			{"gateway_rate_limit 2 {\n policy redis\n sync_interval_ms 50\n fault_tolerant false\n}", `{"handler":"gateway_rate_limit","limit":2,"window_s":60,"key":"ip","header_name":"","policy":"redis","sync_interval_ms":50,"fault_tolerant":false}`},
+			{"gateway_rate_limit {\n limit 3\n key route\n}", `{"handler":"gateway_rate_limit","limit":3,"window_s":60,"key":"route","header_name":"","policy":"local","sync_interval_ms":0,"fault_tolerant":true}`},
 		},
 		BadCaddyfile: []string{
 			"gateway_rate_limit",

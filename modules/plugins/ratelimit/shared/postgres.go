@@ -73,10 +73,11 @@ const sweepEvery = int(time.Minute / probeInterval)
 
 // PostgresStore counts in the PostgreSQL store the nodes share.
 type PostgresStore struct {
-	dsn    string
-	pool   *pgxpool.Pool
-	health health
-	stop   chan struct{}
+	dsn     string
+	timeout time.Duration // PostgresTimeout (longer in tests on a loaded machine)
+	pool    *pgxpool.Pool
+	health  health
+	stop    chan struct{}
 
 	mu       sync.Mutex
 	schemaOK bool
@@ -139,12 +140,13 @@ func NewPostgresStore(dsn string) (*PostgresStore, error) {
 		return nil, fmt.Errorf("cluster rate-limit store: %w", err)
 	}
 	cfg.MaxConns = 16
-	cfg.ConnConfig.ConnectTimeout = 2 * Timeout
+	cfg.MinConns = 4 // a take rarely waits for a connection's handshake
+	cfg.ConnConfig.ConnectTimeout = 2 * PostgresTimeout
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster rate-limit store: %w", err)
 	}
-	s := &PostgresStore{dsn: dsn, pool: pool, stop: make(chan struct{})}
+	s := &PostgresStore{dsn: dsn, timeout: PostgresTimeout, pool: pool, stop: make(chan struct{})}
 	probes := 0
 	go probeLoop(&s.health, s.stop, func(ctx context.Context) error {
 		if err := s.ensureSchema(ctx); err != nil {
@@ -196,7 +198,7 @@ func (s *PostgresStore) Take(ctx context.Context, key string, limit int64, windo
 	if !s.health.up.Load() {
 		return Counts{}, ErrUnavailable
 	}
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var vals []int64
 	err := s.pool.QueryRow(ctx, "SELECT gateway_rate_limit_take($1, $2, $3, $4, $5)",

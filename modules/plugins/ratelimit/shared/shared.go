@@ -21,9 +21,14 @@ import (
 	"go.uber.org/zap"
 )
 
-// Timeout bounds one take on a shared store: a store that has not answered
-// by then counts as unreachable for the request (docs/plugins.md).
-const Timeout = 100 * time.Millisecond
+// Timeout bounds one take on Redis, PostgresTimeout one on PostgreSQL (a
+// transaction taking a row lock, on the store the admin API also writes):
+// a store that has not answered by then counts as unreachable for the
+// request (docs/plugins.md).
+const (
+	Timeout         = 100 * time.Millisecond
+	PostgresTimeout = 250 * time.Millisecond
+)
 
 // probeInterval is how often a configured store is probed: its state is
 // visible without traffic, and a store found unreachable is retried by the
