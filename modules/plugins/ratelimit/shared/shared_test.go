@@ -12,7 +12,7 @@ import (
 )
 
 // waitUp waits until the store's probe found it up.
-func waitUp(t *testing.T, s Store) {
+func waitUp(t testing.TB, s Store) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !s.Up() {
