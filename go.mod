@@ -22,6 +22,11 @@ require github.com/coder/websocket v1.8.15
 require github.com/tetratelabs/wazero v1.12.0
 
 require (
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+)
+
+require (
 	github.com/letsencrypt/challtestsrv v1.4.2 // indirect
 	github.com/letsencrypt/pebble/v2 v2.10.1
 )

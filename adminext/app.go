@@ -20,6 +20,7 @@ import (
 	"github.com/caddy-gateway/gateway/modules/configref"
 	"github.com/caddy-gateway/gateway/modules/gwtls"
 	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/modules/plugins/ratelimit/shared"
 	"github.com/caddy-gateway/gateway/modules/router"
 )
 
@@ -137,7 +138,7 @@ func (a *App) Validate() error {
 	if a.Database == "postgres" && a.StoreDSN() == "" {
 		return fmt.Errorf("gateway: database postgres needs a DSN")
 	}
-	return nil
+	return a.CheckRedis()
 }
 
 // Start makes this config the live one: listeners are bound (kept when
@@ -158,6 +159,11 @@ func (a *App) attach() error {
 	cp, err := controlplane.For(a.Bootstrap, a.logger, withFeatures)
 	if err != nil {
 		return err
+	}
+	// The rate limits' Redis connection is the process's (kept across
+	// reloads while the URL is unchanged).
+	if err := shared.ConfigureRedis(a.RedisURL()); err != nil {
+		return fmt.Errorf("gateway redis: %w", err)
 	}
 	a.cp = cp
 	return nil

@@ -37,10 +37,10 @@ func features(rec *observe.Recorder) [][]*api.Endpoint {
 
 // withFeatures equips a new control plane: the store gets the
 // certificates' and wasm modules' tables and loads the modules the wasm
-// plugins run, wasm plugins get their module references, the request
-// recorder observes the proxied traffic, the certificates compile into the
-// tls app, and the admin API serves the features with the admin
-// authentication.
+// plugins run, wasm plugins get their module references, rate limits
+// their shared stores, the request recorder observes the proxied traffic,
+// the certificates compile into the tls app, and the admin API serves the
+// features with the admin authentication.
 func withFeatures(cp *controlplane.ControlPlane) error {
 	for _, t := range []storage.OwnedTable{certs.Table, wasmapi.Table} {
 		if err := cp.Store().AddTable(t); err != nil {
@@ -49,6 +49,10 @@ func withFeatures(cp *controlplane.ControlPlane) error {
 	}
 	cp.Store().AddSnapshotLoader(wasmapi.LoadSources)
 	cp.AddPluginRefs(wasmapi.PluginType, wasmapi.PluginRefs)
+	cp.AddPluginRefs("rate-limit", cluster.RateLimitRefs)
+	if err := cluster.ConfigureRateLimits(cp); err != nil {
+		return err
+	}
 	rec := observe.NewRecorder(cp)
 	a, err := api.New(cp, auth.New, flatten(features(rec)))
 	if err != nil {

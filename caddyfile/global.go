@@ -15,6 +15,7 @@
 //			health_interval 10s                 # optional
 //			wasm_memory_limit 1GiB              # optional: all wasm instances together
 //			max_header_size 16KiB               # optional: a proxied request's header section
+//			redis {env.GATEWAY_REDIS_URL}       # optional: the rate limits' Redis (policy redis)
 //		}
 //	}
 package caddyfile
@@ -85,6 +86,17 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 			}
 			if len(args) == 1 {
 				*dst = args[0]
+			}
+		case "redis":
+			// The rate limits' Redis URL; empty (an unset environment
+			// variable) means none. {env.VAR} keeps a password out of
+			// Caddy's JSON config (one written here is refused).
+			args := d.RemainingArgs()
+			if len(args) > 1 {
+				return nil, d.ArgErr()
+			}
+			if len(args) == 1 {
+				app.Redis = args[0]
 			}
 		case "caddy_admin":
 			if !d.AllArgs(&app.CaddyAdmin) {

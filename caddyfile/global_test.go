@@ -114,3 +114,36 @@ func TestGatewayOptionBesideSites(t *testing.T) {
 		}
 	}
 }
+
+// The shipped Caddyfile reads GATEWAY_REDIS_URL when connecting: the URL
+// and its password are not in the adapted config, and a password written
+// into the config itself is refused.
+func TestRedisOption(t *testing.T) {
+	src, err := os.ReadFile("../Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GATEWAY_REDIS_URL", "redis://gw:s3cret@127.0.0.1:6390/2")
+	gw := gatewayApp(adapt(t, string(src)))
+	if gw["redis"] != "{env.GATEWAY_REDIS_URL}" {
+		t.Fatalf("redis = %v", gw["redis"])
+	}
+	var boot controlplane.Bootstrap
+	raw, _ := json.Marshal(gw)
+	_ = json.Unmarshal(raw, &boot)
+	if boot.RedisURL() != "redis://gw:s3cret@127.0.0.1:6390/2" || boot.CheckRedis() != nil {
+		t.Fatalf("RedisURL %q, CheckRedis %v", boot.RedisURL(), boot.CheckRedis())
+	}
+	literal := controlplane.Bootstrap{Redis: "redis://gw:s3cret@127.0.0.1:6390/0"}
+	if err := literal.CheckRedis(); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("a literal password: %v", err)
+	}
+	for _, bad := range []string{"http://127.0.0.1:6379", "127.0.0.1:6379"} {
+		if (controlplane.Bootstrap{Redis: bad}).CheckRedis() == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if (controlplane.Bootstrap{Redis: "rediss://127.0.0.1:6380/1"}).CheckRedis() != nil {
+		t.Error("rediss:// refused")
+	}
+}

@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext/certs"
+	"github.com/caddy-gateway/gateway/adminext/controlplane"
 	"github.com/caddy-gateway/gateway/adminext/domain"
 	"github.com/caddy-gateway/gateway/adminext/pluginapi"
 	"github.com/caddy-gateway/gateway/adminext/wasmapi"
@@ -450,8 +452,15 @@ var pluginsKind = Kind{
 					return err
 				}
 			}
-			if err := prefix(it.path, pluginapi.CheckPlugin(r.CP, r.Tx, &p)); err != nil {
-				return err
+			if err := pluginapi.CheckPlugin(r.CP, r.Tx, &p); err != nil {
+				// A plugin this gateway cannot run (a rate limit on a
+				// store it lacks) is skipped, not refused.
+				var u *controlplane.Unsupported
+				if errors.As(err, &u) {
+					r.Skip("plugin", it.path, fmt.Sprintf("%s plugin: %s", p.Type, u.Error()))
+					return nil
+				}
+				return prefix(it.path, err)
 			}
 			return r.create(it.path, "plugins", &p)
 		})

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/modules/plugins/ratelimit/shared"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
@@ -16,7 +17,8 @@ func Endpoints() []*api.Endpoint {
 				"the configuration version it serves and when it started. A node that has not reported for 15 s is stale " +
 				"(stopped without leaving, partitioned from the database, or hung); a node that stops cleanly leaves the list, " +
 				"and rows of nodes gone for 24 h are deleted. On SQLite the list has this one node. " +
-				"Metrics, the recent-request buffer, the event stream and rate-limit counters are per node: ask each node.",
+				"Metrics, the recent-request buffer, the event stream and the counters of rate limits with policy local are per node: ask each node. " +
+				"rate_limit_stores (extension) is this node's view of the shared stores of the rate-limit policies redis and cluster.",
 			Response: Cluster{}, Handle: list},
 	}
 }
@@ -27,6 +29,14 @@ type Cluster struct {
 	NodeID        string `json:"node_id" doc:"The id of the node that answered."`
 	ConfigVersion int64  `json:"config_version" doc:"The stored configuration version: a node serving it is up to date."`
 	Nodes         []Node `json:"nodes" doc:"In id order."`
+	// Extension: the rate limits' shared stores.
+	RateLimitStores RateLimitStores `json:"rate_limit_stores" doc:"Extension: this node's connections to the shared stores of the rate-limit plugin's policies."`
+}
+
+// RateLimitStores is the state of the rate limits' shared stores.
+type RateLimitStores struct {
+	Redis   shared.Status `json:"redis" doc:"policy redis: the Redis of the gateway's redis option (GATEWAY_REDIS_URL), without credentials."`
+	Cluster shared.Status `json:"cluster" doc:"policy cluster: the PostgreSQL store (not configured on SQLite)."`
 }
 
 // Node is one gateway node: its stored row (storage.ClusterNode, the
@@ -47,7 +57,8 @@ func list(c *api.Call) (any, error) {
 	if err := db.Order("id").Find(&rows).Error; err != nil {
 		return nil, err
 	}
-	out := Cluster{Mode: c.CP.Store().Kind, ConfigVersion: version, Nodes: []Node{}}
+	out := Cluster{Mode: c.CP.Store().Kind, ConfigVersion: version, Nodes: []Node{},
+		RateLimitStores: RateLimitStores{Redis: shared.RedisStatus(), Cluster: shared.PostgresStatus()}}
 	if n := nodeOf(c.CP); n != nil {
 		out.NodeID = n.id
 	}

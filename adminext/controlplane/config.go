@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"crypto/tls"
+	"fmt"
+	"net/url"
 	"strings"
 	"sync/atomic"
 
@@ -70,6 +72,39 @@ type Bootstrap struct {
 	// a client may send there can be copied by request records,
 	// placeholders and route matching. Applies when a listener binds.
 	MaxHeaderBytes int `json:"max_header_bytes,omitempty"`
+	// Redis is the redis:// or rediss:// URL
+	// (redis://[user:password@]host:port/db) of the Redis server that the
+	// rate-limit plugin's redis policy counts in; empty: none. Caddy's
+	// global placeholders are replaced when connecting (RedisURL): the
+	// shipped Caddyfile's {env.GATEWAY_REDIS_URL} keeps the password out
+	// of Caddy's JSON config, and a password written here is refused
+	// (Validate). Applies at every load; an unchanged URL keeps its
+	// connections.
+	Redis string `json:"redis,omitempty"`
+}
+
+// RedisURL is Redis with Caddy's global placeholders replaced.
+func (a Bootstrap) RedisURL() string { return replacePlaceholders(a.Redis) }
+
+// CheckRedis refuses a Redis URL whose password is written into the
+// config itself (placeholders aside), and a URL that is not redis:// or
+// rediss:// once they are replaced.
+func (a Bootstrap) CheckRedis() error {
+	if a.Redis == "" {
+		return nil
+	}
+	if u, err := url.Parse(a.Redis); err == nil && u.User != nil {
+		if _, set := u.User.Password(); set {
+			return fmt.Errorf("gateway redis: the URL holds a password, which Caddy's config would show; set it in an environment variable and write {env.VAR} (the shipped Caddyfile: GATEWAY_REDIS_URL)")
+		}
+	}
+	if raw := a.RedisURL(); raw != "" {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			return fmt.Errorf("gateway redis: want redis://[user:password@]host:port/db or rediss://…")
+		}
+	}
+	return nil
 }
 
 // DefaultMaxHeaderBytes is MaxHeaderBytes' default, Caddy's.

@@ -6,6 +6,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/caddy-gateway/gateway/adminext/compiler"
+	"github.com/caddy-gateway/gateway/schema"
 	"github.com/caddy-gateway/gateway/storage"
 )
 
@@ -52,3 +53,12 @@ func (cp *ControlPlane) pluginInternals() map[string]compiler.TypeInternals {
 	}
 	return out
 }
+
+// Unsupported is a Check error for a plugin this gateway cannot run as
+// configured (a rate limit counting in a store it lacks): a 400 naming the
+// field on a write, a skipped plugin with the message as its reason on an
+// import.
+type Unsupported struct{ *schema.FieldError }
+
+// Unwrap gives the field error (the admin API answers it 400).
+func (u *Unsupported) Unwrap() error { return u.FieldError }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/modules/plugins/ratelimit/shared"
 	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/modules/streams"
 )
@@ -264,6 +265,10 @@ var (
 		"Responses with status 500 or above per route.", []string{"route_id", "route"}, nil)
 	consumerRequestsDesc = prometheus.NewDesc("gateway_consumer_requests_total",
 		"Requests per authenticated consumer.", []string{"consumer_id", "consumer"}, nil)
+	rateLimitStoreUpDesc = prometheus.NewDesc("gateway_rate_limit_store_up",
+		"1 when the shared store of a rate-limit policy (redis, cluster) answered its last take or probe, 0 when not; absent when not configured.", []string{"policy"}, nil)
+	rateLimitFallbacksDesc = prometheus.NewDesc("gateway_rate_limit_fallbacks_total",
+		"Requests of a shared rate-limit policy counted on this node alone because its store was unreachable (fault_tolerant).", []string{"policy"}, nil)
 )
 
 func (c scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -274,6 +279,8 @@ func (c scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- routeRequestsDesc
 	ch <- routeErrorsDesc
 	ch <- consumerRequestsDesc
+	ch <- rateLimitStoreUpDesc
+	ch <- rateLimitFallbacksDesc
 }
 
 func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -296,6 +303,19 @@ func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		label := strconv.FormatInt(id, 10)
 		ch <- prometheus.MustNewConstMetric(streamActiveDesc, prometheus.GaugeValue, float64(n.Active), label)
 		ch <- prometheus.MustNewConstMetric(streamTotalDesc, prometheus.CounterValue, float64(n.Total), label)
+	}
+	for _, p := range []struct {
+		policy string
+		st     shared.Status
+	}{{"redis", shared.RedisStatus()}, {"cluster", shared.PostgresStatus()}} {
+		if p.st.Configured {
+			up := 0.0
+			if p.st.Up {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(rateLimitStoreUpDesc, prometheus.GaugeValue, up, p.policy)
+		}
+		ch <- prometheus.MustNewConstMetric(rateLimitFallbacksDesc, prometheus.CounterValue, float64(p.st.Fallbacks), p.policy)
 	}
 	c.m.collectCounts(ch)
 }

@@ -10,15 +10,19 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/caddy-gateway/gateway/modules/clientid"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
+	"github.com/caddy-gateway/gateway/modules/plugins/ratelimit/shared"
 	"github.com/caddy-gateway/gateway/modules/plugins/ratelimit/slidingwindow"
 	"github.com/caddy-gateway/gateway/schema"
 )
@@ -34,14 +38,22 @@ type RateLimit struct {
 	Key              string `json:"key" schema:"enum=ip|consumer|route|service|global|header" doc:"What is counted separately: client ip, authenticated consumer (falls back to ip), route, service, one global counter, or the value of header_name (falls back to ip when absent)."`
 	HeaderName       string `json:"header_name" schema:"header_name" doc:"Request header whose value is the key (key header)."`
 	IPv6PrefixLength int    `json:"ipv6_prefix_length" schema:"min=1,max=128" doc:"Extension. Prefix length an IPv6 client is counted by wherever the key is the client ip (also the fallback of consumer and header): every address of one /64 is one client by default, as one subscriber's network is; 128 counts each address. An IPv4-mapped IPv6 address (::ffff:203.0.113.8) always counts as its IPv4 address. The admin API's failed-login limit counts clients the same way (per /64)."`
+	// Extension: where the counters live, as Kong's rate-limiting policy.
+	Policy         string `json:"policy" schema:"enum=local|redis|cluster" doc:"Where the counters live (extension). local: on each node (a limit of N lets N through per node); redis: in the gateway's Redis (Caddyfile gateway { redis <url> }, GATEWAY_REDIS_URL in the shipped Caddyfile; 400 when none is configured); cluster: in the PostgreSQL store the nodes share (400 on SQLite). The shared policies count every request on the store's clock with one atomic step, so a limit of N lets N through across all nodes; they survive config reloads like local counters."`
+	SyncIntervalMS int64  `json:"sync_interval_ms" schema:"min=0,max=60000" doc:"redis and cluster (extension): 0 counts every request in the shared store (exact). Above 0 each node decides from the shared counts of its last exchange plus its own requests since, and exchanges every interval: a window then admits at most the limit plus what the other nodes admitted within one interval, and never more than the number of nodes times the limit. Must be 0 for local."`
+	FaultTolerant  bool   `json:"fault_tolerant" doc:"redis and cluster (extension): when the shared store does not answer within 100 ms (Redis) or 250 ms (PostgreSQL) or is known to be down (probed every 500 ms), count on this node alone (logged once a minute, counted by gateway_rate_limit_fallbacks_total) until it answers again; false answers 503 instead. Default true."`
 
 	plugins.Instance
 	plugins.Held
 
-	store  *slidingwindow.Store
-	prefix string
-	window time.Duration
-	limit  string // Limit, formatted once for the RateLimit-Limit header
+	store        *slidingwindow.Store
+	prefix       string
+	sharedPrefix string // the instance's key in a shared store (no NUL: PostgreSQL text)
+	window       time.Duration
+	syncInterval time.Duration
+	limit        string // Limit, formatted once for the RateLimit-Limit header
+	logger       *zap.Logger
+	syncer       atomic.Pointer[shared.Syncer]
 }
 
 // The response headers' canonical forms (http.Header keys): set without
@@ -57,7 +69,7 @@ var (
 func (*RateLimit) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[RateLimit]("rate-limit") }
 
 // Provision implements caddy.Provisioner.
-func (rl *RateLimit) Provision(caddy.Context) error {
+func (rl *RateLimit) Provision(ctx caddy.Context) error {
 	if rl.IPv6PrefixLength == 0 {
 		// a config written before the field existed
 		rl.IPv6PrefixLength = clientid.DefaultIPv6Prefix
@@ -65,11 +77,14 @@ func (rl *RateLimit) Provision(caddy.Context) error {
 	if err := schema.Check(rl); err != nil {
 		return err
 	}
+	rl.logger = ctx.Logger()
+	rl.syncInterval = time.Duration(rl.SyncIntervalMS) * time.Millisecond
 	rl.store = counters
 	rl.window = time.Duration(rl.WindowS) * time.Second
 	rl.limit = strconv.FormatInt(rl.Limit, 10)
 	// counters are kept per instance (see InstanceID)
 	rl.prefix = plugins.InstanceKey(rl.InstanceID, rl) + "\x00"
+	rl.sharedPrefix = plugins.InstanceKey(rl.InstanceID, rl) + "/"
 	rl.Held = instances.Hold(rl.prefix) // Cleanup releases the counters
 	return nil
 }
@@ -78,6 +93,9 @@ func (rl *RateLimit) Provision(caddy.Context) error {
 func (rl *RateLimit) Validate() error {
 	if rl.Key == "header" && rl.HeaderName == "" {
 		return schema.Errorf("header_name", "is required when key is header")
+	}
+	if rl.Policy == "local" && rl.SyncIntervalMS != 0 {
+		return schema.Errorf("sync_interval_ms", "applies to the redis and cluster policies only; must be 0 with policy local")
 	}
 	return nil
 }
@@ -89,7 +107,17 @@ func (rl *RateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 		store = counters
 	}
 	var buf [128]byte
-	res := store.TakeBytes(rl.key(buf[:0], r), rl.Limit, rl.window)
+	var res slidingwindow.Result
+	switch rl.Policy {
+	case "redis", "cluster":
+		var ok bool
+		if res, ok = rl.takeShared(r, store); !ok {
+			gwctx.WriteError(w, http.StatusServiceUnavailable, "rate limit store unreachable")
+			return nil
+		}
+	default:
+		res = store.TakeBytes(rl.key(buf[:0], r), rl.Limit, rl.window)
+	}
 	// The header values: the numbers formatted into one string, and one
 	// backing array of values, each capacity-limited so an append to one
 	// never writes into another (the gateway's writer has room for it).
@@ -114,6 +142,95 @@ func (rl *RateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 		return nil
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// takeShared counts the request in the policy's shared store (directly,
+// or through the node's syncer when sync_interval_ms is above 0). When the
+// store is unreachable the request is counted in local (fault_tolerant) or
+// ok is false (503).
+func (rl *RateLimit) takeShared(r *http.Request, local *slidingwindow.Store) (res slidingwindow.Result, ok bool) {
+	store := rl.sharedStore()
+	window := rl.window
+	if window <= 0 { // not provisioned
+		window = time.Minute
+	}
+	kind, value := rl.keyOf(r)
+	if kind == kindIP {
+		value = string(clientid.AppendKey(nil, value, rl.IPv6PrefixLength))
+	}
+	if kind == "header:" && !utf8.ValidString(value) {
+		sum := sha256.Sum256([]byte(value))
+		value = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	key := rl.sharedPrefix + kind + value
+	var c shared.Counts
+	err := shared.ErrUnavailable
+	if store != nil {
+		var syncer *shared.Syncer
+		if rl.syncInterval > 0 {
+			syncer = rl.syncerFor(store)
+		}
+		held, synced := false, true
+		if syncer != nil {
+			c, held, synced = syncer.Take(key, rl.Limit, window, time.Now())
+		}
+		switch {
+		case held && synced:
+			err = nil
+		case held:
+			// Decided from this node's counts alone: the store is down.
+		default:
+			c, err = store.Take(r.Context(), key, rl.Limit, window, 1, true)
+			if err == nil && syncer != nil {
+				syncer.Seed(key, rl.Limit, window, c)
+			}
+		}
+		if held && !synced && rl.FaultTolerant {
+			shared.NoteFallback(rl.logger, rl.Policy, true, shared.ErrUnavailable)
+			return rl.outcome(c, window), true
+		}
+	}
+	if err == nil {
+		return rl.outcome(c, window), true
+	}
+	if !rl.FaultTolerant {
+		shared.NoteFallback(rl.logger, rl.Policy, false, err)
+		return res, false
+	}
+	shared.NoteFallback(rl.logger, rl.Policy, true, err)
+	var buf [128]byte
+	return local.TakeBytes(rl.key(buf[:0], r), rl.Limit, window), true
+}
+
+func (rl *RateLimit) outcome(c shared.Counts, window time.Duration) slidingwindow.Result {
+	return slidingwindow.Outcome(c.Allowed, float64(c.Prev), float64(c.Curr), slidingwindow.Frac(c.Now, window), rl.Limit, window)
+}
+
+// sharedStore is the policy's store of the process (nil: none).
+func (rl *RateLimit) sharedStore() shared.Store {
+	switch rl.Policy {
+	case "redis":
+		if s := shared.Redis(); s != nil {
+			return s
+		}
+	case "cluster":
+		if s := shared.Postgres(); s != nil {
+			return s
+		}
+	}
+	return nil
+}
+
+// syncerFor is the process's syncer of store at the instance's interval,
+// remembered by the instance (the store changes only when the gateway's
+// connection settings do).
+func (rl *RateLimit) syncerFor(store shared.Store) *shared.Syncer {
+	if s := rl.syncer.Load(); s != nil && s.Store() == store {
+		return s
+	}
+	s := shared.SyncerFor(store, rl.syncInterval)
+	rl.syncer.Store(s)
+	return s
 }
 
 // key appends the request's counter key in the store to dst: the
@@ -181,6 +298,9 @@ func (rl *RateLimit) SetDefaults() {
 	rl.Key = "ip"
 	rl.HeaderName = ""
 	rl.IPv6PrefixLength = clientid.DefaultIPv6Prefix
+	rl.Policy = "local"
+	rl.SyncIntervalMS = 0
+	rl.FaultTolerant = true
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
@@ -192,6 +312,9 @@ func (rl *RateLimit) SetDefaults() {
 //	    key ip|consumer|route|service|global|header [<header_name>]
 //	    header_name <name>
 //	    ipv6_prefix_length <bits>
+//	    policy local|redis|cluster
+//	    sync_interval_ms <ms>
+//	    fault_tolerant true|false
 //	}
 func (rl *RateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return plugins.UnmarshalCaddyfile(d, rl, plugins.Syntax{

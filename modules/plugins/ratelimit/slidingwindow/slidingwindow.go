@@ -124,14 +124,32 @@ func (s *Store) TakeBytes(key []byte, limit int64, window time.Duration) Result 
 		e.prev, e.curr, e.idx = 0, 0, idx
 	}
 	e.lastSeen = ns
-	lim := float64(limit)
-	e.limit = lim
+	e.limit = float64(limit)
 
-	est := e.prev*(1-frac) + e.curr
-	untilEnd := time.Duration((1 - frac) * float64(window))
-	if est < lim {
+	allowed := e.prev*(1-frac)+e.curr < float64(limit)
+	if allowed {
 		e.curr++
-		est++
+	}
+	return Outcome(allowed, e.prev, e.curr, frac, limit, window)
+}
+
+// Frac is how much of its fixed window of length window has passed at
+// now: the weight 1-Frac of the previous window in the sliding estimate.
+func Frac(now time.Time, window time.Duration) float64 {
+	ns := now.UnixNano()
+	idx := ns / int64(window)
+	return float64(ns-idx*int64(window)) / float64(window)
+}
+
+// Outcome is the Result of a take against limit per window whose fixed
+// windows held prev and curr hits (curr counting the request when it was
+// allowed), frac of the current fixed window having passed. The local
+// store and the shared ones (package ratelimit/shared) decide alike.
+func Outcome(allowed bool, prev, curr, frac float64, limit int64, window time.Duration) Result {
+	lim := float64(limit)
+	untilEnd := time.Duration((1 - frac) * float64(window))
+	if allowed {
+		est := prev*(1-frac) + curr
 		return Result{
 			Allowed:   true,
 			Limit:     limit,
@@ -141,12 +159,12 @@ func (s *Store) TakeBytes(key []byte, limit int64, window time.Duration) Result 
 	}
 	// Earliest time the estimate drops below the limit.
 	var retry time.Duration
-	if e.prev > 0 && e.curr < lim {
-		retry = time.Duration((1 - frac - (lim-e.curr)/e.prev) * float64(window))
+	if prev > 0 && curr < lim {
+		retry = time.Duration((1 - frac - (lim-curr)/prev) * float64(window))
 	} else {
 		retry = untilEnd
-		if e.curr > 0 && e.curr >= lim {
-			retry += time.Duration((1 - lim/e.curr) * float64(window))
+		if curr > 0 && curr >= lim {
+			retry += time.Duration((1 - lim/curr) * float64(window))
 		}
 	}
 	if retry < 0 {
