@@ -1,179 +1,89 @@
 package tests
 
 import (
-	"encoding/base64"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
-	"github.com/caddy-gateway/gateway/adminext/wasmapi"
-	wasmhostile "github.com/caddy-gateway/gateway/modules/wasm/wasmlimits/hostile"
+	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 )
 
-var builtGateway struct {
-	once sync.Once
-	path string
-	err  error
-}
+// TestWasmTickAndLogFloodIsBounded: a module that asks for a tick every
+// millisecond and logs 16 × 16 KiB a tick, attached to a route, writes to
+// the gateway's log at most its budget a second (entries cut at
+// MaxLogLine), one summary line a second says how many entries were
+// dropped, its ticks come at most every MinTickPeriod, and routes keep
+// serving meanwhile. Counts of lines and bytes, no timings.
+func TestWasmTickAndLogFloodIsBounded(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "gateway.log")
+	g := testgw.Start(t, &testgw.Options{LogFile: file})
+	svc := g.Service("s", testgw.Addr(testgw.Echo(t, "up")))
+	g.Route("other", svc, testgw.Paths("/other"))
+	uploadModule(t, g, map[string]any{"name": "flood", "wat": watFile(t, "flood.wat")})
 
-// gatewayBinary builds cmd/caddy from this tree once per test run (the
-// tests that must run the gateway as a child process).
-func gatewayBinary(t *testing.T) string {
-	t.Helper()
-	builtGateway.once.Do(func() {
-		dir, err := os.MkdirTemp("", "gateway-bin")
-		if err != nil {
-			builtGateway.err = err
-			return
+	start := time.Now()
+	_, pid := wasmRoute(t, g, svc, "/flood", "flood", nil)
+	served := 0
+	for i := 0; i < 40; i++ {
+		for _, path := range []string{"/other", "/flood"} {
+			if p := send(t, g, "GET", path, nil); p.Status != 200 {
+				t.Fatalf("GET %s while the module floods: %d %s", path, p.Status, p.Body)
+			}
+			served++
 		}
-		builtGateway.path = filepath.Join(dir, "caddy")
-		build := exec.Command("go", "build", "-o", builtGateway.path, "./cmd/caddy")
-		build.Dir = testgw.RepoRoot()
-		if out, err := build.CombinedOutput(); err != nil {
-			builtGateway.err = fmt.Errorf("building the gateway: %v\n%s", err, out)
-		}
-	})
-	if builtGateway.err != nil {
-		t.Fatal(builtGateway.err)
+		time.Sleep(50 * time.Millisecond)
 	}
-	return builtGateway.path
-}
+	g.Must("DELETE", "/api/v1/plugins/"+itoa(pid), nil) // the ticks stop
+	elapsed := time.Since(start)
+	time.Sleep(1500 * time.Millisecond) // the last second's summary
+	if served != 80 {
+		t.Fatalf("served %d of 80 requests", served)
+	}
 
-// TestHostileModulesCannotKillTheGateway runs the gateway as a child
-// process limited to 2 GiB of address space and sends every module of the
-// hostile corpus (counts at their type's maximum in every section, the
-// 2^32-1-locals and 2^32-1-names modules, truncated and overlapping
-// sections, deep nesting) through an upload and an import: each is a 400
-// naming the field, within the admin client's timeout, and the process
-// lives and still takes a valid module. Without the declared-count check
-// the first module makes the runtime's decoder allocate 4 GiB: the process
-// dies.
-func TestHostileModulesCannotKillTheGateway(t *testing.T) {
-	p := testgw.NewProcess(t, "gateway", gatewayBinary(t),
-		"GATEWAY_HTTP_LISTEN="+testgw.FreeAddr(t), "GATEWAY_HTTPS_LISTEN="+testgw.FreeAddr(t))
-	p.AddressSpace = 2 << 30
-	p.Start()
-	p.WaitLoaded(60 * time.Second)
-	// alive fails the test when the process has died; an answer of
-	// status 0 (no answer) gives it the time to be seen dying.
-	alive := func(what string, status int) {
-		t.Helper()
-		grace := time.Duration(0)
-		if status == 0 {
-			grace = 10 * time.Second
+	// Seconds the module may have logged in (whole seconds touched).
+	seconds := int(elapsed/time.Second) + 2
+	var entries, bytes, summaries int
+	var dropped float64
+	var uncut string // an entry over MaxLogLine, or not saying it was cut
+	for _, l := range logLines(t, file) {
+		logger, _ := l["logger"].(string)
+		if !strings.Contains(logger, "gateway_wasm") {
+			continue
 		}
-		select {
-		case <-p.Done():
-			t.Fatalf("the gateway died after %s: %v\n%s", what, p.Err(), tail(p.Logs.String(), 3000))
-		case <-time.After(grace):
+		msg, _ := l["msg"].(string)
+		switch {
+		case strings.Trim(msg, "x") == "":
+			entries++
+			bytes += len(msg)
+			if len(msg) > proxywasm.MaxLogLine || l["cut"] != true || l["message_bytes"] != float64(16384) {
+				uncut = fmt.Sprintf("an entry of %d bytes, cut %v, message_bytes %v", len(msg), l["cut"], l["message_bytes"])
+			}
+		case strings.Contains(msg, "log entries dropped"):
+			summaries++
+			n, _ := l["dropped_entries"].(float64)
+			dropped += n
 		}
 	}
-	for _, m := range wasmhostile.Corpus() {
-		b64 := base64.StdEncoding.EncodeToString(m.Wasm)
-		st, body := p.Do("POST", "/api/v1/wasm-modules", map[string]any{"name": "hostile", "wasm_base64": b64})
-		alive("uploading "+m.Name, st)
-		if st != 400 || !strings.Contains(string(body), `"wasm_base64: `) {
-			t.Errorf("upload %s: %d %s", m.Name, st, body)
-		}
-		st, body = p.Do("POST", "/api/v1/import", map[string]any{"format": "gateway-export", "version": 1,
-			"wasm_modules": []any{map[string]any{"name": "hostile", "wasm_base64": b64}}})
-		alive("importing "+m.Name, st)
-		if st != 400 || !strings.Contains(string(body), `"wasm_modules[0].wasm_base64: `) {
-			t.Errorf("import %s: %d %s", m.Name, st, body)
-		}
+	t.Logf("%v: %d entries (%d bytes) logged, %d summaries, %v entries dropped", elapsed, entries, bytes, summaries, dropped)
+	if entries == 0 {
+		t.Fatal("the module's entries never reached the log")
 	}
-	p.Must("POST", "/api/v1/wasm-modules", map[string]any{"name": "minimal", "wat": testgw.MinimalWAT})
-	if st, body := p.Do("GET", "/api/v1/wasm-modules", nil); st != 200 || strings.Count(string(body), `"name"`) != 1 {
-		t.Fatalf("stored modules: %d %s", st, body)
+	if entries > seconds*proxywasm.LogLinesPerSecond || bytes > seconds*proxywasm.LogBytesPerSecond {
+		t.Errorf("%d entries, %d bytes in at most %d seconds: over the log budget", entries, bytes, seconds)
 	}
-	alive("the corpus", 1)
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
+	if uncut != "" {
+		t.Errorf("%s, want entries cut at %d bytes", uncut, proxywasm.MaxLogLine)
 	}
-	return s
-}
-
-// nestedLoopsWAT is the minimal module with a function of n nested loops:
-// within the compile limits, and seconds of the compiler (different n are
-// different modules, which the runtime's cache does not share).
-func nestedLoopsWAT(n int) string {
-	body := strings.Repeat("loop\n", n) + strings.Repeat("end\n", n)
-	return strings.Replace(testgw.MinimalWAT, `(func (export "proxy_on_vm_start")`,
-		"(func\n"+body+`)`+`(func (export "proxy_on_vm_start")`, 1)
-}
-
-// TestSlowModuleCheckDoesNotHoldUpChanges: while a WAT module that takes
-// the compiler seconds is being checked, an unrelated POST
-// /api/v1/services on a gateway whose routes run a wasm plugin (so every
-// change loads a configuration with a compiled module) answers before the
-// check has ended. It used to wait for it: the compiled-module cache was
-// locked while a module compiled.
-func TestSlowModuleCheckDoesNotHoldUpChanges(t *testing.T) {
-	g := testgw.Start(t, nil)
-	svc := g.Service("s")
-	uploadModule(t, g, map[string]any{"name": "minimal", "wat": testgw.MinimalWAT})
-	wasmRoute(t, g, svc, "/w", "minimal", nil)
-
-	started := make(chan struct{})
-	var ended atomic.Bool
-	hook := func(name string) func() {
-		if name != "slow" {
-			return func() {}
-		}
-		close(started)
-		return func() { ended.Store(true) }
+	if summaries == 0 || summaries > seconds || dropped == 0 {
+		t.Fatalf("%d summary lines (%v entries dropped) in at most %d seconds: want one a second with drops", summaries, dropped, seconds)
 	}
-	wasmapi.CheckHook.Store(&hook)
-	defer wasmapi.CheckHook.Store(nil)
-
-	type answer struct {
-		status int
-		body   []byte
-	}
-	upload := make(chan answer, 1)
-	go func() {
-		st, b := g.DoFor(t, "POST", "/api/v1/wasm-modules", map[string]any{"name": "slow", "wat": nestedLoopsWAT(12_000)})
-		upload <- answer{st, b}
-	}()
-	<-started
-	g.Must("POST", "/api/v1/services", map[string]any{"name": "unrelated"})
-	if ended.Load() {
-		t.Fatal("POST /api/v1/services answered only after the slow module's check had ended")
-	}
-	a := <-upload
-	if a.status != 200 && !(a.status == 400 && strings.Contains(string(a.body), "took longer than the limit")) {
-		t.Fatalf("slow upload: %d %s", a.status, a.body)
-	}
-}
-
-// TestModuleCheckTimeLimit: a module whose check takes longer than the
-// limit is 400 naming the limit and the field, through an upload and an
-// import (the limit shortened here: the default is 30 s), and nothing is
-// stored.
-func TestModuleCheckTimeLimit(t *testing.T) {
-	g := testgw.Start(t, nil)
-	defer wasmapi.SetCheckTime(200 * time.Millisecond)()
-	g.WantError(400, "POST", "/api/v1/wasm-modules", map[string]any{"name": "slow", "wat": nestedLoopsWAT(12_001)},
-		"wat: ", "took longer than the limit of 200ms")
-	// the slot is held until the compiler has stopped: give it the time
-	restore := wasmapi.SetCheckTime(time.Minute)
-	g.WantError(400, "POST", "/api/v1/import", map[string]any{"format": "gateway-export", "version": 1,
-		"wasm_modules": []any{map[string]any{"name": "bad", "wat": "(module"}}}, "wasm_modules[0].wat: ")
-	restore()
-	g.WantError(400, "POST", "/api/v1/import", map[string]any{"format": "gateway-export", "version": 1,
-		"wasm_modules": []any{map[string]any{"name": "slow", "wat": nestedLoopsWAT(12_002)}}},
-		"wasm_modules[0].wat: ", "took longer than the limit of 200ms")
-	if mods := g.List("/api/v1/wasm-modules"); len(mods) != 0 {
-		t.Fatalf("stored: %v", mods)
+	// 16 entries a tick: the ticks the module had, at most one every
+	// MinTickPeriod.
+	ticks := (entries + int(dropped)) / 16
+	if most := int(elapsed/proxywasm.MinTickPeriod) + 2; ticks > most {
+		t.Fatalf("%d ticks in %v: more than one every %v", ticks, elapsed, proxywasm.MinTickPeriod)
 	}
 }
