@@ -3,11 +3,9 @@ package tests
 import (
 	"encoding/base64"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,33 +15,17 @@ import (
 	wasmhostile "github.com/caddy-gateway/gateway/modules/wasm/wasmlimits/hostile"
 )
 
-var builtGateway struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// gatewayBinary builds cmd/caddy from this tree once per test run (the
-// tests that must run the gateway as a child process).
+// gatewayBinary builds cmd/caddy from this tree into the test's temporary
+// folder (the tests that must run the gateway as a child process).
 func gatewayBinary(t *testing.T) string {
 	t.Helper()
-	builtGateway.once.Do(func() {
-		dir, err := os.MkdirTemp("", "gateway-bin")
-		if err != nil {
-			builtGateway.err = err
-			return
-		}
-		builtGateway.path = filepath.Join(dir, "caddy")
-		build := exec.Command("go", "build", "-o", builtGateway.path, "./cmd/caddy")
-		build.Dir = testgw.RepoRoot()
-		if out, err := build.CombinedOutput(); err != nil {
-			builtGateway.err = fmt.Errorf("building the gateway: %v\n%s", err, out)
-		}
-	})
-	if builtGateway.err != nil {
-		t.Fatal(builtGateway.err)
+	path := filepath.Join(t.TempDir(), "caddy")
+	build := exec.Command("go", "build", "-o", path, "./cmd/caddy")
+	build.Dir = testgw.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the gateway: %v\n%s", err, out)
 	}
-	return builtGateway.path
+	return path
 }
 
 // TestHostileModulesCannotKillTheGateway runs the gateway as a child
@@ -175,5 +157,36 @@ func TestModuleCheckTimeLimit(t *testing.T) {
 		"wasm_modules[0].wat: ", "took longer than the limit of 200ms")
 	if mods := g.List("/api/v1/wasm-modules"); len(mods) != 0 {
 		t.Fatalf("stored: %v", mods)
+	}
+}
+
+// TestModuleChecksOneAtATime: two slow uploads sent together are checked
+// one after the other (the second check starts when the first has
+// ended), and both are answered.
+func TestModuleChecksOneAtATime(t *testing.T) {
+	g := testgw.Start(t, nil)
+	var running, overlapped atomic.Int32
+	hook := func(string) func() {
+		if running.Add(1) > 1 {
+			overlapped.Add(1)
+		}
+		return func() { running.Add(-1) }
+	}
+	wasmapi.CheckHook.Store(&hook)
+	defer wasmapi.CheckHook.Store(nil)
+	done := make(chan int, 2)
+	for i, n := range []int{6_000, 6_001} {
+		go func() {
+			st, _ := g.DoFor(t, "POST", "/api/v1/wasm-modules", map[string]any{"name": fmt.Sprintf("slow%d", i), "wat": nestedLoopsWAT(n)})
+			done <- st
+		}()
+	}
+	for range 2 {
+		if st := <-done; st != 200 {
+			t.Errorf("upload: %d", st)
+		}
+	}
+	if overlapped.Load() != 0 {
+		t.Fatal("two module checks ran at once")
 	}
 }
