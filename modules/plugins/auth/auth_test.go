@@ -111,6 +111,7 @@ var configs = []plugintest.Config{
 		Normalized: [][2]string{
 			{``, `{"key_names":["apikey"],"hide_credentials":false,"anonymous":""}`},
 			{`{}`, `{"key_names":["apikey"],"hide_credentials":false,"anonymous":""}`},
+			{`{"anonymous":"guest"}`, `{"key_names":["apikey"],"hide_credentials":false,"anonymous":"guest"}`},
 			{`{"key_names":["X-API-Key","k"],"hide_credentials":true}`, `{"key_names":["X-API-Key","k"],"hide_credentials":true,"anonymous":""}`},
 		},
 		Refused: map[string]string{

@@ -52,7 +52,7 @@ var basicAuthKind = consumers.Kind{
 type BasicAuth struct {
 	Realm           string `json:"realm" schema:"minLength=1,maxLength=256" doc:"Realm sent in WWW-Authenticate on 401 answers."`
 	HideCredentials bool   `json:"hide_credentials" doc:"Remove the Authorization header before proxying."`
-	anonymous
+	AnonymousConsumer
 
 	inline // standalone use: an inline consumer table
 

@@ -198,7 +198,7 @@ func checkConsumers(list []consumers.Consumer) error {
 	return nil
 }
 
-// anonymous is the anonymous consumer of the auth plugins (key-auth,
+// AnonymousConsumer is the anonymous consumer of the auth plugins (key-auth,
 // basic-auth, jwt, openid-connect), as in Kong: a request without
 // credentials passes as that consumer, marked X-Anonymous-Consumer: true
 // upstream; invalid credentials are still refused. With it, several auth
@@ -206,21 +206,21 @@ func checkConsumers(list []consumers.Consumer) error {
 // anonymous is set lets through a request an earlier plugin already
 // authenticated with real credentials, and a later plugin may replace
 // an earlier one's anonymous consumer with the one its credentials name.
-type anonymous struct {
+type AnonymousConsumer struct {
 	Anonymous string `json:"anonymous" schema:"maxLength=255" doc:"Username (or id) of the consumer a request without credentials passes as, with X-Anonymous-Consumer: true upstream; empty (the default): such a request is refused. Invalid credentials are refused either way. With anonymous set, a request an earlier auth plugin of the chain authenticated passes unchecked, so that several auth plugins on one route accept any one of their credentials. A name that matches no consumer answers 500 (the configuration is wrong), as in Kong."`
 }
 
 // authenticatedBefore reports whether this plugin has an anonymous
 // consumer and an earlier auth plugin authenticated the request with
 // credentials: the plugin then lets it through unchecked.
-func (a *anonymous) authenticatedBefore(info *gwctx.Info) bool {
+func (a *AnonymousConsumer) authenticatedBefore(info *gwctx.Info) bool {
 	return a.Anonymous != "" && info.Consumer != nil && !info.Anonymous
 }
 
 // admitAnonymous serves a request without credentials: as the anonymous
 // consumer when there is one (true), else not at all (false: the caller
 // answers 401).
-func (a *anonymous) admitAnonymous(w http.ResponseWriter, r *http.Request, info *gwctx.Info, table *consumers.Table, next caddyhttp.Handler) (bool, error) {
+func (a *AnonymousConsumer) admitAnonymous(w http.ResponseWriter, r *http.Request, info *gwctx.Info, table *consumers.Table, next caddyhttp.Handler) (bool, error) {
 	if a.Anonymous == "" {
 		return false, nil
 	}

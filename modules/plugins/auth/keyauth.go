@@ -39,7 +39,7 @@ var keyAuthKind = consumers.Kind{
 type KeyAuth struct {
 	KeyNames        []string `json:"key_names" schema:"header_name,minLength=1,minItems=1,maxItems=32" doc:"Names looked up as request headers, then as query parameters, for the API key."`
 	HideCredentials bool     `json:"hide_credentials" doc:"Remove the key (header or query parameter) before proxying."`
-	anonymous
+	AnonymousConsumer
 
 	inline // standalone use: an inline consumer table
 

@@ -49,7 +49,7 @@ type OpenIDConnect struct {
 	RedirectPath     string   `json:"redirect_path" schema:"path,minLength=2,maxLength=256" doc:"Path of the browser sign-in's callback, under the route's matched path (a route of path /app gets /app/.oidc/callback): <scheme>://<host><route path><redirect_path> is the redirect URI to register at the provider. Default /.oidc/callback."`
 	LogoutPath       string   `json:"logout_path" schema:"path,maxLength=256" doc:"Path (under the route's matched path, as redirect_path) that ends the browser session, then sends the browser to the provider's end_session_endpoint when it has one (RP-initiated logout), else answers 200. Empty (the default): none."`
 	SessionTTLS      int64    `json:"session_ttl_s" schema:"min=60,max=2592000" doc:"Lifetime of a browser session in seconds (the access token is refreshed before its own expiry while the session lasts). Default 3600."`
-	anonymous
+	AnonymousConsumer
 
 	plugins.Instance
 	inline // standalone use: an inline consumer table
