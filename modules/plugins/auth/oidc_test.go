@@ -33,6 +33,7 @@ type testOP struct {
 	algs      []string
 	discovery func(w http.ResponseWriter) bool // true: answered
 	jwksHits  atomic.Int64
+	introHits atomic.Int64
 }
 
 func newTestOP(t *testing.T) *testOP {
@@ -51,12 +52,29 @@ func newTestOP(t *testing.T) *testOP {
 				"issuer": op.URL, "authorization_endpoint": op.URL + "/auth", "token_endpoint": op.URL + "/token",
 				"jwks_uri": op.URL + "/jwks", "id_token_signing_alg_values_supported": op.algs,
 				"response_types_supported": []string{"code"}, "subject_types_supported": []string{"public"},
+				"introspection_endpoint": op.URL + "/introspect",
 			})
 		case "/jwks":
 			op.jwksHits.Add(1)
 			_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
 				{Key: &op.key.PublicKey, KeyID: op.kid, Algorithm: "RS256", Use: "sig"},
 			}})
+		case "/introspect":
+			op.introHits.Add(1)
+			if u, p, ok := r.BasicAuth(); !ok || u != "api" || p != "api-secret" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			switch r.PostFormValue("token") {
+			case "opaque-good":
+				_ = json.NewEncoder(w).Encode(map[string]any{"active": true, "sub": "alice", "scope": "read", "exp": time.Now().Add(time.Hour).Unix()})
+			case "opaque-other-aud":
+				_ = json.NewEncoder(w).Encode(map[string]any{"active": true, "sub": "alice", "aud": "other", "exp": time.Now().Add(time.Hour).Unix()})
+			case "opaque-expired":
+				_ = json.NewEncoder(w).Encode(map[string]any{"active": true, "sub": "alice", "exp": time.Now().Add(-time.Hour).Unix()})
+			default:
+				_ = json.NewEncoder(w).Encode(map[string]any{"active": false})
+			}
 		default:
 			http.NotFound(w, r)
 		}
@@ -301,5 +319,33 @@ func TestOIDCBadDiscovery(t *testing.T) {
 				t.Fatalf("%d, want %d", resp.StatusCode, tc.status)
 			}
 		})
+	}
+}
+
+// Opaque tokens are introspected (RFC 7662, as the client) and the
+// answers cached: an active token's until its exp, an inactive one's
+// briefly, so repeated requests cost the provider one call each.
+func TestOIDCIntrospection(t *testing.T) {
+	op := newTestOP(t)
+	g := plugintest.Start(t, []any{oidcHandler(t, op, map[string]any{"introspection": true, "client_secret": "api-secret"})})
+	for range 3 {
+		if resp, _ := get(t, g, "/", bearer("opaque-good")); resp.StatusCode != 200 || g.Upstream.Last().Header.Get("X-Consumer-Username") != "alice" {
+			t.Fatalf("active token: %d", resp.StatusCode)
+		}
+		if resp, _ := get(t, g, "/", bearer("opaque-revoked")); resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "invalid_token") {
+			t.Fatalf("inactive token: %d", resp.StatusCode)
+		}
+	}
+	if n := op.introHits.Load(); n != 2 {
+		t.Fatalf("%d introspection requests for 2 tokens, want 2 (cached)", n)
+	}
+	for _, tok := range []string{"opaque-other-aud", "opaque-expired"} {
+		if resp, _ := get(t, g, "/", bearer(tok)); resp.StatusCode != 401 {
+			t.Fatalf("%s: %d", tok, resp.StatusCode)
+		}
+	}
+	g2 := plugintest.Start(t, []any{oidcHandler(t, op, map[string]any{"introspection": true, "client_secret": "api-secret", "scopes_required": []string{"write"}})})
+	if resp, _ := get(t, g2, "/", bearer("opaque-good")); resp.StatusCode != 403 {
+		t.Fatalf("introspected scope missing: %d", resp.StatusCode)
 	}
 }

@@ -142,6 +142,20 @@ func TestOIDCZitadelProvider(t *testing.T) {
 		t.Fatalf("callback without a sign-in under way: %v %v", resp, err)
 	}
 
+	// Another node (the same plugin config on another listener, loaded
+	// afresh) reads the session: nothing of it is kept per node.
+	cfg := map[string]any{
+		"issuer": issuer, "client_id": "web", "client_secret": "secret", "introspection": true,
+		"logout_path": "/logout", "upstream_headers": []string{"X-Access-Token", "X-ID-Token", "X-Userinfo"},
+	}
+	g2 := plugintest.Start(t, []any{with("gateway_openid_connect", cfg, t)})
+	r, _ = http.NewRequest(http.MethodGet, g2.URL+"/other-node", nil)
+	r.AddCookie(session)
+	if resp, err := plain.Do(r); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("session on another node: %v %v", resp, err)
+	}
+	plugintest.Start(t, []any{with("gateway_openid_connect", cfg, t)}, plugintest.WithPort(port), plugintest.WithUpstream(g.Upstream))
+
 	// Logout ends the session and sends the browser to the provider's
 	// end_session_endpoint.
 	resp, err = noFollow.Get(gwURL + "/logout")
