@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -55,6 +57,7 @@ type OpenIDConnect struct {
 	inline // standalone use: an inline consumer table
 
 	provider  *provider
+	verified  *tokenCache
 	audiences []string
 	cookies   cookieNames
 	aead      sessionCipher
@@ -89,6 +92,7 @@ func (o *OpenIDConnect) Provision(caddy.Context) error {
 		return err
 	}
 	o.provider = p
+	o.verified = newTokenCache()
 	return nil
 }
 
@@ -208,7 +212,12 @@ func (o *OpenIDConnect) checkBearer(r *http.Request, raw string) (map[string]any
 		err    error
 	)
 	if strings.Count(raw, ".") == 2 {
-		claims, err = o.provider.verifyJWT(r.Context(), raw, o.audiences, now)
+		key := sha256.Sum256([]byte(raw))
+		if claims = o.verified.get(key, now); claims == nil {
+			if claims, err = o.provider.verifyJWT(r.Context(), raw, o.audiences, now); err == nil {
+				o.verified.put(key, claims, now)
+			}
+		}
 	} else if o.Introspection {
 		claims, err = o.provider.introspect(r.Context(), raw, o.ClientID, o.ClientSecret, o.audiences, now)
 	} else {
@@ -224,6 +233,56 @@ func (o *OpenIDConnect) checkBearer(r *http.Request, raw string) (map[string]any
 		return nil, http.StatusForbidden, "insufficient_scope"
 	}
 	return claims, 0, ""
+}
+
+// tokenCache remembers the claims of verified JWTs (by the token's
+// SHA-256), so that a client sending the same token on every request
+// costs one signature verification per verifiedTTL, not one per request.
+// An entry ends at the token's exp or after verifiedTTL, whichever is
+// sooner (a key the provider withdrew stops being trusted then); at most
+// verifiedCacheSize entries are kept.
+type tokenCache struct {
+	mu sync.Mutex
+	m  map[[32]byte]verifiedToken
+}
+
+type verifiedToken struct {
+	claims map[string]any
+	until  time.Time
+}
+
+const (
+	verifiedTTL       = time.Minute
+	verifiedCacheSize = 10000
+)
+
+func newTokenCache() *tokenCache { return &tokenCache{m: map[[32]byte]verifiedToken{}} }
+
+func (c *tokenCache) get(key [32]byte, now time.Time) map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok || !now.Before(e.until) {
+		return nil
+	}
+	return e.claims
+}
+
+func (c *tokenCache) put(key [32]byte, claims map[string]any, now time.Time) {
+	until := now.Add(verifiedTTL)
+	if exp, present, _ := numericClaim(claims, "exp"); present && exp.Before(until) {
+		until = exp
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= verifiedCacheSize {
+		for k, e := range c.m {
+			if !now.Before(e.until) || len(c.m) >= verifiedCacheSize {
+				delete(c.m, k)
+			}
+		}
+	}
+	c.m[key] = verifiedToken{claims: claims, until: until}
 }
 
 // refuse answers 401 invalid_token or 403 insufficient_scope with their
