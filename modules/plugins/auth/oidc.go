@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -158,8 +159,10 @@ func (o *OpenIDConnect) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	consumers.DeleteLookalikes(r.Header, []string{headerUserinfo, headerAccessToken, headerIDToken})
 
 	if !o.BearerOnly {
+		// The paths are the client's: strip_path may have cut the route's
+		// path from r.URL already.
 		base := strings.TrimSuffix(info.MatchedPath, "/")
-		switch r.URL.Path {
+		switch originalURL(r).Path {
 		case base + o.RedirectPath:
 			return o.callback(w, r, base)
 		case base + o.LogoutPath:
@@ -337,6 +340,15 @@ func (o *OpenIDConnect) admit(w http.ResponseWriter, r *http.Request, info *gwct
 		}
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// originalURL is the URL the client asked for, before the router's
+// strip_path or any rewrite.
+func originalURL(r *http.Request) *url.URL {
+	if or, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && or.URL != nil {
+		return or.URL
+	}
+	return r.URL
 }
 
 // bearerToken reads "Bearer <token>".

@@ -154,7 +154,7 @@ func (o *OpenIDConnect) signIn(w http.ResponseWriter, r *http.Request, base stri
 	}
 	st := signInState{
 		State: rand.Text(), Nonce: rand.Text(), Verifier: oauth2.GenerateVerifier(),
-		URL: r.URL.RequestURI(), Exp: time.Now().Add(signInTTL).Unix(),
+		URL: originalURL(r).RequestURI(), Exp: time.Now().Add(signInTTL).Unix(),
 	}
 	if len(st.URL) > 2048 {
 		st.URL = base + "/"

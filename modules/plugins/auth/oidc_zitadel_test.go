@@ -226,3 +226,29 @@ func TestOIDCZitadelReplayedState(t *testing.T) {
 		}
 	}
 }
+
+// The URL a browser returns to after signing in is the one it asked for,
+// not the path the route forwards (strip_path, a rewrite).
+func TestOIDCZitadelReturnsToTheClientsURL(t *testing.T) {
+	port := plugintest.FreePort(t)
+	gwURL := "http://127.0.0.1:" + strconv.Itoa(port)
+	issuer := zitadelOP(t, gwURL+"/.oidc/callback")
+	g := plugintest.Start(t, []any{
+		map[string]any{"handler": "rewrite", "strip_path_prefix": "/app"},
+		with("gateway_openid_connect", map[string]any{"issuer": issuer, "client_id": "web", "client_secret": "secret"}, t),
+	}, plugintest.WithPort(port))
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	req, _ := http.NewRequest(http.MethodGet, gwURL+"/app/page?x=1", nil)
+	req.Header.Set("Accept", "text/html")
+	login, err := browser.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	login.Body.Close()
+	resp := signInAt(t, browser, login, "test-user2")
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Request.URL.String() != gwURL+"/app/page?x=1" || g.Upstream.Last().Path != "/page" {
+		t.Fatalf("after sign-in: %d at %s, upstream %s", resp.StatusCode, resp.Request.URL, g.Upstream.Last().Path)
+	}
+}
