@@ -173,37 +173,34 @@ func (b boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // none or it is older than discoveryTTL (an older one keeps being used
 // while the provider cannot be reached).
 func (p *provider) discovery(ctx context.Context) (*discovered, error) {
-	for {
-		p.mu.Lock()
-		fresh := p.disc != nil && time.Since(p.discAt) < discoveryTTL
-		if fresh || (p.disc != nil && p.discBusy != nil) {
-			d := p.disc
-			p.mu.Unlock()
-			return d, nil
-		}
-		if p.discBusy == nil {
-			if p.disc == nil && time.Since(p.discFail) < providerRetry {
-				p.mu.Unlock()
-				return nil, errProviderUnavailable
-			}
-			p.discBusy = make(chan struct{})
-			go p.discover(p.discBusy)
-		}
-		busy := p.discBusy
+	p.mu.Lock()
+	fresh := p.disc != nil && time.Since(p.discAt) < discoveryTTL
+	if fresh || (p.disc != nil && p.discBusy != nil) {
+		d := p.disc
 		p.mu.Unlock()
-		select {
-		case <-busy:
-		case <-ctx.Done():
-			return nil, errProviderUnavailable
-		}
-		p.mu.Lock()
-		d, failed := p.disc, p.disc == nil
-		p.mu.Unlock()
-		if failed {
-			return nil, errProviderUnavailable
-		}
 		return d, nil
 	}
+	if p.discBusy == nil {
+		if p.disc == nil && time.Since(p.discFail) < providerRetry {
+			p.mu.Unlock()
+			return nil, errProviderUnavailable
+		}
+		p.discBusy = make(chan struct{})
+		go p.discover(p.discBusy)
+	}
+	busy := p.discBusy
+	p.mu.Unlock()
+	select {
+	case <-busy:
+	case <-ctx.Done():
+		return nil, errProviderUnavailable
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.disc == nil {
+		return nil, errProviderUnavailable
+	}
+	return p.disc, nil
 }
 
 // discover fetches the discovery document (go-oidc checks that its issuer
