@@ -204,6 +204,7 @@ func FuzzPluginInput(f *testing.F) {
 		"response-compression":    {`{"encodings":["gzip"],"min_length":1073741824}`},
 		"hsts":                    {`{"max_age_s":315360000,"include_subdomains":true,"preload":true}`},
 		"http-log":                {`{"endpoint":"http://127.0.0.1:9/logs","headers":{"Authorization":"Bearer x"},"batch_max_size":10000}`},
+		"openid-connect":          {`{"issuer":"https://id.example.com/realms/a","client_id":"web","client_secret":"s","audiences":["a"],"upstream_headers":["X-Userinfo"],"session_ttl_s":2592000,"anonymous":"guest"}`},
 	}
 	for typ, cfgs := range seeds {
 		for _, c := range cfgs {

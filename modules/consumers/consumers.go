@@ -39,8 +39,10 @@ type Credential struct {
 // field. Build it once per config load with NewTable; it is read-only
 // afterwards and safe for concurrent use.
 type Table struct {
-	byKind map[string]map[string]entry
-	byID   map[int64]*Consumer
+	byKind     map[string]map[string]entry
+	byID       map[int64]*Consumer
+	byUsername map[string]*Consumer
+	byCustomID map[string]*Consumer
 }
 
 type entry struct {
@@ -50,13 +52,18 @@ type entry struct {
 
 // NewTable indexes list.
 func NewTable(list []Consumer) *Table {
-	t := &Table{byKind: map[string]map[string]entry{}, byID: map[int64]*Consumer{}}
+	t := &Table{byKind: map[string]map[string]entry{}, byID: map[int64]*Consumer{},
+		byUsername: map[string]*Consumer{}, byCustomID: map[string]*Consumer{}}
 	for _, k := range Kinds() {
 		t.byKind[k.Name] = map[string]entry{}
 	}
 	for i := range list {
 		c := &list[i]
 		t.byID[c.ID] = c
+		t.byUsername[c.Username] = c
+		if c.CustomID != nil && *c.CustomID != "" {
+			t.byCustomID[*c.CustomID] = c
+		}
 		for j := range c.Credentials {
 			cr := &c.Credentials[j]
 			if k, ok := KindOf(cr.Type); ok {
@@ -85,12 +92,31 @@ func (t *Table) ByID(id int64) *Consumer {
 	return t.byID[id]
 }
 
+// ByUsername finds a consumer by username.
+func (t *Table) ByUsername(name string) *Consumer {
+	if t == nil {
+		return nil
+	}
+	return t.byUsername[name]
+}
+
+// ByCustomID finds a consumer by custom_id.
+func (t *Table) ByCustomID(id string) *Consumer {
+	if t == nil {
+		return nil
+	}
+	return t.byCustomID[id]
+}
+
 // Identity headers sent upstream for an authenticated consumer.
 const (
 	HeaderID       = "X-Consumer-ID"
 	HeaderUsername = "X-Consumer-Username"
 	HeaderCustomID = "X-Consumer-Custom-ID"
 	HeaderGroups   = "X-Consumer-Groups"
+	// HeaderAnonymous is "true" when the consumer is an auth plugin's
+	// anonymous consumer (no credentials were given).
+	HeaderAnonymous = "X-Anonymous-Consumer"
 )
 
 // The identity headers' canonical forms (http.Header keys), so that the
@@ -101,10 +127,11 @@ var (
 	canonicalUsername = http.CanonicalHeaderKey(HeaderUsername)
 	canonicalCustomID = http.CanonicalHeaderKey(HeaderCustomID)
 	canonicalGroups   = http.CanonicalHeaderKey(HeaderGroups)
+	canonicalAnon     = http.CanonicalHeaderKey(HeaderAnonymous)
 )
 
 // identityHeaders are the identity headers' canonical names.
-var identityHeaders = [...]string{canonicalID, canonicalUsername, canonicalCustomID, canonicalGroups}
+var identityHeaders = [...]string{canonicalID, canonicalUsername, canonicalCustomID, canonicalGroups, canonicalAnon}
 
 // StripHeaders removes client-sent copies of the identity headers: the
 // headers themselves, and any header whose name reads as one of them when
@@ -124,6 +151,7 @@ func deleteIdentity(h http.Header) {
 	delete(h, canonicalUsername)
 	delete(h, canonicalCustomID)
 	delete(h, canonicalGroups)
+	delete(h, canonicalAnon)
 }
 
 // DeleteLookalikes deletes every header of h whose name contains '_' and
@@ -196,3 +224,7 @@ func SetHeaders(h http.Header, c *Consumer, vals []string) {
 		h[canonicalCustomID] = vals[3:4:4]
 	}
 }
+
+// SetAnonymous marks an upstream request as coming from an anonymous
+// consumer (after SetHeaders, which removes the mark).
+func SetAnonymous(h http.Header) { h[canonicalAnon] = []string{"true"} }

@@ -42,6 +42,10 @@ type Info struct {
 	Consumers *consumers.Table
 	// Consumer is the authenticated consumer, set by an auth plugin.
 	Consumer *consumers.Consumer
+	// Anonymous is set with Consumer when it is an auth plugin's anonymous
+	// consumer: no credentials were given. A later auth plugin of the
+	// chain may still authenticate the request (they compose as "any of").
+	Anonymous bool
 
 	// RequestID is set by the request-id plugin.
 	RequestID string

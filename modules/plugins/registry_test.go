@@ -139,6 +139,7 @@ func TestCaddyfileDirectivesFollowTheOrdering(t *testing.T) {
 		"http-log":       "http://127.0.0.1:9",
 		"wasm":           "{\n module m\n}",
 		"acl":            "{\n allow g\n}",
+		"openid-connect": "https://id.example.com {\n client_id api\n bearer_only\n}",
 	}
 	types := plugins.Types()
 	slices.SortStableFunc(types, func(a, b plugins.Type) int {

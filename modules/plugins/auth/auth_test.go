@@ -109,9 +109,10 @@ var configs = []plugintest.Config{
 	{
 		Type: "key-auth",
 		Normalized: [][2]string{
-			{``, `{"key_names":["apikey"],"hide_credentials":false}`},
-			{`{}`, `{"key_names":["apikey"],"hide_credentials":false}`},
-			{`{"key_names":["X-API-Key","k"],"hide_credentials":true}`, `{"key_names":["X-API-Key","k"],"hide_credentials":true}`},
+			{``, `{"key_names":["apikey"],"hide_credentials":false,"anonymous":""}`},
+			{`{}`, `{"key_names":["apikey"],"hide_credentials":false,"anonymous":""}`},
+			{`{"anonymous":"guest"}`, `{"key_names":["apikey"],"hide_credentials":false,"anonymous":"guest"}`},
+			{`{"key_names":["X-API-Key","k"],"hide_credentials":true}`, `{"key_names":["X-API-Key","k"],"hide_credentials":true,"anonymous":""}`},
 		},
 		Refused: map[string]string{
 			`{"keynames":["a"]}`:         "config.keynames: unknown field",
@@ -126,8 +127,8 @@ var configs = []plugintest.Config{
 	{
 		Type: "basic-auth",
 		Normalized: [][2]string{
-			{``, `{"realm":"gateway","hide_credentials":false}`},
-			{`{}`, `{"realm":"gateway","hide_credentials":false}`},
+			{``, `{"realm":"gateway","hide_credentials":false,"anonymous":""}`},
+			{`{}`, `{"realm":"gateway","hide_credentials":false,"anonymous":""}`},
 		},
 		Refused: map[string]string{
 			`{"realm":""}`:             "config.realm",
@@ -137,9 +138,9 @@ var configs = []plugintest.Config{
 	{
 		Type: "jwt",
 		Normalized: [][2]string{
-			{``, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":[],"key_claim_name":"iss","claims_to_verify":["exp"],"maximum_expiration_s":0}`},
-			{`{}`, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":[],"key_claim_name":"iss","claims_to_verify":["exp"],"maximum_expiration_s":0}`},
-			{`{"claims_to_verify":["exp","nbf"],"maximum_expiration_s":3600,"cookie_names":["tok"]}`, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":["tok"],"key_claim_name":"iss","claims_to_verify":["exp","nbf"],"maximum_expiration_s":3600}`},
+			{``, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":[],"key_claim_name":"iss","claims_to_verify":["exp"],"maximum_expiration_s":0,"anonymous":""}`},
+			{`{}`, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":[],"key_claim_name":"iss","claims_to_verify":["exp"],"maximum_expiration_s":0,"anonymous":""}`},
+			{`{"claims_to_verify":["exp","nbf"],"maximum_expiration_s":3600,"cookie_names":["tok"]}`, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":["tok"],"key_claim_name":"iss","claims_to_verify":["exp","nbf"],"maximum_expiration_s":3600,"anonymous":""}`},
 		},
 		Refused: map[string]string{
 			`{"claims_to_verify":["iat"]}`:                           "config.claims_to_verify[0]: must be one of exp, nbf",
@@ -147,6 +148,31 @@ var configs = []plugintest.Config{
 			`{"key_claim_name":""}`:                                  "config.key_claim_name",
 			`{"header_names":[],"query_names":[],"cookie_names":[]}`: "config.header_names",
 			`{"secret":"x"}`:                                         "config.secret: unknown field",
+		},
+	},
+	{
+		Type: "openid-connect",
+		Normalized: [][2]string{
+			{`{"issuer":"https://id.example.com","client_id":"api","bearer_only":true}`, `{"issuer":"https://id.example.com","client_id":"api","client_secret":"","audiences":[],"scopes_required":[],"bearer_only":true,"introspection":false,"consumer_claim":"sub","consumer_required":false,"upstream_headers":[],"hide_credentials":false,"redirect_path":"/.oidc/callback","logout_path":"","session_ttl_s":3600,"anonymous":""}`},
+			{`{"issuer":"http://127.0.0.1:9000/realms/x","client_id":"web","client_secret":"s","logout_path":"/logout","upstream_headers":["X-Userinfo"]}`, `{"issuer":"http://127.0.0.1:9000/realms/x","client_id":"web","client_secret":"s","audiences":[],"scopes_required":[],"bearer_only":false,"introspection":false,"consumer_claim":"sub","consumer_required":false,"upstream_headers":["X-Userinfo"],"hide_credentials":false,"redirect_path":"/.oidc/callback","logout_path":"/logout","session_ttl_s":3600,"anonymous":""}`},
+		},
+		Refused: map[string]string{
+			`{"client_id":"api","bearer_only":true}`:                                                                   "config.issuer: is required",
+			`{"issuer":"http://id.example.com","client_id":"api","bearer_only":true}`:                                  "config.issuer: must use https",
+			`{"issuer":"https://u:p@id.example.com","client_id":"api","bearer_only":true}`:                             "config.issuer",
+			`{"issuer":"ftp://id.example.com","client_id":"api","bearer_only":true}`:                                   "config.issuer",
+			`{"issuer":"https://id.example.com","bearer_only":true}`:                                                   "config.client_id: is required",
+			`{"issuer":"https://id.example.com","client_id":"web"}`:                                                    "config.client_secret: is required",
+			`{"issuer":"https://id.example.com","client_id":"api","bearer_only":true,"introspection":true}`:            "config.client_secret: is required for introspection",
+			`{"issuer":"https://id.example.com","client_id":"api","bearer_only":true,"upstream_headers":["X-Other"]}`:  "config.upstream_headers[0]",
+			`{"issuer":"https://id.example.com","client_id":"api","bearer_only":true,"session_ttl_s":10}`:              "config.session_ttl_s",
+			`{"issuer":"https://id.example.com","client_id":"api","bearer_only":true,"redirect_path":"cb"}`:            "config.redirect_path",
+			`{"issuer":"https://id.example.com","client_id":"api","bearer_only":true,"logout_path":"/.oidc/callback"}`: "config.logout_path",
+			`{"issuer":"https://id.example.com","client_id":"api","bearer_only":true,"audiences":[""]}`:                "config.audiences[0]",
+			`{"issuer":"https://id.example.com","client_id":"api","bearer_only":true,"instance_id":3}`:                 "config.instance_id: unknown field",
+		},
+		Caddyfile: [][2]string{
+			{"gateway_openid_connect https://id.example.com {\n client_id api\n bearer_only\n scopes_required read write\n}", `{"handler":"gateway_openid_connect","issuer":"https://id.example.com","client_id":"api","client_secret":"","audiences":[],"scopes_required":["read","write"],"bearer_only":true,"introspection":false,"consumer_claim":"sub","consumer_required":false,"upstream_headers":[],"hide_credentials":false,"redirect_path":"/.oidc/callback","logout_path":"","session_ttl_s":3600,"anonymous":""}`},
 		},
 	},
 	{

@@ -52,6 +52,7 @@ var basicAuthKind = consumers.Kind{
 type BasicAuth struct {
 	Realm           string `json:"realm" schema:"minLength=1,maxLength=256" doc:"Realm sent in WWW-Authenticate on 401 answers."`
 	HideCredentials bool   `json:"hide_credentials" doc:"Remove the Authorization header before proxying."`
+	AnonymousConsumer
 
 	inline // standalone use: an inline consumer table
 
@@ -81,8 +82,18 @@ func (b *BasicAuth) Validate() error {
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (b *BasicAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	info, r, table := b.begin(r)
+	if b.authenticatedBefore(info) {
+		return next.ServeHTTP(w, r)
+	}
 
 	user, pass, ok := r.BasicAuth()
+	if !ok && !hasScheme(r.Header.Get("Authorization"), "basic") {
+		// No Basic credentials at all (another auth plugin's Bearer
+		// token is none either): the anonymous consumer, if any.
+		if ok, err := b.admitAnonymous(w, r, info, table, next); ok {
+			return err
+		}
+	}
 	if !ok {
 		return b.deny(w, "missing basic authentication credentials")
 	}
@@ -101,6 +112,13 @@ func (b *BasicAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	authenticated(w, info, r.Header, c)
 	return next.ServeHTTP(w, r)
+}
+
+// hasScheme reports whether an Authorization value uses the scheme
+// (lower case).
+func hasScheme(v, scheme string) bool {
+	v = strings.TrimSpace(v)
+	return len(v) > len(scheme) && strings.EqualFold(v[:len(scheme)], scheme) && (v[len(scheme)] == ' ' || v[len(scheme)] == '\t')
 }
 
 func (b *BasicAuth) deny(w http.ResponseWriter, msg string) error {
@@ -153,6 +171,7 @@ func compareHash(ctx context.Context, hash []byte, pass string) bool {
 func (b *BasicAuth) SetDefaults() {
 	b.Realm = "gateway"
 	b.HideCredentials = false
+	b.Anonymous = ""
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'

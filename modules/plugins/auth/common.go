@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -31,6 +32,7 @@ func init() {
 		plugins.Type{Name: "key-auth", Ordering: 500, Doc: "The request must carry a consumer's API key (key-auth credential) in one of the key_names headers or query parameters; otherwise 401.", New: func() plugins.Plugin { return new(KeyAuth) }},
 		plugins.Type{Name: "basic-auth", Ordering: 510, Doc: "HTTP Basic credentials checked against the consumers' basic-auth credentials (bcrypt password hashes); otherwise 401 with WWW-Authenticate. A successful check is remembered for a minute; at most half the CPUs (at least one) compare passwords at once, the other checks waiting their turn, so that wrong passwords (about 60 ms of a core each, cost 10) cannot take the CPUs of the whole gateway.", New: func() plugins.Plugin { return new(BasicAuth) }},
 		plugins.Type{Name: "jwt", Ordering: 520, Doc: "The request must carry a JSON Web Token signed with a consumer's jwt credential, found by the token's key_claim_name claim; the token's algorithm must be the credential's (HS256/HS384/HS512 with its secret, RS256/ES256 with its PEM public key).", New: func() plugins.Plugin { return new(JWT) }},
+		plugins.Type{Name: "openid-connect", Ordering: 530, Doc: "Extension (beyond the contract's plugin types): requests carry a bearer token of an OpenID Connect provider, verified against the provider's discovered key set (JWTs: iss, aud, exp, nbf, the provider's asymmetric algorithms only) or its introspection endpoint (opaque tokens), or, unless bearer_only, a browser signs in at the provider (authorization code with PKCE) and gets an encrypted session cookie. The token's consumer_claim maps it to a consumer (username, then custom_id). Invalid tokens are 401 with WWW-Authenticate: Bearer error=\"invalid_token\", missing scopes 403 error=\"insufficient_scope\"; a provider that cannot be reached is 503. Use it at service or route scope.", New: func() plugins.Plugin { return new(OpenIDConnect) }},
 		plugins.Type{Name: "acl", Ordering: 600, Doc: "Admits the authenticated consumer by its groups (allow: member of at least one listed group; deny: member of none). Runs after an auth plugin; without an authenticated consumer the answer is 403.", New: func() plugins.Plugin { return new(ACL) }},
 	)
 	consumers.RegisterKind(keyAuthKind, basicAuthKind, jwtKind)
@@ -90,6 +92,7 @@ func (in *inline) begin(r *http.Request) (*gwctx.Info, *http.Request, *consumers
 // values live in the gateway's writer when w is it.
 func authenticated(w http.ResponseWriter, info *gwctx.Info, h http.Header, c *consumers.Consumer) {
 	info.Consumer = c
+	info.Anonymous = false
 	rw, _ := w.(*gwctx.RecordingWriter)
 	consumers.SetHeaders(h, c, rw.Values(consumers.HeaderValues))
 }
@@ -193,4 +196,46 @@ func checkConsumers(list []consumers.Consumer) error {
 		}
 	}
 	return nil
+}
+
+// AnonymousConsumer is the anonymous consumer of the auth plugins (key-auth,
+// basic-auth, jwt, openid-connect), as in Kong: a request without
+// credentials passes as that consumer, marked X-Anonymous-Consumer: true
+// upstream; invalid credentials are still refused. With it, several auth
+// plugins on one chain compose as "any of them": a plugin whose
+// anonymous is set lets through a request an earlier plugin already
+// authenticated with real credentials, and a later plugin may replace
+// an earlier one's anonymous consumer with the one its credentials name.
+type AnonymousConsumer struct {
+	Anonymous string `json:"anonymous" schema:"maxLength=255" doc:"Username (or id) of the consumer a request without credentials passes as, with X-Anonymous-Consumer: true upstream; empty (the default): such a request is refused. Invalid credentials are refused either way. With anonymous set, a request an earlier auth plugin of the chain authenticated passes unchecked, so that several auth plugins on one route accept any one of their credentials. A name that matches no consumer answers 500 (the configuration is wrong), as in Kong."`
+}
+
+// authenticatedBefore reports whether this plugin has an anonymous
+// consumer and an earlier auth plugin authenticated the request with
+// credentials: the plugin then lets it through unchecked.
+func (a *AnonymousConsumer) authenticatedBefore(info *gwctx.Info) bool {
+	return a.Anonymous != "" && info.Consumer != nil && !info.Anonymous
+}
+
+// admitAnonymous serves a request without credentials: as the anonymous
+// consumer when there is one (true), else not at all (false: the caller
+// answers 401).
+func (a *AnonymousConsumer) admitAnonymous(w http.ResponseWriter, r *http.Request, info *gwctx.Info, table *consumers.Table, next caddyhttp.Handler) (bool, error) {
+	if a.Anonymous == "" {
+		return false, nil
+	}
+	c := table.ByUsername(a.Anonymous)
+	if c == nil {
+		if id, err := strconv.ParseInt(a.Anonymous, 10, 64); err == nil {
+			c = table.ByID(id)
+		}
+	}
+	if c == nil {
+		gwctx.WriteError(w, http.StatusInternalServerError, "anonymous consumer "+strconv.Quote(a.Anonymous)+" not found")
+		return true, nil
+	}
+	authenticated(w, info, r.Header, c)
+	info.Anonymous = true
+	consumers.SetAnonymous(r.Header)
+	return true, next.ServeHTTP(w, r)
 }

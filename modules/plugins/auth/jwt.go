@@ -34,6 +34,7 @@ type JWT struct {
 	KeyClaimName       string   `json:"key_claim_name" schema:"minLength=1,maxLength=256" doc:"Claim whose value selects the consumer's jwt credential (its key): read from the token's payload, else from its (signed) header, as Kong reads it (kid names the header's key id)."`
 	ClaimsToVerify     []string `json:"claims_to_verify" schema:"enum=exp|nbf" doc:"Registered claims every token must carry and pass: exp (not expired), nbf (already valid). A listed claim that is missing is 401, as in Kong."`
 	MaximumExpirationS int64    `json:"maximum_expiration_s" schema:"min=0,max=315360000" doc:"When above 0, the token must carry exp, must not be expired (whether claims_to_verify lists exp or not), and exp - now must not exceed this many seconds."`
+	AnonymousConsumer
 
 	inline // standalone use: an inline consumer table
 
@@ -70,9 +71,15 @@ func (j *JWT) Validate() error {
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (j *JWT) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	info, r, table := j.begin(r)
+	if j.authenticatedBefore(info) {
+		return next.ServeHTTP(w, r)
+	}
 
 	raw := j.token(r)
 	if raw == "" {
+		if ok, err := j.admitAnonymous(w, r, info, table, next); ok {
+			return err
+		}
 		gwctx.WriteError(w, http.StatusUnauthorized, "no token found in request")
 		return nil
 	}
@@ -354,6 +361,7 @@ func (j *JWT) SetDefaults() {
 	j.KeyClaimName = "iss"
 	j.ClaimsToVerify = []string{"exp"}
 	j.MaximumExpirationS = 0
+	j.Anonymous = ""
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'

@@ -39,6 +39,7 @@ var keyAuthKind = consumers.Kind{
 type KeyAuth struct {
 	KeyNames        []string `json:"key_names" schema:"header_name,minLength=1,minItems=1,maxItems=32" doc:"Names looked up as request headers, then as query parameters, for the API key."`
 	HideCredentials bool     `json:"hide_credentials" doc:"Remove the key (header or query parameter) before proxying."`
+	AnonymousConsumer
 
 	inline // standalone use: an inline consumer table
 
@@ -71,6 +72,9 @@ func (k *KeyAuth) Validate() error { return nil }
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	info, r, table := k.begin(r)
+	if k.authenticatedBefore(info) {
+		return next.ServeHTTP(w, r)
+	}
 
 	var key, header, param string
 	for _, n := range k.headerKeys {
@@ -89,6 +93,9 @@ func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 	if key == "" {
+		if ok, err := k.admitAnonymous(w, r, info, table, next); ok {
+			return err
+		}
 		gwctx.WriteError(w, http.StatusUnauthorized, "no API key found in request")
 		return nil
 	}
@@ -114,6 +121,7 @@ func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 func (k *KeyAuth) SetDefaults() {
 	k.KeyNames = []string{"apikey"}
 	k.HideCredentials = false
+	k.Anonymous = ""
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
@@ -122,6 +130,7 @@ func (k *KeyAuth) SetDefaults() {
 //	gateway_key_auth [<key_name...>] {
 //	    key_names <name...>
 //	    hide_credentials [true|false]
+//	    anonymous <consumer>
 //	    consumer <username> { ... }   # inline consumers, see parseConsumer
 //	}
 func (k *KeyAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
