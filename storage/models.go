@@ -319,7 +319,7 @@ type Plugin struct {
 	Service   *Service        `json:"-" gorm:"constraint:OnDelete:CASCADE"`
 	RouteID   *int64          `json:"route_id" gorm:"index" doc:"Required for scope route, null otherwise."`
 	Route     *Route          `json:"-" gorm:"constraint:OnDelete:CASCADE"`
-	Ordering  *int32          `json:"ordering" schema:"notnull" doc:"Plugins run in ascending ordering, then id; default: the type's default ordering."`
+	Ordering  *int32          `json:"ordering" schema:"notnull" doc:"Plugins run in ascending ordering, then id; default: the type's default ordering. A proxy-cache never runs before the access plugins (auth types, acl, ip-restriction) of its chain, whatever the orderings."`
 	Enabled   bool            `json:"enabled"`
 	Config    json.RawMessage `json:"config" gorm:"serializer:json;type:text" doc:"Per-type configuration; answers show every field with defaults filled."`
 	CreatedAt time.Time       `json:"created_at" schema:"readonly"`

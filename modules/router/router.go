@@ -32,6 +32,7 @@ import (
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	_ "github.com/caddy-gateway/gateway/modules/gwproxy" // ProxyModule
 	"github.com/caddy-gateway/gateway/modules/modpool"
+	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/records"
 )
 
@@ -165,12 +166,12 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 			return err
 		}
 	}
-	plugins, err := rt.loadByID(ctx, "PluginsRaw", len(rt.PluginsRaw), "plugins")
+	handlers, err := rt.loadByID(ctx, "PluginsRaw", len(rt.PluginsRaw), "plugins")
 	if err != nil {
 		return err
 	}
 	if rt.PluginsRef != "" {
-		if err := loadPlugins(ctx, rt.PluginsRef, plugins); err != nil {
+		if err := loadPlugins(ctx, rt.PluginsRef, handlers); err != nil {
 			return err
 		}
 	}
@@ -189,7 +190,7 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 		}
 		rt.trusted = append(rt.trusted, prefix)
 	}
-	return rt.composeChains(plugins)
+	return rt.composeChains(handlers)
 }
 
 // loadByID loads the handler modules of rt's field (ServicesRaw or
@@ -326,8 +327,10 @@ func (rt *Router) provisionTable() error {
 }
 
 // composeChains composes the chains of Chains and of the routes that list
-// their own plugins. Identical plugin lists share one composed chain.
-func (rt *Router) composeChains(plugins map[int64]caddyhttp.MiddlewareHandler) error {
+// their own plugins, in the order plugins.Arrange gives (a cache never
+// answers before the chain's access plugins, whatever the orderings).
+// Identical plugin lists share one composed chain.
+func (rt *Router) composeChains(handlers map[int64]caddyhttp.MiddlewareHandler) error {
 	terminal := caddyhttp.HandlerFunc(rt.proxy)
 	composed := map[string]*chain{}
 	compile := func(ids []int64) (*chain, error) {
@@ -338,7 +341,7 @@ func (rt *Router) composeChains(plugins map[int64]caddyhttp.MiddlewareHandler) e
 		mws := make([]caddyhttp.MiddlewareHandler, 0, len(ids))
 		c := new(chain)
 		for _, id := range ids {
-			p, ok := plugins[id]
+			p, ok := handlers[id]
 			if !ok {
 				return nil, fmt.Errorf("plugin %d is not configured", id)
 			}
@@ -349,7 +352,7 @@ func (rt *Router) composeChains(plugins map[int64]caddyhttp.MiddlewareHandler) e
 				}
 			}
 		}
-		c.handler = compose(mws, terminal)
+		c.handler = compose(plugins.Arrange(mws), terminal)
 		composed[key] = c
 		return c, nil
 	}

@@ -265,7 +265,12 @@ func (c *verifyCache) len() int {
 	return len(c.m)
 }
 
+// GatesAccess implements plugins.Gate: a proxy-cache never answers
+// before it (plugins.Arrange).
+func (*BasicAuth) GatesAccess() {}
+
 // Interface guards
 var (
 	_ plugins.Plugin = (*BasicAuth)(nil)
+	_ plugins.Gate   = (*BasicAuth)(nil)
 )

@@ -372,7 +372,12 @@ func (j *JWT) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return plugins.UnmarshalCaddyfile(d, j, plugins.Syntax{Blocks: j.consumerBlock()})
 }
 
+// GatesAccess implements plugins.Gate: a proxy-cache never answers
+// before it (plugins.Arrange).
+func (*JWT) GatesAccess() {}
+
 // Interface guards
 var (
 	_ plugins.Plugin = (*JWT)(nil)
+	_ plugins.Gate   = (*JWT)(nil)
 )

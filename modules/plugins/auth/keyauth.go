@@ -128,7 +128,12 @@ func (k *KeyAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return plugins.UnmarshalCaddyfile(d, k, plugins.Syntax{Args: []string{"key_names"}, Blocks: k.consumerBlock()})
 }
 
+// GatesAccess implements plugins.Gate: a proxy-cache never answers
+// before it (plugins.Arrange).
+func (*KeyAuth) GatesAccess() {}
+
 // Interface guards
 var (
 	_ plugins.Plugin = (*KeyAuth)(nil)
+	_ plugins.Gate   = (*KeyAuth)(nil)
 )

@@ -22,6 +22,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/proxycache/cachestore"
@@ -29,7 +30,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "proxy-cache", Ordering: 1000, Doc: "Keeps upstream responses in memory and serves them again until they expire; the X-Cache-Status response header tells what the cache did. Entries survive config reloads; POST /api/v1/cache/purge empties the cache. A response that a response-transform running after it (a higher ordering, as by default) fills in with placeholders (the request's values) is not stored (Bypass): a hit runs no plugin after the cache, and would give the next client the first one's values.", New: func() plugins.Plugin { return new(ProxyCache) }})
+	plugins.Register(plugins.Type{Name: "proxy-cache", Ordering: 1000, Doc: "Keeps upstream responses in memory and serves them again until they expire; the X-Cache-Status response header tells what the cache did. Entries survive config reloads; POST /api/v1/cache/purge empties the cache. A response that a response-transform running after it (a higher ordering, as by default) fills in with placeholders (the request's values) is not stored (Bypass): a hit runs no plugin after the cache, and would give the next client the first one's values. The cache never answers before the route's access plugins (key-auth, basic-auth, jwt, acl, ip-restriction) have run, whatever its ordering: in a chain with one of them it runs right after the last of them even when its ordering is lower (the ordering is kept as given, not refused, because the chain is only known per request: global, service and route plugins combine). The consumer an auth plugin identified is then part of the key, so a response cached for one consumer is never served to another nor to a client that fails authentication. An auth plugin running inside the cache (a Caddyfile route that orders it so) makes the response uncacheable.", New: func() plugins.Plugin { return new(ProxyCache) }})
 }
 
 // Header is the response header telling what the cache did.
@@ -144,7 +145,7 @@ func (p *ProxyCache) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	// it changes the response outside the cache).
 	info, r := gwctx.Ensure(r)
 	info.Uncacheable = false
-	rec := &recorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, p: p, info: info, before: before, limit: limit}
+	rec := &recorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, p: p, info: info, consumer: info.Consumer, before: before, limit: limit}
 	if err := next.ServeHTTP(rec, r); err != nil {
 		return err
 	}
@@ -312,10 +313,12 @@ var hopByHop = map[string]bool{
 // one.
 type recorder struct {
 	*caddyhttp.ResponseWriterWrapper
-	p      *ProxyCache
-	info   *gwctx.Info
-	before http.Header
-	limit  int64 // the most body bytes kept
+	p    *ProxyCache
+	info *gwctx.Info
+	// consumer is the one authenticated before the cache ran (in the key).
+	consumer *consumers.Consumer
+	before   http.Header
+	limit    int64 // the most body bytes kept
 
 	wroteHeader bool
 	status      int
@@ -340,6 +343,10 @@ func (rec *recorder) WriteHeader(status int) {
 	h := rec.ResponseWriter.Header()
 	rec.storable, rec.ttl, rec.varyNames = rec.p.storable(status, h, rec.limit)
 	rec.storable = rec.storable && !rec.info.Uncacheable // filled in with this request's values
+	// A consumer authenticated after the cache (a Caddyfile route
+	// running an auth plugin inside it) is not in the key: the response
+	// would be served to anyone.
+	rec.storable = rec.storable && rec.info.Consumer == rec.consumer
 	if rec.storable {
 		rec.header = storableHeaders(rec.before, h)
 	} else {
@@ -500,9 +507,14 @@ func (p *ProxyCache) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return plugins.UnmarshalCaddyfile(d, p, plugins.Syntax{Args: []string{"ttl_s"}})
 }
 
+// AnswersFromStore implements plugins.Cache: the router runs the cache
+// after the access plugins of its chain (plugins.Arrange).
+func (*ProxyCache) AnswersFromStore() {}
+
 // Interface guards
 var (
 	_ plugins.Plugin      = (*ProxyCache)(nil)
+	_ plugins.Cache       = (*ProxyCache)(nil)
 	_ caddy.CleanerUpper  = (*ProxyCache)(nil)
 	_ http.ResponseWriter = (*recorder)(nil)
 	_ io.ReaderFrom       = (*recorder)(nil)
