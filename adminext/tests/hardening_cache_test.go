@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"net/http"
 	"testing"
 
 	"github.com/caddy-gateway/gateway/adminext/internal/testgw"
@@ -47,4 +48,46 @@ func TestProxyCacheNeverCrossesAuthentication(t *testing.T) {
 	g.Must("PUT", fmt.Sprintf("/api/v1/plugins/%d", ipr), map[string]any{"type": "ip-restriction", "scope": "route", "route_id": ip,
 		"config": map[string]any{"deny": []string{"127.0.0.1", "::1"}}})
 	wantGatewayError(t, send(t, g, "GET", "/ip/x", nil), 403, "")
+}
+
+// TestProxyCacheCookies: a request with Cookie bypasses the cache (its
+// answer may be the cookie's session's), so a cookieless client never gets
+// it; a response with Set-Cookie or Vary: Cookie is not stored;
+// cache_cookie_requests lets cookie requests be cached.
+func TestProxyCacheCookies(t *testing.T) {
+	g := testgw.Start(t, nil)
+	up := testgw.Upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		switch r.URL.Path {
+		case "/vary":
+			w.Header().Set("Vary", "Accept-Encoding, cookie")
+		case "/set":
+			w.Header().Set("Set-Cookie", "session=new")
+		}
+		fmt.Fprintf(w, "for %q", r.Header.Get("Cookie"))
+	})
+	sid := g.Service("s", testgw.Addr(up))
+	r := g.PathRoutes(sid, "/c", "/vary", "/set", "/opt")
+	addPlugin(t, g, "proxy-cache", "service", sid, nil)
+	addPlugin(t, g, "proxy-cache", "route", r[3], map[string]any{"cache_cookie_requests": true, "vary_headers": []string{"Cookie"}})
+
+	get := func(path, status, body string, hdr ...string) {
+		t.Helper()
+		p := send(t, g, "GET", path, nil, hdr...)
+		if p.Status != 200 || p.Header.Get("X-Cache-Status") != status || p.Body != body {
+			t.Fatalf("%s %v: %d %s %q; want %s %q", path, hdr, p.Status, p.Header.Get("X-Cache-Status"), p.Body, status, body)
+		}
+	}
+	get("/c", "Bypass", `for "session=alice"`, "Cookie", "session=alice")
+	get("/c", "Miss", `for ""`)
+	get("/c", "Bypass", `for "session=bob"`, "Cookie", "session=bob")
+	get("/c", "Hit", `for ""`)
+	for _, status := range []string{"Bypass", "Bypass"} {
+		get("/vary", status, `for ""`)
+		get("/set", status, `for ""`)
+	}
+	get("/opt", "Miss", `for "session=alice"`, "Cookie", "session=alice")
+	get("/opt", "Hit", `for "session=alice"`, "Cookie", "session=alice")
+	get("/opt", "Miss", `for "session=bob"`, "Cookie", "session=bob")
+	get("/opt", "Miss", `for ""`)
 }

@@ -38,13 +38,14 @@ const Header = "X-Cache-Status"
 
 // ProxyCache is the proxy-cache plugin.
 type ProxyCache struct {
-	TTLS              int64    `json:"ttl_s" schema:"min=1,max=31536000" doc:"Seconds a response is kept, unless its Cache-Control says otherwise (honor_cache_control)."`
-	Methods           []string `json:"methods" schema:"minItems=1,maxItems=32,maxLength=32" doc:"Request methods whose responses are cached."`
-	StatusCodes       []int    `json:"status_codes" schema:"minItems=1,min=100,max=599" doc:"Response statuses that are cached."`
-	ContentTypes      []string `json:"content_types" schema:"maxItems=100,maxLength=255" doc:"Media types cached (type/subtype or type/*); empty: any."`
-	MaxBodyBytes      int64    `json:"max_body_bytes" schema:"min=0,max=1073741824" doc:"Larger responses are not cached. The cache of the process holds at most 128 MiB and 50000 entries (least recently used out), and never stores a response over a quarter of that (32 MiB), whatever this says; a body of unknown length (chunked) is kept only while it could still be stored, the rest streams through."`
-	VaryHeaders       []string `json:"vary_headers" schema:"header_name,minLength=1,maxItems=32" doc:"Request headers whose values are part of the cache key."`
-	HonorCacheControl bool     `json:"honor_cache_control" doc:"Obey Cache-Control: a request's no-cache/no-store bypasses the cache; a response's no-store, private, no-cache are not stored, its s-maxage/max-age set the TTL."`
+	TTLS                int64    `json:"ttl_s" schema:"min=1,max=31536000" doc:"Seconds a response is kept, unless its Cache-Control says otherwise (honor_cache_control)."`
+	Methods             []string `json:"methods" schema:"minItems=1,maxItems=32,maxLength=32" doc:"Request methods whose responses are cached."`
+	StatusCodes         []int    `json:"status_codes" schema:"minItems=1,min=100,max=599" doc:"Response statuses that are cached."`
+	ContentTypes        []string `json:"content_types" schema:"maxItems=100,maxLength=255" doc:"Media types cached (type/subtype or type/*); empty: any."`
+	MaxBodyBytes        int64    `json:"max_body_bytes" schema:"min=0,max=1073741824" doc:"Larger responses are not cached. The cache of the process holds at most 128 MiB and 50000 entries (least recently used out), and never stores a response over a quarter of that (32 MiB), whatever this says; a body of unknown length (chunked) is kept only while it could still be stored, the rest streams through."`
+	VaryHeaders         []string `json:"vary_headers" schema:"header_name,minLength=1,maxItems=32" doc:"Request headers whose values are part of the cache key."`
+	HonorCacheControl   bool     `json:"honor_cache_control" doc:"Obey Cache-Control: a request's no-cache/no-store bypasses the cache; a response's no-store, private, no-cache are not stored, its s-maxage/max-age set the TTL."`
+	CacheCookieRequests bool     `json:"cache_cookie_requests" doc:"Serve and store requests that carry Cookie too. By default they bypass the cache (Bypass), as requests with Authorization do unless an auth plugin identified the consumer: a response to one may be personal. When true, cookies are not part of the key unless vary_headers lists Cookie. Whatever this says, a response with Set-Cookie, or whose Vary names Cookie or *, is never stored."`
 
 	plugins.Instance
 	plugins.Held
@@ -92,7 +93,8 @@ func (p *ProxyCache) instanceKey() string {
 		Max    int64
 		V      []string
 		Honour bool
-	}{p.TTLS, p.Methods, p.StatusCodes, p.ctypes, p.MaxBodyBytes, p.vary, p.HonorCacheControl})
+		Cookie bool
+	}{p.TTLS, p.Methods, p.StatusCodes, p.ctypes, p.MaxBodyBytes, p.vary, p.HonorCacheControl, p.CacheCookieRequests})
 	sum := sha256.Sum256(cfg)
 	return "pc:" + strconv.FormatInt(p.InstanceID, 10) + ":" + hex.EncodeToString(sum[:8]) + ":"
 }
@@ -189,6 +191,11 @@ func (p *ProxyCache) bypass(r *http.Request) string {
 		if len(r.Header.Values("Cache-Control")) == 0 && strings.Contains(strings.ToLower(r.Header.Get("Pragma")), "no-cache") {
 			return "no-cache"
 		}
+	}
+	// A cookie is the usual session of an upstream's own sign-in: the
+	// response may be personal, and the gateway cannot tell.
+	if !p.CacheCookieRequests && len(r.Header.Values("Cookie")) > 0 {
+		return "cookie"
 	}
 	// A response to a request authorized by the upstream itself may be
 	// personal: only cache it when the gateway authenticated the consumer
@@ -399,7 +406,10 @@ func (p *ProxyCache) storable(status int, h http.Header, limit int64) (bool, tim
 	for _, v := range h.Values("Vary") {
 		for _, f := range strings.Split(v, ",") {
 			f = strings.TrimSpace(f)
-			if f == "*" {
+			// Vary: Cookie says the response is per session: keyed by
+			// the cookie it would fill the cache with one entry per
+			// client, served to nobody else.
+			if f == "*" || strings.EqualFold(f, "Cookie") {
 				return false, 0, nil
 			}
 			if f != "" {
@@ -489,6 +499,7 @@ func (p *ProxyCache) SetDefaults() {
 	p.MaxBodyBytes = 1048576
 	p.VaryHeaders = []string{}
 	p.HonorCacheControl = true
+	p.CacheCookieRequests = false
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
@@ -502,6 +513,7 @@ func (p *ProxyCache) SetDefaults() {
 //	    max_body_bytes <n>
 //	    vary_headers <header...>
 //	    honor_cache_control [true|false]
+//	    cache_cookie_requests [true|false]
 //	}
 func (p *ProxyCache) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return plugins.UnmarshalCaddyfile(d, p, plugins.Syntax{Args: []string{"ttl_s"}})
