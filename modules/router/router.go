@@ -583,6 +583,12 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	info.MatchedPath = m.MatchedPath
 	info.ServiceID = m.e.pickService()
 	info.Sinks = append(info.Sinks, ch.sinks...)
+	if r.Method == http.MethodConnect && !connectAllowed(route, r) {
+		info.Status = http.StatusMethodNotAllowed
+		w.Header().Set("Allow", allowedMethods)
+		gwctx.WriteError(w, http.StatusMethodNotAllowed, "CONNECT is not allowed on this route (a route proxies it only when its methods list CONNECT)")
+		return nil
+	}
 
 	if route.StripPath {
 		up, err := ForwardPath(route, m.MatchedPath, r.URL.Path)
@@ -614,6 +620,24 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	err = ch.handler.ServeHTTP(w, r)
 	rw.DropHooks(n)
 	return err
+}
+
+// allowedMethods is the Allow header of a CONNECT refused by a route that
+// takes any method.
+const allowedMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE"
+
+// connectAllowed reports whether route proxies the CONNECT request r. A
+// tunnel request sent to a plain HTTP upstream (which the gateway's
+// proxies then relay byte for byte) is never what a route that takes
+// "any method" means: only a route whose methods list CONNECT proxies
+// it. Extended CONNECT for WebSocket over HTTP/2 and HTTP/3 (RFC 8441,
+// 9220) is no tunnel: Caddy's proxy sends it upstream as an HTTP/1.1
+// upgrade, as any WebSocket request.
+func connectAllowed(route *Route, r *http.Request) bool {
+	if (r.ProtoMajor == 2 && r.Header.Get(":protocol") == "websocket") || (r.ProtoMajor == 3 && r.Proto == "websocket") {
+		return true
+	}
+	return slices.ContainsFunc(route.Methods, func(m string) bool { return strings.EqualFold(m, http.MethodConnect) })
 }
 
 // pickService is the route's service, or a weighted random pick of its splits.

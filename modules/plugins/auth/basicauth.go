@@ -99,7 +99,7 @@ func (b *BasicAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if b.HideCredentials {
 		r.Header.Del("Authorization")
 	}
-	authenticated(w, info, r.Header, c)
+	authenticated(w, info, r.Header, c, cred.Username)
 	return next.ServeHTTP(w, r)
 }
 

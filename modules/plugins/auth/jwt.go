@@ -77,12 +77,12 @@ func (j *JWT) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 		gwctx.WriteError(w, http.StatusUnauthorized, "no token found in request")
 		return nil
 	}
-	c, msg := j.check(raw, table, time.Now())
+	c, cred, msg := j.check(raw, table, time.Now())
 	if c == nil {
 		gwctx.WriteError(w, http.StatusUnauthorized, msg)
 		return nil
 	}
-	authenticated(w, info, r.Header, c)
+	authenticated(w, info, r.Header, c, cred.Key)
 	return next.ServeHTTP(w, r)
 }
 
@@ -119,15 +119,17 @@ func (j *JWT) token(r *http.Request) string {
 
 var errRejected = errors.New("rejected")
 
-// check verifies raw and returns its consumer, or nil and the reason.
-func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consumers.Consumer, string) {
+// check verifies raw and returns its consumer and credential, or nil and
+// the reason.
+func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consumers.Consumer, *consumers.Credential, string) {
 	parser := j.parser
 	if parser == nil {
 		parser = newJWTParser()
 	}
 	var (
-		c      *consumers.Consumer
-		reason string
+		c          *consumers.Consumer
+		credential *consumers.Credential
+		reason     string
 	)
 	claims := jwt.MapClaims{}
 	_, err := parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
@@ -155,35 +157,35 @@ func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consume
 			reason = "invalid key of the jwt credential"
 			return nil, errRejected
 		}
-		c = cons
+		c, credential = cons, cred
 		return key, nil
 	})
 	if err != nil {
 		if reason != "" {
-			return nil, reason
+			return nil, nil, reason
 		}
 		if errors.Is(err, jwt.ErrTokenSignatureInvalid) {
-			return nil, "invalid signature"
+			return nil, nil, "invalid signature"
 		}
 		if errors.Is(err, jwt.ErrTokenUnverifiable) || errors.Is(err, jwt.ErrTokenMalformed) {
-			return nil, "invalid token"
+			return nil, nil, "invalid token"
 		}
-		return nil, "invalid token"
+		return nil, nil, "invalid token"
 	}
 
 	exp, err := claims.GetExpirationTime()
 	if err != nil {
-		return nil, "claim 'exp' must be a number"
+		return nil, nil, "claim 'exp' must be a number"
 	}
 	nbf, err := claims.GetNotBefore()
 	if err != nil {
-		return nil, "claim 'nbf' must be a number"
+		return nil, nil, "claim 'nbf' must be a number"
 	}
 	// A listed claim is required: a token without exp would never
 	// expire, one without nbf would be valid before it was meant to.
 	for _, name := range j.ClaimsToVerify {
 		if (name == "exp" && exp == nil) || (name == "nbf" && nbf == nil) {
-			return nil, "claim '" + name + "' is required"
+			return nil, nil, "claim '" + name + "' is required"
 		}
 	}
 	// A maximum lifetime bounds nothing without an exp, nor if a token
@@ -191,23 +193,23 @@ func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consume
 	// one with an exp long gone, valid for ever (Kong requires exp in
 	// claims_to_verify for it).
 	if j.MaximumExpirationS > 0 && exp == nil {
-		return nil, "claim 'exp' is required"
+		return nil, nil, "claim 'exp' is required"
 	}
 	// Whoever issued a token with exp or nbf meant it to hold only in
 	// that window, listed in claims_to_verify or not.
 	leeway := time.Duration(j.LeewayS) * time.Second
 	if exp != nil && !now.Before(exp.Add(leeway)) {
-		return nil, "token expired"
+		return nil, nil, "token expired"
 	}
 	if nbf != nil && now.Add(leeway).Before(nbf.Time) {
-		return nil, "token not valid yet"
+		return nil, nil, "token not valid yet"
 	}
 	if j.MaximumExpirationS > 0 {
 		if exp.Sub(now) > time.Duration(j.MaximumExpirationS)*time.Second {
-			return nil, "token expiration exceeds the maximum allowed"
+			return nil, nil, "token expiration exceeds the maximum allowed"
 		}
 	}
-	return c, ""
+	return c, credential, ""
 }
 
 // JWTAlgorithms are the signing algorithms of jwt credentials: HMAC with

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -92,7 +93,7 @@ func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		gwctx.WriteError(w, http.StatusUnauthorized, "no API key found in request")
 		return nil
 	}
-	c, _ := table.Lookup("key-auth", key)
+	c, cred := table.Lookup("key-auth", key)
 	if c == nil {
 		gwctx.WriteError(w, http.StatusUnauthorized, "invalid authentication credentials")
 		return nil
@@ -106,7 +107,8 @@ func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			r.URL.RawQuery = q.Encode()
 		}
 	}
-	authenticated(w, info, r.Header, c)
+	// The credential's id, as Kong's: never the key, which is the secret.
+	authenticated(w, info, r.Header, c, strconv.FormatInt(cred.ID, 10))
 	return next.ServeHTTP(w, r)
 }
 
