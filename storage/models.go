@@ -124,7 +124,7 @@ type Route struct {
 	Priority     int32             `json:"priority" doc:"Higher wins before any other tie-break."`
 	Hosts        []string          `json:"hosts" gorm:"serializer:json" schema:"host,maxItems=100" doc:"Exact hosts or wildcard patterns with a leading *. (port and a trailing dot ignored, case-insensitive); an IPv6 address bare or in brackets (::1, [::1])."`
 	Paths        []string          `json:"paths" gorm:"serializer:json" schema:"path,maxItems=100" doc:"Literal prefixes starting with / (longest match wins) or ~regex (RE2, anchored at the start of the path; compiling to at most 10000 instructions, where a counted repetition such as x{100} is that many copies of x)."`
-	Methods      []string          `json:"methods" gorm:"serializer:json" schema:"maxItems=32,maxLength=32"`
+	Methods      []string          `json:"methods" gorm:"serializer:json" schema:"maxItems=32,maxLength=32" doc:"Request methods matched (case-insensitive); empty: any method but CONNECT, which only a route listing it proxies (otherwise 405, as a tunnel request to a plain HTTP upstream is never meant by any method; WebSocket over HTTP/2 and HTTP/3, sent as extended CONNECT, is proxied as any WebSocket request)."`
 	Headers      map[string]string `json:"headers" gorm:"serializer:json" schema:"keys=header_name,header_value,maxItems=100" doc:"Every listed header must match; names case-insensitive; value * means present."`
 	Splits       []RouteSplit      `json:"splits" gorm:"serializer:json" schema:"maxItems=100" doc:"When non-empty, a service is picked per request by weighted random choice, overriding service_id."`
 	StripPath    bool              `json:"strip_path" doc:"Remove exactly the matched portion of the path."`
@@ -324,7 +324,7 @@ type Plugin struct {
 	Service   *Service        `json:"-" gorm:"constraint:OnDelete:CASCADE"`
 	RouteID   *int64          `json:"route_id" gorm:"index" doc:"Required for scope route, null otherwise."`
 	Route     *Route          `json:"-" gorm:"constraint:OnDelete:CASCADE"`
-	Ordering  *int32          `json:"ordering" schema:"notnull" doc:"Plugins run in ascending ordering, then id; default: the type's default ordering."`
+	Ordering  *int32          `json:"ordering" schema:"notnull" doc:"Plugins run in ascending ordering, then id; default: the type's default ordering. A proxy-cache never runs before the access plugins (auth types, acl, ip-restriction) of its chain, whatever the orderings."`
 	Enabled   bool            `json:"enabled"`
 	Config    json.RawMessage `json:"config" gorm:"serializer:json;type:text" doc:"Per-type configuration; answers show every field with defaults filled."`
 	CreatedAt time.Time       `json:"created_at" schema:"readonly"`

@@ -122,6 +122,7 @@ const pluginDescription = "A plugin is scoped globally, to a service (service_id
 	"One plugin of a type per scope target: a second one, or a PUT moving a plugin onto an occupied target, is 400. " +
 	"For a request, the most specific enabled instance of each type applies (route, then service, then global); a disabled plugin neither applies nor shadows. " +
 	"Plugins run in ascending ordering, then id; ordering defaults to the type's default ordering. " +
+	"One exception keeps cached responses inside authentication: a proxy-cache whose ordering is lower than that of an access plugin of the same chain (key-auth, basic-auth, jwt, acl, ip-restriction) runs right after the last of them. " +
 	"config is validated by the type's declaration (unknown fields are 400, errors name the field as config.<field>); answers show every config field with defaults filled. " +
 	"Only registered plugin types are accepted; others are 400 \"unknown plugin type\"."
 

@@ -80,7 +80,11 @@ OpenAPI document (` + "`/openapi.json`, `/docs`" + `) carries the same schemas
   whose ` + "`service_id`" + ` it is ([routing.md](routing.md)). A disabled plugin
   neither applies nor shadows a less specific one.
 - **Order.** The applicable plugins run in ascending ` + "`ordering`" + `, then id.
-  ` + "`ordering`" + ` defaults to the type's default ordering below.
+  ` + "`ordering`" + ` defaults to the type's default ordering below. One
+  exception: a proxy-cache never answers before the access plugins of its
+  chain (key-auth, basic-auth, jwt, acl, ip-restriction); with a lower
+  ` + "`ordering`" + ` than one of them it runs right after the last of them, so
+  that a cached response never crosses an authentication boundary.
 - **Config.** ` + "`config`" + ` is validated by the type's declaration: unknown fields
   and out-of-bounds values are 400, the error naming the field as
   ` + "`config.<field>`" + `. PUT replaces the whole config: fields left out get their

@@ -114,8 +114,12 @@ const (
 	HeaderUsername = "X-Consumer-Username"
 	HeaderCustomID = "X-Consumer-Custom-ID"
 	HeaderGroups   = "X-Consumer-Groups"
-	// HeaderAnonymous is "true" when the consumer is an auth plugin's
-	// anonymous consumer (no credentials were given).
+	// HeaderCredential names the credential that authenticated the
+	// request, as Kong's: a key-auth credential's id, a basic-auth
+	// credential's username, a jwt credential's key.
+	HeaderCredential = "X-Credential-Identifier"
+	// HeaderAnonymous says that an auth plugin let the request through as
+	// its anonymous consumer (Kong's header). Only a plugin sets it.
 	HeaderAnonymous = "X-Anonymous-Consumer"
 )
 
@@ -127,11 +131,13 @@ var (
 	canonicalUsername = http.CanonicalHeaderKey(HeaderUsername)
 	canonicalCustomID = http.CanonicalHeaderKey(HeaderCustomID)
 	canonicalGroups   = http.CanonicalHeaderKey(HeaderGroups)
+	canonicalCred     = http.CanonicalHeaderKey(HeaderCredential)
 	canonicalAnon     = http.CanonicalHeaderKey(HeaderAnonymous)
 )
 
-// identityHeaders are the identity headers' canonical names.
-var identityHeaders = [...]string{canonicalID, canonicalUsername, canonicalCustomID, canonicalGroups, canonicalAnon}
+// identityHeaders are the canonical names of every header that tells the
+// upstream who sent the request.
+var identityHeaders = [...]string{canonicalID, canonicalUsername, canonicalCustomID, canonicalGroups, canonicalCred, canonicalAnon}
 
 // StripHeaders removes client-sent copies of the identity headers: the
 // headers themselves, and any header whose name reads as one of them when
@@ -142,6 +148,8 @@ var identityHeaders = [...]string{canonicalID, canonicalUsername, canonicalCusto
 // request, authenticated or not.
 func StripHeaders(h http.Header) {
 	deleteIdentity(h)
+	delete(h, canonicalCred)
+	delete(h, canonicalAnon)
 	DeleteLookalikes(h, identityHeaders[:])
 }
 
@@ -195,6 +203,17 @@ func lower(c byte) byte {
 		return c + ('a' - 'A')
 	}
 	return c
+}
+
+// SetCredentialHeader sets X-Credential-Identifier on an upstream request
+// to id, or removes it when id is "" (a consumer that no credential
+// identified, or one a later auth plugin replaced).
+func SetCredentialHeader(h http.Header, id string) {
+	if id == "" {
+		delete(h, canonicalCred)
+		return
+	}
+	h[canonicalCred] = []string{id}
 }
 
 // HeaderValues is the number of values SetHeaders stores.

@@ -311,6 +311,9 @@ func configMap(typeName string, config json.RawMessage, internal map[string]any)
 		}
 	}
 	declared := schema.FieldIndex(reflect.TypeOf(t.New()))
+	if err := fillDefaults(t, m, declared); err != nil {
+		return nil, err
+	}
 	for k, v := range internal {
 		if _, ok := declared[k]; ok {
 			m[k] = v
@@ -369,6 +372,35 @@ func prefixAll(p string, names []string) []string {
 		names[i] = p + names[i]
 	}
 	return names
+}
+
+// fillDefaults adds to m, a stored config, today's default of every API
+// field it lacks: a config stored before a field was declared (an
+// upgraded store) reaches Provision as the API would answer it, not with
+// the field's zero value, which the type's rules may refuse (an enum) or
+// read differently (a boolean that defaults to true).
+func fillDefaults(t Type, m map[string]any, declared map[string][]int) error {
+	var defaults reflect.Value
+	for name, index := range declared {
+		if _, ok := m[name]; ok {
+			continue
+		}
+		if !defaults.IsValid() {
+			cfg := t.New()
+			cfg.SetDefaults()
+			defaults = reflect.ValueOf(cfg).Elem()
+		}
+		f := defaults.Type().FieldByIndex(index)
+		if strings.Contains(f.Tag.Get("schema"), "internal") {
+			continue
+		}
+		raw, err := json.Marshal(defaults.FieldByIndex(index).Interface())
+		if err != nil {
+			return fmt.Errorf("default of %s.%s: %w", t.Name, name, err)
+		}
+		m[name] = json.RawMessage(raw)
+	}
+	return nil
 }
 
 // UpgradeStored brings a stored config of type typeName, written before

@@ -182,3 +182,28 @@ func TestRegisterRefusesATypeWithoutOrdering(t *testing.T) {
 	}()
 	plugins.Register(plugins.Type{Name: "no-ordering", New: func() plugins.Plugin { return nil }})
 }
+
+// TestStoredConfigGetsTodaysDefaults: a config stored before some of its
+// type's fields existed (here a rate-limit written before policy,
+// fault_tolerant and ipv6_prefix_length) reaches Caddy with their
+// defaults and provisions, instead of failing the whole load on a zero
+// value the rules refuse.
+func TestStoredConfigGetsTodaysDefaults(t *testing.T) {
+	raw, err := plugins.HandlerJSON("rate-limit", json.RawMessage(`{"limit":1,"window_s":60,"key":"ip","header_name":""}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["policy"] != "local" || m["fault_tolerant"] != true || m["ipv6_prefix_length"] != float64(64) || m["limit"] != float64(1) {
+		t.Fatalf("handler JSON %s: want the stored limit and today's defaults", raw)
+	}
+	err = caddy.Validate(&caddy.Config{AppsRaw: caddy.ModuleMap{"http": mustJSON(t, map[string]any{
+		"servers": map[string]any{"s": map[string]any{"listen": []string{"127.0.0.1:0"},
+			"routes": []any{map[string]any{"handle": []any{json.RawMessage(raw)}}}}}})}})
+	if err != nil {
+		t.Fatalf("provisioning %s: %v", raw, err)
+	}
+}

@@ -32,6 +32,7 @@ import (
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	_ "github.com/caddy-gateway/gateway/modules/gwproxy" // ProxyModule
 	"github.com/caddy-gateway/gateway/modules/modpool"
+	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/records"
 )
 
@@ -165,12 +166,12 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 			return err
 		}
 	}
-	plugins, err := rt.loadByID(ctx, "PluginsRaw", len(rt.PluginsRaw), "plugins")
+	handlers, err := rt.loadByID(ctx, "PluginsRaw", len(rt.PluginsRaw), "plugins")
 	if err != nil {
 		return err
 	}
 	if rt.PluginsRef != "" {
-		if err := loadPlugins(ctx, rt.PluginsRef, plugins); err != nil {
+		if err := loadPlugins(ctx, rt.PluginsRef, handlers); err != nil {
 			return err
 		}
 	}
@@ -189,7 +190,7 @@ func (rt *Router) Provision(ctx caddy.Context) error {
 		}
 		rt.trusted = append(rt.trusted, prefix)
 	}
-	return rt.composeChains(plugins)
+	return rt.composeChains(handlers)
 }
 
 // loadByID loads the handler modules of rt's field (ServicesRaw or
@@ -326,8 +327,10 @@ func (rt *Router) provisionTable() error {
 }
 
 // composeChains composes the chains of Chains and of the routes that list
-// their own plugins. Identical plugin lists share one composed chain.
-func (rt *Router) composeChains(plugins map[int64]caddyhttp.MiddlewareHandler) error {
+// their own plugins, in the order plugins.Arrange gives (a cache never
+// answers before the chain's access plugins, whatever the orderings).
+// Identical plugin lists share one composed chain.
+func (rt *Router) composeChains(handlers map[int64]caddyhttp.MiddlewareHandler) error {
 	terminal := caddyhttp.HandlerFunc(rt.proxy)
 	composed := map[string]*chain{}
 	compile := func(ids []int64) (*chain, error) {
@@ -338,7 +341,7 @@ func (rt *Router) composeChains(plugins map[int64]caddyhttp.MiddlewareHandler) e
 		mws := make([]caddyhttp.MiddlewareHandler, 0, len(ids))
 		c := new(chain)
 		for _, id := range ids {
-			p, ok := plugins[id]
+			p, ok := handlers[id]
 			if !ok {
 				return nil, fmt.Errorf("plugin %d is not configured", id)
 			}
@@ -349,7 +352,7 @@ func (rt *Router) composeChains(plugins map[int64]caddyhttp.MiddlewareHandler) e
 				}
 			}
 		}
-		c.handler = compose(mws, terminal)
+		c.handler = compose(plugins.Arrange(mws), terminal)
 		composed[key] = c
 		return c, nil
 	}
@@ -580,6 +583,12 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	info.MatchedPath = m.MatchedPath
 	info.ServiceID = m.e.pickService()
 	info.Sinks = append(info.Sinks, ch.sinks...)
+	if r.Method == http.MethodConnect && !connectAllowed(route, r) {
+		info.Status = http.StatusMethodNotAllowed
+		w.Header().Set("Allow", allowedMethods)
+		gwctx.WriteError(w, http.StatusMethodNotAllowed, "CONNECT is not allowed on this route (a route proxies it only when its methods list CONNECT)")
+		return nil
+	}
 
 	if route.StripPath {
 		up, err := ForwardPath(route, m.MatchedPath, r.URL.Path)
@@ -611,6 +620,24 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	err = ch.handler.ServeHTTP(w, r)
 	rw.DropHooks(n)
 	return err
+}
+
+// allowedMethods is the Allow header of a CONNECT refused by a route that
+// takes any method.
+const allowedMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE"
+
+// connectAllowed reports whether route proxies the CONNECT request r. A
+// tunnel request sent to a plain HTTP upstream (which the gateway's
+// proxies then relay byte for byte) is never what a route that takes
+// "any method" means: only a route whose methods list CONNECT proxies
+// it. Extended CONNECT for WebSocket over HTTP/2 and HTTP/3 (RFC 8441,
+// 9220) is no tunnel: Caddy's proxy sends it upstream as an HTTP/1.1
+// upgrade, as any WebSocket request.
+func connectAllowed(route *Route, r *http.Request) bool {
+	if (r.ProtoMajor == 2 && r.Header.Get(":protocol") == "websocket") || (r.ProtoMajor == 3 && r.Proto == "websocket") {
+		return true
+	}
+	return slices.ContainsFunc(route.Methods, func(m string) bool { return strings.EqualFold(m, http.MethodConnect) })
 }
 
 // pickService is the route's service, or a weighted random pick of its splits.

@@ -79,7 +79,12 @@ func (a *ACL) SetDefaults() {
 	a.HideGroupsHeader = false
 }
 
+// GatesAccess implements plugins.Gate: a proxy-cache never answers
+// before it (plugins.Arrange).
+func (*ACL) GatesAccess() {}
+
 // Interface guards
 var (
 	_ plugins.Plugin = (*ACL)(nil)
+	_ plugins.Gate   = (*ACL)(nil)
 )

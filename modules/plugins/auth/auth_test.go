@@ -138,9 +138,9 @@ var configs = []plugintest.Config{
 	{
 		Type: "jwt",
 		Normalized: [][2]string{
-			{``, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":[],"key_claim_name":"iss","claims_to_verify":["exp"],"maximum_expiration_s":0,"anonymous":""}`},
-			{`{}`, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":[],"key_claim_name":"iss","claims_to_verify":["exp"],"maximum_expiration_s":0,"anonymous":""}`},
-			{`{"claims_to_verify":["exp","nbf"],"maximum_expiration_s":3600,"cookie_names":["tok"]}`, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":["tok"],"key_claim_name":"iss","claims_to_verify":["exp","nbf"],"maximum_expiration_s":3600,"anonymous":""}`},
+			{``, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":[],"key_claim_name":"iss","claims_to_verify":["exp"],"maximum_expiration_s":0,"leeway_s":0,"anonymous":""}`},
+			{`{}`, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":[],"key_claim_name":"iss","claims_to_verify":["exp"],"maximum_expiration_s":0,"leeway_s":0,"anonymous":""}`},
+			{`{"claims_to_verify":["exp","nbf"],"maximum_expiration_s":3600,"cookie_names":["tok"]}`, `{"header_names":["Authorization"],"query_names":["jwt"],"cookie_names":["tok"],"key_claim_name":"iss","claims_to_verify":["exp","nbf"],"maximum_expiration_s":3600,"leeway_s":0,"anonymous":""}`},
 		},
 		Refused: map[string]string{
 			`{"claims_to_verify":["iat"]}`:                           "config.claims_to_verify[0]: must be one of exp, nbf",
@@ -477,9 +477,11 @@ func TestJWT(t *testing.T) {
 		}
 		plugintest.WantGatewayError(t, res, 401)
 	}
-	// nbf is not verified by default
+	// nbf is not required by default, but honoured when present
 	future := sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss", "exp": now.Add(2 * time.Hour).Unix(), "nbf": now.Add(time.Hour).Unix()})
-	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "Authorization", "Bearer "+future), 200)
+	plugintest.WantGatewayError(t, plugintest.Do(t, "GET", base+"/", "Authorization", "Bearer "+future), 401)
+	past := sign(t, jwt.SigningMethodHS256, []byte("alice-secret"), jwt.MapClaims{"iss": "alice-iss", "exp": now.Add(2 * time.Hour).Unix(), "nbf": now.Add(-time.Hour).Unix()})
+	plugintest.WantStatus(t, plugintest.Do(t, "GET", base+"/", "Authorization", "Bearer "+past), 200)
 }
 
 func mustRSA(t *testing.T) *rsa.PrivateKey {

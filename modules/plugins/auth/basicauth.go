@@ -110,7 +110,7 @@ func (b *BasicAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if b.HideCredentials {
 		r.Header.Del("Authorization")
 	}
-	authenticated(w, info, r.Header, c)
+	authenticated(w, info, r.Header, c, cred.Username)
 	return next.ServeHTTP(w, r)
 }
 
@@ -284,7 +284,12 @@ func (c *verifyCache) len() int {
 	return len(c.m)
 }
 
+// GatesAccess implements plugins.Gate: a proxy-cache never answers
+// before it (plugins.Arrange).
+func (*BasicAuth) GatesAccess() {}
+
 // Interface guards
 var (
 	_ plugins.Plugin = (*BasicAuth)(nil)
+	_ plugins.Gate   = (*BasicAuth)(nil)
 )

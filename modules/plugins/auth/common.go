@@ -89,12 +89,15 @@ func (in *inline) begin(r *http.Request) (*gwctx.Info, *http.Request, *consumers
 
 // authenticated records c as the request's consumer and sets the identity
 // headers the upstream receives (client-sent copies are replaced); their
-// values live in the gateway's writer when w is it.
-func authenticated(w http.ResponseWriter, info *gwctx.Info, h http.Header, c *consumers.Consumer) {
+// values live in the gateway's writer when w is it. credential is what
+// X-Credential-Identifier says (Kong's values: see
+// consumers.HeaderCredential).
+func authenticated(w http.ResponseWriter, info *gwctx.Info, h http.Header, c *consumers.Consumer, credential string) {
 	info.Consumer = c
 	info.Anonymous = false
 	rw, _ := w.(*gwctx.RecordingWriter)
 	consumers.SetHeaders(h, c, rw.Values(consumers.HeaderValues))
+	consumers.SetCredentialHeader(h, credential)
 }
 
 // consumerBlock is the "consumer" subdirective of the auth plugins'
@@ -234,7 +237,7 @@ func (a *AnonymousConsumer) admitAnonymous(w http.ResponseWriter, r *http.Reques
 		gwctx.WriteError(w, http.StatusInternalServerError, "anonymous consumer "+strconv.Quote(a.Anonymous)+" not found")
 		return true, nil
 	}
-	authenticated(w, info, r.Header, c)
+	authenticated(w, info, r.Header, c, "")
 	info.Anonymous = true
 	consumers.SetAnonymous(r.Header)
 	return true, next.ServeHTTP(w, r)

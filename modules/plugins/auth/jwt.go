@@ -32,8 +32,9 @@ type JWT struct {
 	QueryNames         []string `json:"query_names" schema:"minLength=1,maxItems=32,maxLength=256" doc:"Query parameters carrying the token."`
 	CookieNames        []string `json:"cookie_names" schema:"header_name,minLength=1,maxItems=32" doc:"Cookies carrying the token."`
 	KeyClaimName       string   `json:"key_claim_name" schema:"minLength=1,maxLength=256" doc:"Claim whose value selects the consumer's jwt credential (its key): read from the token's payload, else from its (signed) header, as Kong reads it (kid names the header's key id)."`
-	ClaimsToVerify     []string `json:"claims_to_verify" schema:"enum=exp|nbf" doc:"Registered claims every token must carry and pass: exp (not expired), nbf (already valid). A listed claim that is missing is 401, as in Kong."`
+	ClaimsToVerify     []string `json:"claims_to_verify" schema:"enum=exp|nbf" doc:"Registered claims every token must carry: exp, nbf; a listed claim that is missing is 401, as in Kong. Listed or not, a token that carries exp is refused from that time on, and one that carries nbf before that time (RFC 7519 4.1.4, 4.1.5), give or take leeway_s."`
 	MaximumExpirationS int64    `json:"maximum_expiration_s" schema:"min=0,max=315360000" doc:"When above 0, the token must carry exp, must not be expired (whether claims_to_verify lists exp or not), and exp - now must not exceed this many seconds."`
+	LeewayS            int64    `json:"leeway_s" schema:"min=0,max=300" doc:"Seconds of clock skew allowed between the gateway and the token's issuer: a token is refused from exp + leeway_s on and before nbf - leeway_s. Default 0 (no skew), as the leeway of Kong's openid-connect and the lifetime_grace_period of APISIX's jwt-auth; at most 300."`
 	AnonymousConsumer
 
 	inline // standalone use: an inline consumer table
@@ -83,12 +84,12 @@ func (j *JWT) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 		gwctx.WriteError(w, http.StatusUnauthorized, "no token found in request")
 		return nil
 	}
-	c, msg := j.check(raw, table, time.Now())
+	c, cred, msg := j.check(raw, table, time.Now())
 	if c == nil {
 		gwctx.WriteError(w, http.StatusUnauthorized, msg)
 		return nil
 	}
-	authenticated(w, info, r.Header, c)
+	authenticated(w, info, r.Header, c, cred.Key)
 	return next.ServeHTTP(w, r)
 }
 
@@ -125,15 +126,17 @@ func (j *JWT) token(r *http.Request) string {
 
 var errRejected = errors.New("rejected")
 
-// check verifies raw and returns its consumer, or nil and the reason.
-func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consumers.Consumer, string) {
+// check verifies raw and returns its consumer and credential, or nil and
+// the reason.
+func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consumers.Consumer, *consumers.Credential, string) {
 	parser := j.parser
 	if parser == nil {
 		parser = newJWTParser()
 	}
 	var (
-		c      *consumers.Consumer
-		reason string
+		c          *consumers.Consumer
+		credential *consumers.Credential
+		reason     string
 	)
 	claims := jwt.MapClaims{}
 	_, err := parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
@@ -161,66 +164,59 @@ func (j *JWT) check(raw string, table *consumers.Table, now time.Time) (*consume
 			reason = "invalid key of the jwt credential"
 			return nil, errRejected
 		}
-		c = cons
+		c, credential = cons, cred
 		return key, nil
 	})
 	if err != nil {
 		if reason != "" {
-			return nil, reason
+			return nil, nil, reason
 		}
 		if errors.Is(err, jwt.ErrTokenSignatureInvalid) {
-			return nil, "invalid signature"
+			return nil, nil, "invalid signature"
 		}
 		if errors.Is(err, jwt.ErrTokenUnverifiable) || errors.Is(err, jwt.ErrTokenMalformed) {
-			return nil, "invalid token"
+			return nil, nil, "invalid token"
 		}
-		return nil, "invalid token"
+		return nil, nil, "invalid token"
 	}
 
 	exp, err := claims.GetExpirationTime()
 	if err != nil {
-		return nil, "claim 'exp' must be a number"
+		return nil, nil, "claim 'exp' must be a number"
 	}
 	nbf, err := claims.GetNotBefore()
 	if err != nil {
-		return nil, "claim 'nbf' must be a number"
+		return nil, nil, "claim 'nbf' must be a number"
 	}
+	// A listed claim is required: a token without exp would never
+	// expire, one without nbf would be valid before it was meant to.
 	for _, name := range j.ClaimsToVerify {
-		switch name {
-		// A listed claim is required: a token without exp would never
-		// expire, one without nbf would be valid before it was meant to.
-		case "exp":
-			if exp == nil {
-				return nil, "claim 'exp' is required"
-			}
-			if !now.Before(exp.Time) {
-				return nil, "token expired"
-			}
-		case "nbf":
-			if nbf == nil {
-				return nil, "claim 'nbf' is required"
-			}
-			if now.Before(nbf.Time) {
-				return nil, "token not valid yet"
-			}
+		if (name == "exp" && exp == nil) || (name == "nbf" && nbf == nil) {
+			return nil, nil, "claim '" + name + "' is required"
 		}
+	}
+	// A maximum lifetime bounds nothing without an exp, nor if a token
+	// past its exp passed: the consumer signing its own tokens would sign
+	// one with an exp long gone, valid for ever (Kong requires exp in
+	// claims_to_verify for it).
+	if j.MaximumExpirationS > 0 && exp == nil {
+		return nil, nil, "claim 'exp' is required"
+	}
+	// Whoever issued a token with exp or nbf meant it to hold only in
+	// that window, listed in claims_to_verify or not.
+	leeway := time.Duration(j.LeewayS) * time.Second
+	if exp != nil && !now.Before(exp.Add(leeway)) {
+		return nil, nil, "token expired"
+	}
+	if nbf != nil && now.Add(leeway).Before(nbf.Time) {
+		return nil, nil, "token not valid yet"
 	}
 	if j.MaximumExpirationS > 0 {
-		// A bound on the lifetime bounds nothing if a token past its exp
-		// passed: the consumer signing its own tokens would sign one with
-		// an exp long gone, valid for ever (Kong requires exp in
-		// claims_to_verify for it).
-		if exp == nil {
-			return nil, "claim 'exp' is required"
-		}
-		if !now.Before(exp.Time) {
-			return nil, "token expired"
-		}
 		if exp.Sub(now) > time.Duration(j.MaximumExpirationS)*time.Second {
-			return nil, "token expiration exceeds the maximum allowed"
+			return nil, nil, "token expiration exceeds the maximum allowed"
 		}
 	}
-	return c, ""
+	return c, credential, ""
 }
 
 // JWTAlgorithms are the signing algorithms of jwt credentials: HMAC with
@@ -362,6 +358,7 @@ func (j *JWT) SetDefaults() {
 	j.ClaimsToVerify = []string{"exp"}
 	j.MaximumExpirationS = 0
 	j.Anonymous = ""
+	j.LeewayS = 0
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
@@ -374,13 +371,19 @@ func (j *JWT) SetDefaults() {
 //	    key_claim_name <claim>
 //	    claims_to_verify <exp|nbf...>
 //	    maximum_expiration_s <seconds>
+//	    leeway_s <seconds>
 //	    consumer <username> { jwt <key> <alg> <secret|PEM|pem-file> ... }
 //	}
 func (j *JWT) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return plugins.UnmarshalCaddyfile(d, j, plugins.Syntax{Blocks: j.consumerBlock()})
 }
 
+// GatesAccess implements plugins.Gate: a proxy-cache never answers
+// before it (plugins.Arrange).
+func (*JWT) GatesAccess() {}
+
 // Interface guards
 var (
 	_ plugins.Plugin = (*JWT)(nil)
+	_ plugins.Gate   = (*JWT)(nil)
 )

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -99,7 +100,7 @@ func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		gwctx.WriteError(w, http.StatusUnauthorized, "no API key found in request")
 		return nil
 	}
-	c, _ := table.Lookup("key-auth", key)
+	c, cred := table.Lookup("key-auth", key)
 	if c == nil {
 		gwctx.WriteError(w, http.StatusUnauthorized, "invalid authentication credentials")
 		return nil
@@ -113,7 +114,8 @@ func (k *KeyAuth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			r.URL.RawQuery = q.Encode()
 		}
 	}
-	authenticated(w, info, r.Header, c)
+	// The credential's id, as Kong's: never the key, which is the secret.
+	authenticated(w, info, r.Header, c, strconv.FormatInt(cred.ID, 10))
 	return next.ServeHTTP(w, r)
 }
 
@@ -137,7 +139,12 @@ func (k *KeyAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return plugins.UnmarshalCaddyfile(d, k, plugins.Syntax{Args: []string{"key_names"}, Blocks: k.consumerBlock()})
 }
 
+// GatesAccess implements plugins.Gate: a proxy-cache never answers
+// before it (plugins.Arrange).
+func (*KeyAuth) GatesAccess() {}
+
 // Interface guards
 var (
 	_ plugins.Plugin = (*KeyAuth)(nil)
+	_ plugins.Gate   = (*KeyAuth)(nil)
 )

@@ -318,7 +318,9 @@ func (o *OpenIDConnect) admit(w http.ResponseWriter, r *http.Request, info *gwct
 		return nil
 	}
 	if c != nil {
-		authenticated(w, info, r.Header, c)
+		// The token's subject identifies the credential, as Kong's
+		// openid-connect does.
+		authenticated(w, info, r.Header, c, claimString(claims["sub"]))
 	}
 	if bearer && o.HideCredentials {
 		r.Header.Del("Authorization")
@@ -453,8 +455,13 @@ func (o *OpenIDConnect) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return plugins.UnmarshalCaddyfile(d, o, plugins.Syntax{Args: []string{"issuer"}, Blocks: o.consumerBlock()})
 }
 
+// GatesAccess implements plugins.Gate: a proxy-cache never answers
+// before it (plugins.Arrange).
+func (*OpenIDConnect) GatesAccess() {}
+
 // Interface guards
 var (
 	_ plugins.Plugin     = (*OpenIDConnect)(nil)
+	_ plugins.Gate       = (*OpenIDConnect)(nil)
 	_ caddy.CleanerUpper = (*OpenIDConnect)(nil)
 )

@@ -22,6 +22,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/caddy-gateway/gateway/modules/consumers"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/proxycache/cachestore"
@@ -29,7 +30,7 @@ import (
 )
 
 func init() {
-	plugins.Register(plugins.Type{Name: "proxy-cache", Ordering: 1000, Doc: "Keeps upstream responses in memory and serves them again until they expire; the X-Cache-Status response header tells what the cache did. Entries survive config reloads; POST /api/v1/cache/purge empties the cache. A response that a response-transform running after it (a higher ordering, as by default) fills in with placeholders (the request's values) is not stored (Bypass): a hit runs no plugin after the cache, and would give the next client the first one's values.", New: func() plugins.Plugin { return new(ProxyCache) }})
+	plugins.Register(plugins.Type{Name: "proxy-cache", Ordering: 1000, Doc: "Keeps upstream responses in memory and serves them again until they expire; the X-Cache-Status response header tells what the cache did. Entries survive config reloads; POST /api/v1/cache/purge empties the cache. A response that a response-transform running after it (a higher ordering, as by default) fills in with placeholders (the request's values) is not stored (Bypass): a hit runs no plugin after the cache, and would give the next client the first one's values. The cache never answers before the route's access plugins (key-auth, basic-auth, jwt, acl, ip-restriction) have run, whatever its ordering: in a chain with one of them it runs right after the last of them even when its ordering is lower (the ordering is kept as given, not refused, because the chain is only known per request: global, service and route plugins combine). The consumer an auth plugin identified is then part of the key, so a response cached for one consumer is never served to another nor to a client that fails authentication. An auth plugin running inside the cache (a Caddyfile route that orders it so) makes the response uncacheable.", New: func() plugins.Plugin { return new(ProxyCache) }})
 }
 
 // Header is the response header telling what the cache did.
@@ -37,13 +38,14 @@ const Header = "X-Cache-Status"
 
 // ProxyCache is the proxy-cache plugin.
 type ProxyCache struct {
-	TTLS              int64    `json:"ttl_s" schema:"min=1,max=31536000" doc:"Seconds a response is kept, unless its Cache-Control says otherwise (honor_cache_control)."`
-	Methods           []string `json:"methods" schema:"minItems=1,maxItems=32,maxLength=32" doc:"Request methods whose responses are cached."`
-	StatusCodes       []int    `json:"status_codes" schema:"minItems=1,min=100,max=599" doc:"Response statuses that are cached."`
-	ContentTypes      []string `json:"content_types" schema:"maxItems=100,maxLength=255" doc:"Media types cached (type/subtype or type/*); empty: any."`
-	MaxBodyBytes      int64    `json:"max_body_bytes" schema:"min=0,max=1073741824" doc:"Larger responses are not cached. The cache of the process holds at most 128 MiB and 50000 entries (least recently used out), and never stores a response over a quarter of that (32 MiB), whatever this says; a body of unknown length (chunked) is kept only while it could still be stored, the rest streams through."`
-	VaryHeaders       []string `json:"vary_headers" schema:"header_name,minLength=1,maxItems=32" doc:"Request headers whose values are part of the cache key."`
-	HonorCacheControl bool     `json:"honor_cache_control" doc:"Obey Cache-Control: a request's no-cache/no-store bypasses the cache; a response's no-store, private, no-cache are not stored, its s-maxage/max-age set the TTL."`
+	TTLS                int64    `json:"ttl_s" schema:"min=1,max=31536000" doc:"Seconds a response is kept, unless its Cache-Control says otherwise (honor_cache_control)."`
+	Methods             []string `json:"methods" schema:"minItems=1,maxItems=32,maxLength=32" doc:"Request methods whose responses are cached."`
+	StatusCodes         []int    `json:"status_codes" schema:"minItems=1,min=100,max=599" doc:"Response statuses that are cached."`
+	ContentTypes        []string `json:"content_types" schema:"maxItems=100,maxLength=255" doc:"Media types cached (type/subtype or type/*); empty: any."`
+	MaxBodyBytes        int64    `json:"max_body_bytes" schema:"min=0,max=1073741824" doc:"Larger responses are not cached. The cache of the process holds at most 128 MiB and 50000 entries (least recently used out), and never stores a response over a quarter of that (32 MiB), whatever this says; a body of unknown length (chunked) is kept only while it could still be stored, the rest streams through."`
+	VaryHeaders         []string `json:"vary_headers" schema:"header_name,minLength=1,maxItems=32" doc:"Request headers whose values are part of the cache key."`
+	HonorCacheControl   bool     `json:"honor_cache_control" doc:"Obey Cache-Control: a request's no-cache/no-store bypasses the cache; a response's no-store, private, no-cache are not stored, its s-maxage/max-age set the TTL."`
+	CacheCookieRequests bool     `json:"cache_cookie_requests" doc:"Serve and store requests that carry Cookie too. By default they bypass the cache (Bypass), as requests with Authorization do unless an auth plugin identified the consumer: a response to one may be personal. When true, cookies are not part of the key unless vary_headers lists Cookie. Whatever this says, a response with Set-Cookie, or whose Vary names Cookie or *, is never stored."`
 
 	plugins.Instance
 	plugins.Held
@@ -91,7 +93,8 @@ func (p *ProxyCache) instanceKey() string {
 		Max    int64
 		V      []string
 		Honour bool
-	}{p.TTLS, p.Methods, p.StatusCodes, p.ctypes, p.MaxBodyBytes, p.vary, p.HonorCacheControl})
+		Cookie bool
+	}{p.TTLS, p.Methods, p.StatusCodes, p.ctypes, p.MaxBodyBytes, p.vary, p.HonorCacheControl, p.CacheCookieRequests})
 	sum := sha256.Sum256(cfg)
 	return "pc:" + strconv.FormatInt(p.InstanceID, 10) + ":" + hex.EncodeToString(sum[:8]) + ":"
 }
@@ -144,7 +147,7 @@ func (p *ProxyCache) ServeHTTP(w http.ResponseWriter, r *http.Request, next cadd
 	// it changes the response outside the cache).
 	info, r := gwctx.Ensure(r)
 	info.Uncacheable = false
-	rec := &recorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, p: p, info: info, before: before, limit: limit}
+	rec := &recorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, p: p, info: info, consumer: info.Consumer, before: before, limit: limit}
 	if err := next.ServeHTTP(rec, r); err != nil {
 		return err
 	}
@@ -188,6 +191,11 @@ func (p *ProxyCache) bypass(r *http.Request) string {
 		if len(r.Header.Values("Cache-Control")) == 0 && strings.Contains(strings.ToLower(r.Header.Get("Pragma")), "no-cache") {
 			return "no-cache"
 		}
+	}
+	// A cookie is the usual session of an upstream's own sign-in: the
+	// response may be personal, and the gateway cannot tell.
+	if !p.CacheCookieRequests && len(r.Header.Values("Cookie")) > 0 {
+		return "cookie"
 	}
 	// A response to a request authorized by the upstream itself may be
 	// personal: only cache it when the gateway authenticated the consumer
@@ -312,10 +320,12 @@ var hopByHop = map[string]bool{
 // one.
 type recorder struct {
 	*caddyhttp.ResponseWriterWrapper
-	p      *ProxyCache
-	info   *gwctx.Info
-	before http.Header
-	limit  int64 // the most body bytes kept
+	p    *ProxyCache
+	info *gwctx.Info
+	// consumer is the one authenticated before the cache ran (in the key).
+	consumer *consumers.Consumer
+	before   http.Header
+	limit    int64 // the most body bytes kept
 
 	wroteHeader bool
 	status      int
@@ -340,6 +350,10 @@ func (rec *recorder) WriteHeader(status int) {
 	h := rec.ResponseWriter.Header()
 	rec.storable, rec.ttl, rec.varyNames = rec.p.storable(status, h, rec.limit)
 	rec.storable = rec.storable && !rec.info.Uncacheable // filled in with this request's values
+	// A consumer authenticated after the cache (a Caddyfile route
+	// running an auth plugin inside it) is not in the key: the response
+	// would be served to anyone.
+	rec.storable = rec.storable && rec.info.Consumer == rec.consumer
 	if rec.storable {
 		rec.header = storableHeaders(rec.before, h)
 	} else {
@@ -392,7 +406,10 @@ func (p *ProxyCache) storable(status int, h http.Header, limit int64) (bool, tim
 	for _, v := range h.Values("Vary") {
 		for _, f := range strings.Split(v, ",") {
 			f = strings.TrimSpace(f)
-			if f == "*" {
+			// Vary: Cookie says the response is per session: keyed by
+			// the cookie it would fill the cache with one entry per
+			// client, served to nobody else.
+			if f == "*" || strings.EqualFold(f, "Cookie") {
 				return false, 0, nil
 			}
 			if f != "" {
@@ -482,6 +499,7 @@ func (p *ProxyCache) SetDefaults() {
 	p.MaxBodyBytes = 1048576
 	p.VaryHeaders = []string{}
 	p.HonorCacheControl = true
+	p.CacheCookieRequests = false
 }
 
 // UnmarshalCaddyfile implements caddyfile.Unmarshaler with the plugins'
@@ -495,14 +513,20 @@ func (p *ProxyCache) SetDefaults() {
 //	    max_body_bytes <n>
 //	    vary_headers <header...>
 //	    honor_cache_control [true|false]
+//	    cache_cookie_requests [true|false]
 //	}
 func (p *ProxyCache) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return plugins.UnmarshalCaddyfile(d, p, plugins.Syntax{Args: []string{"ttl_s"}})
 }
 
+// AnswersFromStore implements plugins.Cache: the router runs the cache
+// after the access plugins of its chain (plugins.Arrange).
+func (*ProxyCache) AnswersFromStore() {}
+
 // Interface guards
 var (
 	_ plugins.Plugin      = (*ProxyCache)(nil)
+	_ plugins.Cache       = (*ProxyCache)(nil)
 	_ caddy.CleanerUpper  = (*ProxyCache)(nil)
 	_ http.ResponseWriter = (*recorder)(nil)
 	_ io.ReaderFrom       = (*recorder)(nil)

@@ -21,9 +21,9 @@ func TestConfig(t *testing.T) {
 	plugintest.Config{
 		Type: "proxy-cache",
 		Normalized: [][2]string{
-			{`{}`, `{"ttl_s":300,"methods":["GET","HEAD"],"status_codes":[200,301,404],"content_types":[],"max_body_bytes":1048576,"vary_headers":[],"honor_cache_control":true}`},
+			{`{}`, `{"ttl_s":300,"methods":["GET","HEAD"],"status_codes":[200,301,404],"content_types":[],"max_body_bytes":1048576,"vary_headers":[],"honor_cache_control":true,"cache_cookie_requests":false}`},
 			{`{"honor_cache_control":false,"content_types":["application/json","text/*"],"status_codes":[200]}`,
-				`{"ttl_s":300,"methods":["GET","HEAD"],"status_codes":[200],"content_types":["application/json","text/*"],"max_body_bytes":1048576,"vary_headers":[],"honor_cache_control":false}`},
+				`{"ttl_s":300,"methods":["GET","HEAD"],"status_codes":[200],"content_types":["application/json","text/*"],"max_body_bytes":1048576,"vary_headers":[],"honor_cache_control":false,"cache_cookie_requests":false}`},
 		},
 		Refused: map[string]string{
 			`{"ttl_s":0}`:                      "config.ttl_s: must be at least 1",
@@ -42,7 +42,7 @@ func TestConfig(t *testing.T) {
 		},
 		Caddyfile: [][2]string{
 			{"gateway_proxy_cache 30 {\n status_codes 200 203\n honor_cache_control false\n vary_headers Accept\n}",
-				`{"handler":"gateway_proxy_cache","ttl_s":30,"methods":["GET","HEAD"],"status_codes":[200,203],"content_types":[],"max_body_bytes":1048576,"vary_headers":["Accept"],"honor_cache_control":false}`},
+				`{"handler":"gateway_proxy_cache","ttl_s":30,"methods":["GET","HEAD"],"status_codes":[200,203],"content_types":[],"max_body_bytes":1048576,"vary_headers":["Accept"],"honor_cache_control":false,"cache_cookie_requests":false}`},
 		},
 		BadCaddyfile: []string{
 			"gateway_proxy_cache 30 60",

@@ -70,10 +70,6 @@ func (*RateLimit) CaddyModule() caddy.ModuleInfo { return plugins.ModuleInfo[Rat
 
 // Provision implements caddy.Provisioner.
 func (rl *RateLimit) Provision(ctx caddy.Context) error {
-	if rl.IPv6PrefixLength == 0 {
-		// a config written before the field existed
-		rl.IPv6PrefixLength = clientid.DefaultIPv6Prefix
-	}
 	if err := schema.Check(rl); err != nil {
 		return err
 	}

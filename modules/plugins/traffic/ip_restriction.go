@@ -124,7 +124,12 @@ func ParsePrefixes(field string, list []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// GatesAccess implements plugins.Gate: a proxy-cache never answers
+// before it (plugins.Arrange).
+func (*IPRestriction) GatesAccess() {}
+
 // Interface guards
 var (
 	_ plugins.Plugin = (*IPRestriction)(nil)
+	_ plugins.Gate   = (*IPRestriction)(nil)
 )
