@@ -191,6 +191,7 @@ func TestEveryRegisteredType(t *testing.T) {
 		"acl":            {"allow": []string{"g"}},
 		"redirect":       {"location": "https://example.com"},
 		"http-log":       {"endpoint": "http://127.0.0.1:9/"},
+		"opentelemetry":  {"endpoint": "http://127.0.0.1:9/v1/traces"},
 	}
 	var tested []string
 	for _, ty := range plugins.Types() {

@@ -204,6 +204,7 @@ func FuzzPluginInput(f *testing.F) {
 		"response-compression":    {`{"encodings":["gzip"],"min_length":1073741824}`},
 		"hsts":                    {`{"max_age_s":315360000,"include_subdomains":true,"preload":true}`},
 		"http-log":                {`{"endpoint":"http://127.0.0.1:9/logs","headers":{"Authorization":"Bearer x"},"batch_max_size":10000}`},
+		"opentelemetry":           {`{"endpoint":"http://127.0.0.1:9/v1/traces","headers":{"X-Key":"k"},"sampling_ratio":0.25,"propagation":["b3","w3c"],"queue_size":100000}`},
 	}
 	for typ, cfgs := range seeds {
 		for _, c := range cfgs {
@@ -233,11 +234,11 @@ func FuzzPluginInput(f *testing.F) {
 		if typ == "wasm" {
 			return // needs an uploaded module
 		}
-		if typ == "http-log" {
+		if typ == "http-log" || typ == "opentelemetry" {
 			var c struct{ Endpoint string }
 			_ = json.Unmarshal(norm, &c)
 			if u, err := url.Parse(c.Endpoint); err != nil || u.Hostname() != "127.0.0.1" {
-				return // it would send records there
+				return // it would send records or spans there
 			}
 		}
 		body, _ := json.Marshal(map[string]any{"type": typ, "scope": "route", "route_id": fg.rid, "config": raw})
