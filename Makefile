@@ -56,10 +56,11 @@ fuzz-short:
 # What the tests need beyond Go, from Debian's packages: PostgreSQL's server
 # binaries (the test starts its own throw-away cluster on 127.0.0.1),
 # redis-server (likewise: the rate limits shared on Redis), Chromium (the
-# dashboard's browser test) and wabt (wat2wasm: the WAT assembler's
-# differential test). Outside CI a missing one only skips its
-# test.
-TEST_PACKAGES := $(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) $(if $(wildcard /usr/bin/redis-server),,redis-server) $(if $(wildcard /usr/bin/chromium),,chromium) $(if $(wildcard /usr/bin/wat2wasm),,wabt)
+# dashboard's browser test), wabt (wat2wasm: the WAT assembler's
+# differential test) and prometheus (promtool: the /metrics exposition is
+# checked with `promtool check metrics`). Outside CI a missing one only
+# skips its test.
+TEST_PACKAGES := $(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) $(if $(wildcard /usr/bin/redis-server),,redis-server) $(if $(wildcard /usr/bin/chromium),,chromium) $(if $(wildcard /usr/bin/wat2wasm),,wabt) $(if $(wildcard /usr/bin/promtool),,prometheus)
 test-deps:
 	@if [ -n "$(strip $(TEST_PACKAGES))" ]; then \
 		echo "installing $(strip $(TEST_PACKAGES)) (Debian) for the tests"; \

@@ -17,6 +17,7 @@ import (
 	_ "github.com/caddy-gateway/gateway/modules/plugins"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/httplog"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/opentelemetry"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/proxycache"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"

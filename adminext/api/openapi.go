@@ -345,6 +345,10 @@ func (b *docBuilder) pluginSchemas() {
 		s := schema.JSONSchema(t.New(), schema.Input)
 		s["title"] = t.Name // the type's name, for clients that list the accepted types (the dashboard)
 		s["description"] = strings.TrimSpace("config of the " + t.Name + " plugin type (default ordering " + strconv.Itoa(t.Ordering) + "). " + t.Doc)
+		if t.Extension {
+			s["description"] = "Extension (beside the contract's plugin types): " + s["description"].(string)
+			s["x-extension"] = true
+		}
 		b.schemas[name] = s
 		refs = append(refs, map[string]any{"$ref": "#/components/schemas/" + name})
 	}

@@ -40,11 +40,11 @@ func recorderEndpoints(rec *Recorder) []*api.Endpoint {
 		{Method: "GET", Path: "/metrics", Role: api.RolePublic, Tag: "system",
 			Summary: "Prometheus metrics (text exposition format)",
 			Description: "gateway_requests_total, gateway_responses_total{class}, gateway_unmatched_requests_total, gateway_request_duration_seconds (histogram), " +
-				"gateway_recent_latency_seconds{quantile}, gateway_route_requests_total{route_id,route}, gateway_route_errors_total{route_id,route}, " +
-				"gateway_consumer_requests_total{consumer_id,consumer}, gateway_target_healthy{service_id,target}, gateway_stream_connections_active{stream_route_id}, gateway_stream_connections_total{stream_route_id}. " +
+				"gateway_recent_latency_seconds{quantile} (a summary: quantiles 0.5, 0.95, 0.99 over the last 1024 requests, _count and _sum over all requests), gateway_route_requests_total{route_id,route}, gateway_route_errors_total{route_id,route}, " +
+				"gateway_consumer_requests_total{consumer_id,consumer}, gateway_target_healthy{service_id,target}, gateway_stream_connections_active{stream_route_id}, gateway_stream_connections_total{stream_route_id}; as an extension, gateway_otel_spans_exported_total and gateway_otel_spans_dropped_total{reason} (queue_full, export_failed) of the opentelemetry plugins. " +
 				"Counts live in memory and start at zero with the process. Per route, consumer and stream route series follow the running configuration: " +
 				"they carry the current name, and a route or stream route that is deleted or disabled, or a consumer that is deleted, leaves them (no stale series). " +
-				"Every series carries a node label (the node id of GET /api/v1/cluster): on a cluster each node counts its own traffic and is scraped on its own.",
+				"The exposition passes promtool check metrics. Every series carries a node label (the node id of GET /api/v1/cluster): on a cluster each node counts its own traffic and is scraped on its own.",
 			ContentType: "text/plain", Raw: func(c *api.Call) { rec.prometheusMetrics(c) }},
 		{Method: "GET", Path: "/api/v1/metrics", Role: api.RoleViewer, Tag: "observability",
 			Summary: "In-memory snapshot of traffic counts and recent latency",

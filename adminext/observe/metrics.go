@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/health"
+	"github.com/caddy-gateway/gateway/modules/plugins/opentelemetry"
 	"github.com/caddy-gateway/gateway/modules/plugins/ratelimit/shared"
 	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/modules/streams"
@@ -36,6 +37,7 @@ type Metrics struct {
 	total     int64
 	unmatched int64
 	classes   [5]int64 // 1xx … 5xx
+	latencyS  float64  // sum of all latencies, seconds (the summary's _sum)
 	window    [LatencyWindow]float64
 	wn, wpos  int
 	routes    map[int64]*routeCount
@@ -92,6 +94,7 @@ func (m *Metrics) observe(info *gwctx.Info, status int, latency time.Duration) {
 	sec := latency.Seconds()
 	m.mu.Lock()
 	m.total++
+	m.latencyS += sec
 	if !info.Matched {
 		m.unmatched++
 	}
@@ -163,18 +166,26 @@ var classNames = [5]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
 
 // percentiles of the latency window, in milliseconds.
 func (m *Metrics) percentiles() (p50, p95, p99 float64) {
+	p50, p95, p99, _, _ = m.latency()
+	return p50, p95, p99
+}
+
+// latency is the percentiles of the latency window, in milliseconds, with
+// the count and sum (seconds) of every latency observed, read together.
+func (m *Metrics) latency() (p50, p95, p99 float64, count int64, sum float64) {
 	m.mu.Lock()
 	vals := append([]float64(nil), m.window[:m.wn]...)
+	count, sum = m.total, m.latencyS
 	m.mu.Unlock()
 	if len(vals) == 0 {
-		return 0, 0, 0
+		return 0, 0, 0, count, sum
 	}
 	sort.Float64s(vals)
 	at := func(q float64) float64 {
 		i := int(q*float64(len(vals))+0.5) - 1
 		return vals[max(0, min(i, len(vals)-1))]
 	}
-	return at(0.50), at(0.95), at(0.99)
+	return at(0.50), at(0.95), at(0.99), count, sum
 }
 
 // MetricsSnapshot is the JSON answer of GET /api/v1/metrics.
@@ -251,8 +262,12 @@ func (m *Metrics) Snapshot() MetricsSnapshot {
 type scrapeCollector struct{ m *Metrics }
 
 var (
+	// A summary: the quantile label belongs to summaries only (promtool
+	// check metrics refuses it elsewhere). Its quantiles cover the latency
+	// window, as Prometheus' own summaries cover a recent time window;
+	// _count and _sum cover every request since the start.
 	recentLatencyDesc = prometheus.NewDesc("gateway_recent_latency_seconds",
-		"Latency quantiles over the last 1024 requests.", []string{"quantile"}, nil)
+		"Latency quantiles over the last 1024 requests (_count and _sum: all requests since the start).", nil, nil)
 	targetHealthyDesc = prometheus.NewDesc("gateway_target_healthy",
 		"1 when the target is healthy or not yet checked, 0 when unhealthy.", []string{"service_id", "target"}, nil)
 	streamActiveDesc = prometheus.NewDesc("gateway_stream_connections_active",
@@ -269,6 +284,11 @@ var (
 		"1 when the shared store of a rate-limit policy (redis, cluster) answered its last take or probe, 0 when not; absent when not configured.", []string{"policy"}, nil)
 	rateLimitFallbacksDesc = prometheus.NewDesc("gateway_rate_limit_fallbacks_total",
 		"Requests of a shared rate-limit policy counted on this node alone because its store was unreachable (fault_tolerant).", []string{"policy"}, nil)
+	// Extension: the opentelemetry plugins' export.
+	otelExportedDesc = prometheus.NewDesc("gateway_otel_spans_exported_total",
+		"Spans the opentelemetry plugins' collectors accepted.", nil, nil)
+	otelDroppedDesc = prometheus.NewDesc("gateway_otel_spans_dropped_total",
+		"Spans the opentelemetry plugins dropped: reason queue_full (the export queue was full) or export_failed (the collector did not take the batch).", []string{"reason"}, nil)
 )
 
 func (c scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -281,16 +301,14 @@ func (c scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- consumerRequestsDesc
 	ch <- rateLimitStoreUpDesc
 	ch <- rateLimitFallbacksDesc
+	ch <- otelExportedDesc
+	ch <- otelDroppedDesc
 }
 
 func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
-	p50, p95, p99 := c.m.percentiles()
-	for _, q := range []struct {
-		label string
-		ms    float64
-	}{{"0.5", p50}, {"0.95", p95}, {"0.99", p99}} {
-		ch <- prometheus.MustNewConstMetric(recentLatencyDesc, prometheus.GaugeValue, q.ms/1000, q.label)
-	}
+	p50, p95, p99, count, sum := c.m.latency()
+	ch <- prometheus.MustNewConstSummary(recentLatencyDesc, uint64(count), sum,
+		map[float64]float64{0.5: p50 / 1000, 0.95: p95 / 1000, 0.99: p99 / 1000})
 	for _, st := range c.m.live.Health().Statuses() {
 		v := 1.0
 		if st.State == "unhealthy" {
@@ -318,6 +336,10 @@ func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(rateLimitFallbacksDesc, prometheus.CounterValue, float64(p.st.Fallbacks), p.policy)
 	}
 	c.m.collectCounts(ch)
+	otel := opentelemetry.Counts()
+	ch <- prometheus.MustNewConstMetric(otelExportedDesc, prometheus.CounterValue, float64(otel.Exported))
+	ch <- prometheus.MustNewConstMetric(otelDroppedDesc, prometheus.CounterValue, float64(otel.DroppedQueueFull), "queue_full")
+	ch <- prometheus.MustNewConstMetric(otelDroppedDesc, prometheus.CounterValue, float64(otel.DroppedExportFailed), "export_failed")
 }
 
 // collectCounts sends the per route and per consumer counters, labelled

@@ -192,6 +192,7 @@ func TestEveryRegisteredType(t *testing.T) {
 		"redirect":       {"location": "https://example.com"},
 		"http-log":       {"endpoint": "http://127.0.0.1:9/"},
 		"openid-connect": {"issuer": "https://id.example.com", "client_id": "api", "bearer_only": true},
+		"opentelemetry":  {"endpoint": "http://127.0.0.1:9/v1/traces"},
 	}
 	var tested []string
 	for _, ty := range plugins.Types() {

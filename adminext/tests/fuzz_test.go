@@ -205,6 +205,7 @@ func FuzzPluginInput(f *testing.F) {
 		"hsts":                    {`{"max_age_s":315360000,"include_subdomains":true,"preload":true}`},
 		"http-log":                {`{"endpoint":"http://127.0.0.1:9/logs","headers":{"Authorization":"Bearer x"},"batch_max_size":10000}`},
 		"openid-connect":          {`{"issuer":"https://id.example.com/realms/a","client_id":"web","client_secret":"s","audiences":["a"],"upstream_headers":["X-Userinfo"],"session_ttl_s":2592000,"anonymous":"guest"}`},
+		"opentelemetry":           {`{"endpoint":"http://127.0.0.1:9/v1/traces","headers":{"X-Key":"k"},"sampling_ratio":0.25,"propagation":["b3","w3c"],"queue_size":100000}`},
 	}
 	for typ, cfgs := range seeds {
 		for _, c := range cfgs {
@@ -234,11 +235,11 @@ func FuzzPluginInput(f *testing.F) {
 		if typ == "wasm" {
 			return // needs an uploaded module
 		}
-		if typ == "http-log" {
+		if typ == "http-log" || typ == "opentelemetry" {
 			var c struct{ Endpoint string }
 			_ = json.Unmarshal(norm, &c)
 			if u, err := url.Parse(c.Endpoint); err != nil || u.Hostname() != "127.0.0.1" {
-				return // it would send records there
+				return // it would send records or spans there
 			}
 		}
 		body, _ := json.Marshal(map[string]any{"type": typ, "scope": "route", "route_id": fg.rid, "config": raw})

@@ -102,7 +102,11 @@ func render() []byte {
 	types := plugins.Types()
 	b.WriteString("\n## Types by default ordering\n\n| type | default ordering | what it does |\n|---|---:|---|\n")
 	for _, t := range types {
-		fmt.Fprintf(&b, "| [`%s`](#%s) | %d | %s |\n", t.Name, t.Name, t.Ordering, cell(prose(firstSentence(t.Doc))))
+		what := cell(prose(firstSentence(t.Doc)))
+		if t.Extension {
+			what = "(extension) " + what
+		}
+		fmt.Fprintf(&b, "| [`%s`](#%s) | %d | %s |\n", t.Name, t.Name, t.Ordering, what)
 	}
 	for _, t := range types {
 		renderType(&b, t)
@@ -113,6 +117,9 @@ func render() []byte {
 func renderType(b *bytes.Buffer, t plugins.Type) {
 	cfg := t.New()
 	fmt.Fprintf(b, "\n## %s\n\n", t.Name)
+	if t.Extension {
+		b.WriteString("An extension: a plugin type beside those of the gateway's API contract.\n\n")
+	}
 	if t.Doc != "" {
 		fmt.Fprintf(b, "%s\n\n", prose(t.Doc))
 	}

@@ -49,6 +49,16 @@ type Info struct {
 
 	// RequestID is set by the request-id plugin.
 	RequestID string
+	// TraceID and SpanID are the request's trace and server span (hex),
+	// set by the opentelemetry plugin; Tracer is that plugin, which the
+	// service proxy asks for a client span per upstream attempt.
+	TraceID, SpanID string
+	Tracer          AttemptTracer
+	// AnsweredBy is the type of the last plugin the router's chain entered
+	// (set as each one starts), cleared when the request reaches the
+	// service's proxy: once the chain has returned, the plugin that
+	// answered the request itself (401, 429, a cache hit), or "".
+	AnsweredBy string
 	// Target is the upstream "host:port" that served the request.
 	Target string
 	// Status is set when the gateway answered the request itself.
@@ -73,6 +83,15 @@ type Info struct {
 	Sinks []records.Sink
 	// RecordBuilt is set when a gateway server will build the record.
 	RecordBuilt bool
+}
+
+// AttemptTracer traces the service proxy's upstream attempts.
+type AttemptTracer interface {
+	// StartAttempt starts the span of one attempt to target (host:port),
+	// with out as the request to send (it may add headers to out.Header,
+	// a map of its own), and returns what ends it: with the target's
+	// status, or the error when there was no response.
+	StartAttempt(out *http.Request, target string) (end func(status int, err error))
 }
 
 // From returns the request's Info, or nil.

@@ -90,6 +90,10 @@ func NewRecord(r *http.Request, info *Info, status int, bytes int64, end time.Ti
 		a.requestID = info.RequestID
 		rc.RequestID = &a.requestID
 	}
+	if info.TraceID != "" {
+		a.traceID, a.spanID = info.TraceID, info.SpanID
+		rc.TraceID, rc.SpanID = &a.traceID, &a.spanID
+	}
 	return rc
 }
 
@@ -98,6 +102,7 @@ type recordAlloc struct {
 	rec                              records.Record
 	routeID, serviceID, consumerID   int64
 	ip, target, userAgent, requestID string
+	traceID, spanID                  string
 }
 
 // requestPath is the path the client asked for (before strip_path and

@@ -134,8 +134,19 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 	if _, ok := h.transport.(schemeSetter); !ok {
 		out.URL.Scheme = "http"
 	}
+	var traced func(int, error)
+	if info := gwctx.From(r); info != nil && info.Tracer != nil {
+		traced = info.Tracer.StartAttempt(out, up.Dial)
+	}
 	res, err := h.transport.RoundTrip(out)
 	o.info.finish()
+	if traced != nil {
+		if err != nil {
+			traced(0, err)
+		} else {
+			defer traced(res.StatusCode, nil)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			// the client left: not the target's failure, nobody to answer

@@ -3,6 +3,7 @@ package plugins
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 
@@ -38,7 +39,7 @@ type Syntax struct {
 // The block is optional (no block: all defaults). Defaults are applied first;
 // each subdirective is a JSON field name of v (or one of syn.Blocks):
 //
-//	string, integer     one argument
+//	string, number      one argument
 //	bool                no argument (true) or true/false
 //	nullable string     one argument
 //	list of strings     the arguments (repeat the line to append; no
@@ -215,6 +216,12 @@ func setScalar(f reflect.Value, args []string) error {
 			return fmt.Errorf("%q is not an integer", a)
 		}
 		f.SetInt(n)
+	case reflect.Float32, reflect.Float64:
+		n, err := strconv.ParseFloat(a, f.Type().Bits())
+		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
+			return fmt.Errorf("%q is not a number", a)
+		}
+		f.SetFloat(n)
 	default:
 		return fmt.Errorf("unsupported field type %s", f.Type())
 	}

@@ -61,6 +61,9 @@ type Type struct {
 	// it), so its Caddyfile directive goes before every other gateway
 	// directive.
 	Outer bool
+	// Extension marks a type beside the contract's plugin types (the
+	// OpenAPI document and docs/plugins.md say so).
+	Extension bool
 	// Doc says what the type does, for people: the OpenAPI document and
 	// docs/plugins.md (generated) show it.
 	Doc string

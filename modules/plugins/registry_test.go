@@ -18,6 +18,7 @@ import (
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/httplog"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/opentelemetry"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/proxycache"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"
@@ -137,6 +138,7 @@ func TestCaddyfileDirectivesFollowTheOrdering(t *testing.T) {
 		"redirect":       "{\n to_https\n}",
 		"rate-limit":     "5",
 		"http-log":       "http://127.0.0.1:9",
+		"opentelemetry":  "http://127.0.0.1:9/v1/traces",
 		"wasm":           "{\n module m\n}",
 		"acl":            "{\n allow g\n}",
 		"openid-connect": "https://id.example.com {\n client_id api\n bearer_only\n}",

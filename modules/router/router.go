@@ -352,7 +352,12 @@ func (rt *Router) composeChains(handlers map[int64]caddyhttp.MiddlewareHandler) 
 				}
 			}
 		}
-		c.handler = compose(plugins.Arrange(mws), terminal)
+		mws = plugins.Arrange(mws)
+		names := make([]string, len(mws))
+		for i, p := range mws {
+			names[i] = pluginType(p)
+		}
+		c.handler = compose(mws, names, terminal)
 		composed[key] = c
 		return c, nil
 	}
@@ -418,16 +423,35 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // through its route, whether or not the chain reaches it.
 type recordSinker interface{ RecordSink() records.Sink }
 
-// compose wraps terminal in the middlewares, first one outermost.
-func compose(mws []caddyhttp.MiddlewareHandler, terminal caddyhttp.Handler) caddyhttp.Handler {
+// compose wraps terminal in the middlewares, first one outermost. Each
+// notes its plugin type (names) in the request's Info.AnsweredBy as it
+// starts.
+func compose(mws []caddyhttp.MiddlewareHandler, names []string, terminal caddyhttp.Handler) caddyhttp.Handler {
 	h := terminal
 	for i := len(mws) - 1; i >= 0; i-- {
-		mw, next := mws[i], h
+		mw, next, name := mws[i], h, names[i]
 		h = caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			if info := gwctx.From(r); info != nil {
+				info.AnsweredBy = name
+			}
 			return mw.ServeHTTP(w, r, next)
 		})
 	}
 	return h
+}
+
+// pluginType is the plugin type of a plugin handler module
+// (http.handlers.gateway_key_auth: key-auth), for Info.AnsweredBy.
+func pluginType(h caddyhttp.MiddlewareHandler) string {
+	m, ok := h.(caddy.Module)
+	if !ok {
+		return fmt.Sprintf("%T", h)
+	}
+	name := m.CaddyModule().ID.Name()
+	if t, ok := strings.CutPrefix(name, "gateway_"); ok {
+		return strings.ReplaceAll(t, "_", "-")
+	}
+	return name
 }
 
 // Validate checks that every service a route references has a proxy.
@@ -653,6 +677,7 @@ func (e *entry) pickService() int64 {
 // proxy is the end of every chain: the picked service's reverse proxy.
 func (rt *Router) proxy(w http.ResponseWriter, r *http.Request) error {
 	info := gwctx.From(r)
+	info.AnsweredBy = "" // no plugin answered
 	p, ok := rt.services[info.ServiceID]
 	if !ok {
 		return caddyhttp.Error(http.StatusServiceUnavailable, fmt.Errorf("service %d has no proxy", info.ServiceID))

@@ -67,12 +67,12 @@ const maxBatchBytes = 4 << 20
 // sender's copy, its queue slot, and the values its optional fields point
 // to (gwctx allocates them with the record; shared with the other sinks,
 // counted here anyway).
-const recordOverhead = int(unsafe.Sizeof(records.Record{})) + 8 + 3*8 + 4*int(unsafe.Sizeof(""))
+const recordOverhead = int(unsafe.Sizeof(records.Record{})) + 8 + 3*8 + 6*int(unsafe.Sizeof(""))
 
 // recordBytes is a record's estimated size: its strings and the overhead.
 func recordBytes(r *records.Record) int {
 	n := recordOverhead + len(r.Method) + len(r.Scheme) + len(r.Host) + len(r.Path)
-	for _, p := range []*string{r.Target, r.ClientIP, r.UserAgent, r.RequestID} {
+	for _, p := range []*string{r.Target, r.ClientIP, r.UserAgent, r.RequestID, r.TraceID, r.SpanID} {
 		if p != nil {
 			n += len(*p)
 		}
