@@ -345,6 +345,10 @@ func (b *docBuilder) pluginSchemas() {
 		s := schema.JSONSchema(t.New(), schema.Input)
 		s["title"] = t.Name // the type's name, for clients that list the accepted types (the dashboard)
 		s["description"] = strings.TrimSpace("config of the " + t.Name + " plugin type (default ordering " + strconv.Itoa(t.Ordering) + "). " + t.Doc)
+		if t.Extension {
+			s["x-extension"] = true
+			s["description"] = "Extension (a plugin type beyond the contract's PluginType values): " + s["description"].(string)
+		}
 		b.schemas[name] = s
 		refs = append(refs, map[string]any{"$ref": "#/components/schemas/" + name})
 	}

@@ -39,7 +39,11 @@ type Metrics struct {
 	wn, wpos  int
 	routes    map[int64]*routeCount
 	consumers map[int64]int64
-	pruneAt   int // len(routes)+len(consumers) at which observe prunes
+	// waf counts the waf plugin's matched rules per route, action and
+	// rule (bounded: the routes of the configuration times the rules of
+	// their rule sets; pruned with the routes).
+	waf     map[wafKey]int64
+	pruneAt int // len(routes)+len(consumers) at which observe prunes
 
 	registry   *prometheus.Registry
 	requests   prometheus.Counter
@@ -49,6 +53,12 @@ type Metrics struct {
 }
 
 type routeCount struct{ requests, errors int64 }
+
+type wafKey struct {
+	route  int64
+	action string
+	rule   int
+}
 
 // Live is the state the metrics read when asked, not counted from records:
 // the control plane's target health, TCP stream connections and the
@@ -67,6 +77,7 @@ func NewMetrics(live Live) *Metrics {
 		live:      live,
 		routes:    map[int64]*routeCount{},
 		consumers: map[int64]int64{},
+		waf:       map[wafKey]int64{},
 		pruneAt:   minPruneAt,
 		registry:  prometheus.NewRegistry(),
 		requests:  prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_requests_total", Help: "Proxied requests."}),
@@ -116,6 +127,11 @@ func (m *Metrics) observe(info *gwctx.Info, status int, latency time.Duration) {
 	if info.Consumer != nil {
 		m.consumers[info.Consumer.ID]++
 	}
+	if v := info.WAF; v != nil && info.Matched {
+		for _, r := range v.Rules {
+			m.waf[wafKey{info.RouteID, v.Action, r.ID}]++
+		}
+	}
 	// Counts of routes and consumers gone from the configuration are
 	// dropped when asked for (Snapshot, a scrape) and, without anyone
 	// asking, whenever the counts have doubled since the last pruning.
@@ -154,6 +170,11 @@ func (m *Metrics) pruneBy(rt *router.Router) {
 	for id := range m.consumers {
 		if cons.ByID(id) == nil {
 			delete(m.consumers, id)
+		}
+	}
+	for k := range m.waf {
+		if table.Route(k.route) == nil {
+			delete(m.waf, k)
 		}
 	}
 }
@@ -264,6 +285,8 @@ var (
 		"Responses with status 500 or above per route.", []string{"route_id", "route"}, nil)
 	consumerRequestsDesc = prometheus.NewDesc("gateway_consumer_requests_total",
 		"Requests per authenticated consumer.", []string{"consumer_id", "consumer"}, nil)
+	wafMatchesDesc = prometheus.NewDesc("gateway_waf_rule_matches_total",
+		"Requests on which a waf plugin rule matched, per route, action (blocked, detected) and rule id.", []string{"route_id", "route", "action", "rule_id"}, nil)
 )
 
 func (c scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -274,6 +297,7 @@ func (c scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- routeRequestsDesc
 	ch <- routeErrorsDesc
 	ch <- consumerRequestsDesc
+	ch <- wafMatchesDesc
 }
 
 func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -313,9 +337,18 @@ func (m *Metrics) collectCounts(ch chan<- prometheus.Metric) {
 		id, requests, errors int64
 		name                 string
 	}
+	type wafCount struct {
+		wafKey
+		n    int64
+		name string
+	}
 	var routes, cons []count
+	var wafs []wafCount
 	m.mu.Lock()
 	m.pruneBy(rt)
+	for k, n := range m.waf {
+		wafs = append(wafs, wafCount{k, n, rt.Table().Route(k.route).Name})
+	}
 	for id, rc := range m.routes {
 		routes = append(routes, count{id, rc.requests, rc.errors, rt.Table().Route(id).Name})
 	}
@@ -330,5 +363,9 @@ func (m *Metrics) collectCounts(ch chan<- prometheus.Metric) {
 	}
 	for _, c := range cons {
 		ch <- prometheus.MustNewConstMetric(consumerRequestsDesc, prometheus.CounterValue, float64(c.requests), strconv.FormatInt(c.id, 10), c.name)
+	}
+	for _, c := range wafs {
+		ch <- prometheus.MustNewConstMetric(wafMatchesDesc, prometheus.CounterValue, float64(c.n),
+			strconv.FormatInt(c.route, 10), c.name, c.action, strconv.Itoa(c.rule))
 	}
 }

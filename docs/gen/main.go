@@ -109,6 +109,9 @@ func render() []byte {
 func renderType(b *bytes.Buffer, t plugins.Type) {
 	cfg := t.New()
 	fmt.Fprintf(b, "\n## %s\n\n", t.Name)
+	if t.Extension {
+		b.WriteString("An extension: a plugin type beyond the contract's list, marked `x-extension` in the OpenAPI document.\n\n")
+	}
 	if t.Doc != "" {
 		fmt.Fprintf(b, "%s\n\n", prose(t.Doc))
 	}

@@ -90,6 +90,7 @@ func NewRecord(r *http.Request, info *Info, status int, bytes int64, end time.Ti
 		a.requestID = info.RequestID
 		rc.RequestID = &a.requestID
 	}
+	rc.WAF = info.WAF
 	return rc
 }
 

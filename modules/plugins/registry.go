@@ -61,6 +61,10 @@ type Type struct {
 	// it), so its Caddyfile directive goes before every other gateway
 	// directive.
 	Outer bool
+	// Extension: the type is an extension of the contract's plugin types
+	// (the OpenAPI document marks its schema x-extension, docs/plugins.md
+	// says so).
+	Extension bool
 	// Doc says what the type does, for people: the OpenAPI document and
 	// docs/plugins.md (generated) show it.
 	Doc string
@@ -100,7 +104,8 @@ var caddyfileBands = []struct {
 	anchor string
 }{
 	{0, httpcaddyfile.After, "log_level"},            // Outer: http-log
-	{300, httpcaddyfile.Before, "header"},            // request-id, ip-restriction
+	{250, httpcaddyfile.Before, "header"},            // request-id, ip-restriction
+	{300, httpcaddyfile.After, "header"},             // waf
 	{400, httpcaddyfile.Before, "request_body"},      // cors
 	{500, httpcaddyfile.Before, "redir"},             // redirect
 	{700, httpcaddyfile.After, "forward_auth"},       // key-auth, basic-auth, jwt, acl
