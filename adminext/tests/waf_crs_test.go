@@ -321,6 +321,8 @@ func TestWAFCoreRuleSetRegression(t *testing.T) {
 	addPlugin(t, g, "request-id", "global", 0, map[string]any{"header_name": "X-CRS-Test", "trust_incoming": true, "echo_downstream": false})
 	addPlugin(t, g, "waf", "global", 0, map[string]any{
 		"mode": "detect", "paranoia_level": 4, "inspect_response": true, "directives": crsSettings,
+		// the CRS's own default, which its tests expect
+		"allowed_methods": []string{"GET", "HEAD", "POST", "OPTIONS"},
 	})
 
 	// Batches smaller than the 500 records GET /api/v1/requests keeps,

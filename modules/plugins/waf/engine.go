@@ -202,6 +202,7 @@ SecRule REQBODY_ERROR "!@eq 0" "id:200002,phase:2,t:none,log,deny,status:400,msg
 SecRule INBOUND_DATA_ERROR "@eq 0" ""
 SecRule MULTIPART_STRICT_ERROR "!@eq 0" "id:200003,phase:2,t:none,log,deny,status:400,msg:'Multipart request body failed strict validation.'"
 SecAction "id:900000,phase:1,pass,t:none,nolog,setvar:tx.blocking_paranoia_level=%d"
+SecAction "id:900200,phase:1,pass,t:none,nolog,setvar:'tx.allowed_methods=%s'"
 SecAction "id:900110,phase:1,pass,t:none,nolog,setvar:tx.inbound_anomaly_score_threshold=%d,setvar:tx.outbound_anomaly_score_threshold=%d"
-`, engine, limit, limit, resp, limit, h.ParanoiaLevel, h.InboundAnomalyThreshold, h.OutboundAnomalyThreshold)
+`, engine, limit, limit, resp, limit, h.ParanoiaLevel, strings.Join(h.AllowedMethods, " "), h.InboundAnomalyThreshold, h.OutboundAnomalyThreshold)
 }

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
@@ -47,16 +48,17 @@ func init() {
 //	    exclude_rule_ids 942100 920350
 //	}
 type WAF struct {
-	Mode                     string  `json:"mode" schema:"enum=block|detect" doc:"block: a request whose inbound anomaly score reaches inbound_anomaly_threshold is answered 403 (and a response whose outbound score reaches outbound_anomaly_threshold, with inspect_response); detect: every rule runs and matches are recorded, nothing is blocked. Default block."`
-	ParanoiaLevel            int     `json:"paranoia_level" schema:"min=1,max=4" doc:"CRS paranoia level: 1 (few false positives) to 4 (most rules). Default 1."`
-	InboundAnomalyThreshold  int     `json:"inbound_anomaly_threshold" schema:"min=1,max=10000" doc:"Inbound anomaly score at which a request is blocked (a critical rule scores 5, error 4, warning 3, notice 2). Default 5."`
-	OutboundAnomalyThreshold int     `json:"outbound_anomaly_threshold" schema:"min=1,max=10000" doc:"Outbound anomaly score at which a response is blocked (inspect_response). Default 4."`
-	ExcludeRuleIDs           []int   `json:"exclude_rule_ids" schema:"maxItems=1000" doc:"Rule ids switched off for this plugin's scope (SecRuleRemoveById), e.g. a false positive; each 1..999999999."`
-	RequestBodyLimit         int64   `json:"request_body_limit" schema:"min=1,max=67108864" doc:"Request body bytes inspected (held in memory while inspected). Default 131072 (128 KiB); at most 64 MiB. The same limit applies to an inspected response body."`
-	BodyLimitAction          string  `json:"body_limit_action" schema:"enum=reject|partial" doc:"A request body over request_body_limit: reject answers 413 (block mode) before the upstream is contacted; partial inspects the first request_body_limit bytes and forwards the whole body. Default reject."`
-	InspectResponse          bool    `json:"inspect_response" doc:"Also run the response rules (data leakages) on the upstream's response headers and its text, HTML, XML or JSON body up to request_body_limit; a blocked response is replaced by 403. Default false."`
-	Directives               string  `json:"directives" schema:"text,maxLength=65536" doc:"Extra SecLang directives run after the CRS (your own rules, SecRuleUpdateTargetById and other tuning). Allowed: SecRule, SecAction, SecMarker, SecDefaultAction, SecRuleRemoveBy*, SecRuleUpdateTargetBy*, SecRuleUpdateActionById, SecComponentSignature, SecArgumentSeparator, SecWebAppId; anything that reads or writes files or reaches the network (Include, SecAuditLog*, SecDebugLog*, SecRemoteRules, @pmFromFile, @ipMatchFromFile, @inspectFile, @rbl, @geoLookup …) and settings owned by this config (SecRuleEngine, body limits) are 400 naming the directive; a directive Coraza cannot parse is 400 with its message."`
-	engine                   *engine `json:"-"`
+	Mode                     string   `json:"mode" schema:"enum=block|detect" doc:"block: a request whose inbound anomaly score reaches inbound_anomaly_threshold is answered 403 (and a response whose outbound score reaches outbound_anomaly_threshold, with inspect_response); detect: every rule runs and matches are recorded, nothing is blocked. Default block."`
+	ParanoiaLevel            int      `json:"paranoia_level" schema:"min=1,max=4" doc:"CRS paranoia level: 1 (few false positives) to 4 (most rules). Default 1."`
+	InboundAnomalyThreshold  int      `json:"inbound_anomaly_threshold" schema:"min=1,max=10000" doc:"Inbound anomaly score at which a request is blocked (a critical rule scores 5, error 4, warning 3, notice 2). Default 5."`
+	OutboundAnomalyThreshold int      `json:"outbound_anomaly_threshold" schema:"min=1,max=10000" doc:"Outbound anomaly score at which a response is blocked (inspect_response). Default 4."`
+	AllowedMethods           []string `json:"allowed_methods" schema:"minItems=1,maxItems=32,minLength=1,maxLength=32" doc:"Request methods the CRS admits (rule 911100, tx.allowed_methods). Default GET HEAD POST OPTIONS PUT PATCH DELETE: the CRS's own default leaves out PUT, PATCH and DELETE, which an API gateway serves."`
+	ExcludeRuleIDs           []int    `json:"exclude_rule_ids" schema:"maxItems=1000" doc:"Rule ids switched off for this plugin's scope (SecRuleRemoveById), e.g. a false positive; each 1..999999999."`
+	RequestBodyLimit         int64    `json:"request_body_limit" schema:"min=1,max=67108864" doc:"Request body bytes inspected (held in memory while inspected). Default 131072 (128 KiB); at most 64 MiB. The same limit applies to an inspected response body."`
+	BodyLimitAction          string   `json:"body_limit_action" schema:"enum=reject|partial" doc:"A request body over request_body_limit: reject answers 413 (block mode) before the upstream is contacted; partial inspects the first request_body_limit bytes and forwards the whole body. Default reject."`
+	InspectResponse          bool     `json:"inspect_response" doc:"Also run the response rules (data leakages) on the upstream's response headers and its text, HTML, XML or JSON body up to request_body_limit; a blocked response is replaced by 403. Default false."`
+	Directives               string   `json:"directives" schema:"text,maxLength=65536" doc:"Extra SecLang directives run after the CRS (your own rules, SecRuleUpdateTargetById and other tuning). Allowed: SecRule, SecAction, SecMarker, SecDefaultAction, SecRuleRemoveBy*, SecRuleUpdateTargetBy*, SecRuleUpdateActionById, SecComponentSignature, SecArgumentSeparator, SecWebAppId; anything that reads or writes files or reaches the network (Include, SecAuditLog*, SecDebugLog*, SecRemoteRules, @pmFromFile, @ipMatchFromFile, @inspectFile, @rbl, @geoLookup …) and settings owned by this config (SecRuleEngine, body limits) are 400 naming the directive; a directive Coraza cannot parse is 400 with its message."`
+	engine                   *engine  `json:"-"`
 	key                      string
 }
 
@@ -66,6 +68,7 @@ func (h *WAF) SetDefaults() {
 	h.ParanoiaLevel = 1
 	h.InboundAnomalyThreshold = 5
 	h.OutboundAnomalyThreshold = 4
+	h.AllowedMethods = []string{"GET", "HEAD", "POST", "OPTIONS", "PUT", "PATCH", "DELETE"}
 	h.ExcludeRuleIDs = []int{}
 	h.RequestBodyLimit = 128 << 10
 	h.BodyLimitAction = "reject"
@@ -94,6 +97,13 @@ func (h *WAF) Validate() error {
 	for i, id := range h.ExcludeRuleIDs {
 		if id < 1 || id > 999999999 {
 			return schema.Errorf("exclude_rule_ids["+strconv.Itoa(i)+"]", "must be a rule id 1..999999999")
+		}
+	}
+	for i, m := range h.AllowedMethods {
+		for _, c := range m {
+			if c > 0x7e || c <= ' ' || strings.ContainsRune("\"'(),/:;<=>?@[\\]{}", c) {
+				return schema.Errorf("allowed_methods["+strconv.Itoa(i)+"]", "must be a method name (an HTTP token)")
+			}
 		}
 	}
 	return checkDirectives(h.Directives)

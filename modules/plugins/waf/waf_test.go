@@ -20,9 +20,9 @@ func TestConfig(t *testing.T) {
 	plugintest.Config{
 		Type: "waf",
 		Normalized: [][2]string{
-			{`{}`, `{"mode":"block","paranoia_level":1,"inbound_anomaly_threshold":5,"outbound_anomaly_threshold":4,"exclude_rule_ids":[],"request_body_limit":131072,"body_limit_action":"reject","inspect_response":false,"directives":""}`},
+			{`{}`, `{"mode":"block","paranoia_level":1,"inbound_anomaly_threshold":5,"outbound_anomaly_threshold":4,"allowed_methods":["GET","HEAD","POST","OPTIONS","PUT","PATCH","DELETE"],"exclude_rule_ids":[],"request_body_limit":131072,"body_limit_action":"reject","inspect_response":false,"directives":""}`},
 			{`{"mode":"detect","paranoia_level":2,"exclude_rule_ids":[942100],"directives":"SecRuleRemoveById 920350"}`,
-				`{"mode":"detect","paranoia_level":2,"inbound_anomaly_threshold":5,"outbound_anomaly_threshold":4,"exclude_rule_ids":[942100],"request_body_limit":131072,"body_limit_action":"reject","inspect_response":false,"directives":"SecRuleRemoveById 920350"}`},
+				`{"mode":"detect","paranoia_level":2,"inbound_anomaly_threshold":5,"outbound_anomaly_threshold":4,"allowed_methods":["GET","HEAD","POST","OPTIONS","PUT","PATCH","DELETE"],"exclude_rule_ids":[942100],"request_body_limit":131072,"body_limit_action":"reject","inspect_response":false,"directives":"SecRuleRemoveById 920350"}`},
 		},
 		Refused: map[string]string{
 			`{"mode":"log"}`:                                              "config.mode",
@@ -49,7 +49,7 @@ func TestConfig(t *testing.T) {
 		},
 		Caddyfile: [][2]string{
 			{"gateway_waf {\n mode detect\n paranoia_level 2\n exclude_rule_ids 942100 920350\n}",
-				`{"body_limit_action":"reject","directives":"","exclude_rule_ids":[942100,920350],"handler":"gateway_waf","inbound_anomaly_threshold":5,"inspect_response":false,"mode":"detect","outbound_anomaly_threshold":4,"paranoia_level":2,"request_body_limit":131072}`},
+				`{"body_limit_action":"reject","allowed_methods":["GET","HEAD","POST","OPTIONS","PUT","PATCH","DELETE"],"directives":"","exclude_rule_ids":[942100,920350],"handler":"gateway_waf","inbound_anomaly_threshold":5,"inspect_response":false,"mode":"detect","outbound_anomaly_threshold":4,"paranoia_level":2,"request_body_limit":131072}`},
 		},
 	}.Check(t)
 }
