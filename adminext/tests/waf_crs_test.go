@@ -40,9 +40,8 @@ import (
 // (crs-setup's optional limits), as the plugin's directives.
 const crsSettings = `SecAction "id:9900005,phase:1,nolog,pass,t:none,setvar:tx.crs_validate_utf8_encoding=1,setvar:tx.arg_name_length=100,setvar:tx.arg_length=400,setvar:tx.total_arg_length=64000,setvar:tx.max_num_args=255,setvar:tx.max_file_size=64100,setvar:tx.combined_file_sizes=65535"`
 
-// crsExceptions are the tests that do not pass through the gateway, each
-// with the reason (bench/README.md lists them).
-var crsExceptions = map[string]string{}
+// crsExceptions (waf_crs_exceptions_test.go) are the tests that do not
+// pass through the gateway, each with the reason (bench/README.md).
 
 type ftwFile struct {
 	RuleID int       `yaml:"rule_id"`
