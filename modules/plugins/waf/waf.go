@@ -439,7 +439,12 @@ type writerOnly struct{ io.Writer }
 // FlushError runs the phases on what is held (a streamed response cannot
 // be held whole) and passes the flush on.
 func (w *responseInspector) FlushError() error {
-	if !w.decided && w.status != 0 {
+	if !w.decided {
+		if w.status == 0 || w.buf.Len() == 0 {
+			// a flush of the header alone (the proxy's, before the body):
+			// the body is still to be seen
+			return nil
+		}
 		w.decide()
 	}
 	if w.interrupt {
