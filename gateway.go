@@ -21,6 +21,7 @@ import (
 	_ "github.com/caddy-gateway/gateway/modules/plugins/proxycache"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"
+	_ "github.com/caddy-gateway/gateway/modules/plugins/waf"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/wasm"
 	_ "github.com/caddy-gateway/gateway/modules/router"
 )

@@ -42,7 +42,11 @@ type Metrics struct {
 	wn, wpos  int
 	routes    map[int64]*routeCount
 	consumers map[int64]int64
-	pruneAt   int // len(routes)+len(consumers) at which observe prunes
+	// waf counts the waf plugin's matched rules per route, action and
+	// rule (bounded: the routes of the configuration times the rules of
+	// their rule sets; pruned with the routes).
+	waf     map[wafKey]int64
+	pruneAt int // len(routes)+len(consumers) at which observe prunes
 
 	registry   *prometheus.Registry
 	requests   prometheus.Counter
@@ -52,6 +56,12 @@ type Metrics struct {
 }
 
 type routeCount struct{ requests, errors int64 }
+
+type wafKey struct {
+	route  int64
+	action string
+	rule   int
+}
 
 // Live is the state the metrics read when asked, not counted from records:
 // the control plane's target health, TCP stream connections and the
@@ -70,6 +80,7 @@ func NewMetrics(live Live) *Metrics {
 		live:      live,
 		routes:    map[int64]*routeCount{},
 		consumers: map[int64]int64{},
+		waf:       map[wafKey]int64{},
 		pruneAt:   minPruneAt,
 		registry:  prometheus.NewRegistry(),
 		requests:  prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_requests_total", Help: "Proxied requests."}),
@@ -120,6 +131,11 @@ func (m *Metrics) observe(info *gwctx.Info, status int, latency time.Duration) {
 	if info.Consumer != nil {
 		m.consumers[info.Consumer.ID]++
 	}
+	if v := info.WAF; v != nil && info.Matched {
+		for _, r := range v.Rules {
+			m.waf[wafKey{info.RouteID, v.Action, r.ID}]++
+		}
+	}
 	// Counts of routes and consumers gone from the configuration are
 	// dropped when asked for (Snapshot, a scrape) and, without anyone
 	// asking, whenever the counts have doubled since the last pruning.
@@ -158,6 +174,11 @@ func (m *Metrics) pruneBy(rt *router.Router) {
 	for id := range m.consumers {
 		if cons.ByID(id) == nil {
 			delete(m.consumers, id)
+		}
+	}
+	for k := range m.waf {
+		if table.Route(k.route) == nil {
+			delete(m.waf, k)
 		}
 	}
 }
@@ -289,6 +310,8 @@ var (
 		"Spans the opentelemetry plugins' collectors accepted.", nil, nil)
 	otelDroppedDesc = prometheus.NewDesc("gateway_otel_spans_dropped_total",
 		"Spans the opentelemetry plugins dropped: reason queue_full (the export queue was full) or export_failed (the collector did not take the batch).", []string{"reason"}, nil)
+	wafMatchesDesc = prometheus.NewDesc("gateway_waf_rule_matches_total",
+		"Requests on which a waf plugin rule matched, per route, action (blocked, detected) and rule id.", []string{"route_id", "route", "action", "rule_id"}, nil)
 )
 
 func (c scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -303,6 +326,7 @@ func (c scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rateLimitFallbacksDesc
 	ch <- otelExportedDesc
 	ch <- otelDroppedDesc
+	ch <- wafMatchesDesc
 }
 
 func (c scrapeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -355,9 +379,18 @@ func (m *Metrics) collectCounts(ch chan<- prometheus.Metric) {
 		id, requests, errors int64
 		name                 string
 	}
+	type wafCount struct {
+		wafKey
+		n    int64
+		name string
+	}
 	var routes, cons []count
+	var wafs []wafCount
 	m.mu.Lock()
 	m.pruneBy(rt)
+	for k, n := range m.waf {
+		wafs = append(wafs, wafCount{k, n, rt.Table().Route(k.route).Name})
+	}
 	for id, rc := range m.routes {
 		routes = append(routes, count{id, rc.requests, rc.errors, rt.Table().Route(id).Name})
 	}
@@ -372,5 +405,9 @@ func (m *Metrics) collectCounts(ch chan<- prometheus.Metric) {
 	}
 	for _, c := range cons {
 		ch <- prometheus.MustNewConstMetric(consumerRequestsDesc, prometheus.CounterValue, float64(c.requests), strconv.FormatInt(c.id, 10), c.name)
+	}
+	for _, c := range wafs {
+		ch <- prometheus.MustNewConstMetric(wafMatchesDesc, prometheus.CounterValue, float64(c.n),
+			strconv.FormatInt(c.route, 10), c.name, c.action, strconv.Itoa(c.rule))
 	}
 }

@@ -76,6 +76,9 @@ type Info struct {
 	// to_https); 0 when unknown (plugins then assume 443).
 	HTTPSPort int
 
+	// WAF is set by the waf plugin when a rule matched (the record's waf).
+	WAF *records.WAF
+
 	// Sinks receive the completed request record (http-log adds itself).
 	// The gateway's proxy server builds the record once the response is
 	// done and hands it to every sink; a plugin used on its own in a

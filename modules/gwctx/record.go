@@ -94,6 +94,7 @@ func NewRecord(r *http.Request, info *Info, status int, bytes int64, end time.Ti
 		a.traceID, a.spanID = info.TraceID, info.SpanID
 		rc.TraceID, rc.SpanID = &a.traceID, &a.spanID
 	}
+	rc.WAF = info.WAF
 	return rc
 }
 

@@ -103,7 +103,8 @@ var caddyfileBands = []struct {
 	anchor string
 }{
 	{0, httpcaddyfile.After, "log_level"},            // Outer: http-log
-	{300, httpcaddyfile.Before, "header"},            // request-id, ip-restriction
+	{250, httpcaddyfile.Before, "header"},            // request-id, ip-restriction
+	{300, httpcaddyfile.After, "header"},             // waf
 	{400, httpcaddyfile.Before, "request_body"},      // cors
 	{500, httpcaddyfile.Before, "redir"},             // redirect
 	{700, httpcaddyfile.After, "forward_auth"},       // key-auth, basic-auth, jwt, acl

@@ -28,6 +28,30 @@ type Record struct {
 	// Extension: set when an opentelemetry plugin traced the request.
 	TraceID *string `json:"trace_id" doc:"Extension: the trace id (32 hex digits) of the request when an opentelemetry plugin traced it, else null."`
 	SpanID  *string `json:"span_id" doc:"Extension: the id (16 hex digits) of the request's server span when an opentelemetry plugin traced it, else null."`
+	// WAF is what the waf plugin found (an extension of the contract's
+	// record): present only when a rule matched.
+	WAF *WAF `json:"waf,omitempty" doc:"Extension: what the waf plugin found, present only when one of its rules matched (docs/waf.md)."`
+}
+
+// WAF is the waf plugin's verdict on a request.
+type WAF struct {
+	// Action is "blocked" (the gateway answered 403 or 413) or "detected"
+	// (rules matched, the request went on: detect mode, or a score below
+	// the threshold).
+	Action string `json:"action" schema:"enum=blocked|detected" doc:"blocked: the gateway answered 403 (or 413, a body over the limit); detected: rules matched and the request went on (detect mode, or a score under the threshold)."`
+	// AnomalyScore is the inbound anomaly score the rule set computed,
+	// OutboundAnomalyScore the response's (inspect_response).
+	AnomalyScore         int `json:"anomaly_score" doc:"The CRS inbound anomaly score."`
+	OutboundAnomalyScore int `json:"outbound_anomaly_score" doc:"The CRS outbound anomaly score (inspect_response)."`
+	// Rules are the logged rules that matched, in order (at most 64).
+	Rules []WAFRule `json:"rules" doc:"The logged rules that matched, in order, at most 64."`
+}
+
+// WAFRule is one matched rule: its id and message (never the matched
+// data, which may be a client's secret).
+type WAFRule struct {
+	ID      int    `json:"id" doc:"The rule id."`
+	Message string `json:"message" doc:"The rule's message (at most 256 bytes); never the matched data."`
 }
 
 // Sink receives completed records. Implementations must not block: the

@@ -1029,7 +1029,7 @@
 
   // ---- live request log ---------------------------------------------------------
   // Filters (status class, route, consumer, text) stay while the page lives.
-  const LF = { q: '', cls: '', route: '', consumer: '', trace: '', detail: null };
+  const LF = { q: '', cls: '', route: '', consumer: '', trace: '', waf: '', detail: null };
   function logView(root) {
     const filter = h('input', { type: 'search', id: 'log-filter', placeholder: 'filter: path, host, status, request id…', value: LF.q, oninput: ev => { LF.q = ev.target.value; renderLogRows(); } });
     const sel = (id, key, options) => { const e = select(id, options, LF[key]); e.id = id; e.addEventListener('change', () => { LF[key] = e.value; renderLogRows(); }); return e; };
@@ -1038,11 +1038,12 @@
     const consSel = sel('log-consumer', 'consumer', [['', 'any consumer'], ['none', 'anonymous']]);
     // trace_id is set when an opentelemetry plugin traced the request.
     const traceFilter = h('input', { type: 'search', id: 'log-trace', placeholder: 'trace id', size: 20, value: LF.trace, oninput: ev => { LF.trace = ev.target.value.trim().toLowerCase(); renderLogRows(); } });
+    const wafSel = sel('log-waf', 'waf', [['', 'any firewall verdict'], ['any', 'waf: any match'], ['blocked', 'waf: blocked'], ['detected', 'waf: detected']]);
     const pause = h('button', { type: 'button', id: 'log-pause', onclick: () => { S.paused = !S.paused; pause.textContent = S.paused ? 'Resume' : 'Pause'; renderLogRows(); } }, S.paused ? 'Resume' : 'Pause');
     root.append(
       h('div', { className: 'row' }, txt('h2', 'Live request log'), h('span', { id: 'live-state', className: 'state ' + (S.live || '') }, S.live || 'connecting'), h('span', { className: 'spacer' }), pause,
         h('button', { type: 'button', onclick: () => { S.log = []; LF.detail = null; renderLogRows(); } }, 'Clear')),
-      h('div', { className: 'row filters' }, clsSel, routeSel, consSel, traceFilter, filter),
+      h('div', { className: 'row filters' }, clsSel, routeSel, consSel, wafSel, traceFilter, filter),
       h('p', { className: 'muted hint' }, 'Completed proxied requests, newest first, from the event stream /api/v1/events (the last 500 are kept). Click a row for its details.'),
       h('div', { id: 'log-detail' }),
       h('div', { className: 'tablewrap' }, h('table', { id: 'log-table' },
@@ -1061,8 +1062,10 @@
     if (LF.route && (LF.route === 'none' ? r.route_id !== null : String(r.route_id) !== LF.route)) return false;
     if (LF.consumer && (LF.consumer === 'none' ? r.consumer_id !== null : String(r.consumer_id) !== LF.consumer)) return false;
     if (LF.trace && !(r.trace_id || '').startsWith(LF.trace)) return false;
+    if (LF.waf && (!r.waf || (LF.waf !== 'any' && r.waf.action !== LF.waf))) return false;
     const q = LF.q.toLowerCase();
-    return !q || [r.method, r.host, r.path, r.status, r.target, r.client_ip, r.request_id, r.trace_id, N.routes.get(r.route_id), N.consumers.get(r.consumer_id)].join(' ').toLowerCase().includes(q);
+    const rules = r.waf ? r.waf.rules.map(x => x.id).join(' ') : '';
+    return !q || [r.method, r.host, r.path, r.status, r.target, r.client_ip, r.request_id, r.trace_id, N.routes.get(r.route_id), N.consumers.get(r.consumer_id), rules].join(' ').toLowerCase().includes(q);
   }
   function renderLogRows() {
     const tb = document.getElementById('log-rows');
@@ -1090,7 +1093,8 @@
         kv('Time', new Date(r.time).toLocaleString()), kv('Latency', fmtNum(r.latency_ms) + ' ms'), kv('Bytes sent', fmtNum(r.bytes_sent)),
         kv('Route', r.route_id !== null ? ref('routes', r.route_id) : 'unmatched'), kv('Service', ref('services', r.service_id)),
         kv('Consumer', r.consumer_id !== null ? ref('consumers', r.consumer_id) : 'anonymous'), kv('Target', r.target || '–'),
-        kv('Client', r.client_ip || '–'), kv('User agent', r.user_agent || '–'), kv('Request id', r.request_id || '–'), kv('Trace id', r.trace_id || '–'), kv('Span id', r.span_id || '–')),
+        kv('Client', r.client_ip || '–'), kv('User agent', r.user_agent || '–'), kv('Request id', r.request_id || '–'), kv('Trace id', r.trace_id || '–'), kv('Span id', r.span_id || '–'),
+        ...(r.waf ? kv('Firewall', r.waf.action + ', anomaly score ' + r.waf.anomaly_score + (r.waf.rules.length ? ': ' + r.waf.rules.map(x => x.id + ' ' + x.message).join('; ') : '')) : [])),
       h('details', {}, h('summary', {}, 'Record (JSON)'), h('pre', { className: 'json' }, JSON.stringify(r, null, 2)))));
   }
 

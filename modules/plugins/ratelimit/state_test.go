@@ -13,7 +13,7 @@ import (
 // one is cleaned up) and go with the last instance that holds them.
 func TestCountersLiveAsLongAsAnInstanceHoldsThem(t *testing.T) {
 	provision := func() *RateLimit {
-		rl := &RateLimit{Limit: 1, WindowS: 60, Key: "ip", Policy: "local", Instance: plugins.Instance{InstanceID: 987654}}
+		rl := &RateLimit{Limit: 1, WindowS: 60, Key: "ip", IPv6PrefixLength: 64, Policy: "local", Instance: plugins.Instance{InstanceID: 987654}}
 		if err := rl.Provision(caddy.Context{}); err != nil {
 			t.Fatal(err)
 		}

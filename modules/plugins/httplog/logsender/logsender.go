@@ -77,6 +77,12 @@ func recordBytes(r *records.Record) int {
 			n += len(*p)
 		}
 	}
+	if w := r.WAF; w != nil {
+		n += int(unsafe.Sizeof(*w)) + len(w.Action)
+		for _, rule := range w.Rules {
+			n += int(unsafe.Sizeof(rule)) + len(rule.Message)
+		}
+	}
 	return n
 }
 
