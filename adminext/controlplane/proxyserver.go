@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"golang.org/x/net/http2"
 
 	"github.com/caddy-gateway/gateway/modules/guard"
 	"github.com/caddy-gateway/gateway/modules/gwctx"
@@ -128,6 +129,12 @@ func (cp *ControlPlane) listen(addr string, isTLS bool) (*proxyListener, error) 
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          zap.NewStdLog(cp.logger.Named("proxy")),
 	}
+	if !isTLS {
+		if err := cp.enableH2C(l.srv); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("http_listen: %w", err)
+		}
+	}
 	if isTLS {
 		l.srv.TLSConfig = &tls.Config{
 			GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
@@ -146,6 +153,38 @@ func (cp *ControlPlane) listen(addr string, isTLS bool) (*proxyListener, error) 
 	}
 	cp.logger.Info("gateway proxy listening", zap.String("address", ln.Addr().String()), zap.Bool("tls", isTLS))
 	return l, nil
+}
+
+// enableH2C sets srv up for cleartext HTTP/2 with prior knowledge (the
+// client starts with HTTP/2's preface, as gRPC clients without TLS do),
+// served while the h2c setting is on: the listener lives for the process
+// and the setting changes with any config, so it is read per connection.
+// With the setting off, a connection that opens with the preface is
+// closed, as a server without h2c would drop it. An HTTP/1.1 Upgrade to
+// h2c is never taken (it is not how gRPC clients start, and upgrading
+// mid-request is a smuggling risk).
+func (cp *ControlPlane) enableH2C(srv *http.Server) error {
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	if err := http2.ConfigureServer(srv, &http2.Server{IdleTimeout: srv.IdleTimeout}); err != nil {
+		return fmt.Errorf("setting up h2c: %w", err)
+	}
+	const key = "unencrypted_http2" // net/http's TLSNextProto key of prior-knowledge HTTP/2
+	serveH2C := srv.TLSNextProto[key]
+	if serveH2C == nil {
+		return errors.New("setting up h2c: the HTTP/2 server registers no cleartext handler")
+	}
+	srv.TLSNextProto[key] = func(hs *http.Server, c *tls.Conn, h http.Handler) {
+		if !cp.h2c.Load() {
+			_ = c.NetConn().Close()
+			return
+		}
+		serveH2C(hs, c, h)
+	}
+	// ConfigureServer prepared TLS settings this listener never uses.
+	srv.TLSConfig = nil
+	return nil
 }
 
 func (cp *ControlPlane) serve(l *proxyListener) {
@@ -198,6 +237,13 @@ func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.rw.ResponseWriter = w
 	st.rw.Sanitize = guard.DropAdminSetCookies
 	info, rw := &st.info, &st.rw
+	var gw *gwctx.GRPCWriter
+	if ct := r.Header.Get("Content-Type"); gwctx.IsGRPCContentType(ct) {
+		// The gateway's own answers to a gRPC call are gRPC statuses.
+		gw = gwctx.NewGRPCWriter(w, info, ct)
+		st.rw.ResponseWriter = gw
+		info.GRPC = true
+	}
 	r = gwctx.With(r, info)
 	repl := caddy.NewReplacer()
 	r = caddyhttp.PrepareRequest(r, repl, rw, h.srv)
@@ -221,6 +267,12 @@ func (h *proxyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		gwctx.WriteError(rw, status, msg)
+	}
+	if gw != nil {
+		info.GRPCStatus = gw.Finish()
+		if gw.Own() {
+			rw.Bytes = 0 // the JSON body was not sent
+		}
 	}
 	if target, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok && target != "" {
 		info.Target = target

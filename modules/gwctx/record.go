@@ -90,6 +90,10 @@ func NewRecord(r *http.Request, info *Info, status int, bytes int64, end time.Ti
 		a.requestID = info.RequestID
 		rc.RequestID = &a.requestID
 	}
+	if info.GRPC && info.GRPCStatus >= 0 {
+		a.grpcStatus = info.GRPCStatus
+		rc.GRPCStatus = &a.grpcStatus
+	}
 	return rc
 }
 
@@ -97,6 +101,7 @@ func NewRecord(r *http.Request, info *Info, status int, bytes int64, end time.Ti
 type recordAlloc struct {
 	rec                              records.Record
 	routeID, serviceID, consumerID   int64
+	grpcStatus                       int
 	ip, target, userAgent, requestID string
 }
 

@@ -25,6 +25,10 @@ type Record struct {
 	ClientIP   *string   `json:"client_ip"`
 	UserAgent  *string   `json:"user_agent"`
 	RequestID  *string   `json:"request_id"`
+	// GRPCStatus is an extension: the grpc-status a gRPC call ended with
+	// (the gateway's own answer's, or the target's), absent for other
+	// requests; Status stays the HTTP status the gateway meant.
+	GRPCStatus *int `json:"grpc_status,omitempty"`
 }
 
 // Sink receives completed records. Implementations must not block: the
