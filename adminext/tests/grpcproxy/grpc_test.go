@@ -301,3 +301,120 @@ func TestGRPCServices(t *testing.T) {
 	g.Must("PUT", fmt.Sprintf("/api/v1/targets/%d", testgw.ID(targets[0])), map[string]any{"host": host, "port": port})
 	exercise(t, dial(t, g), "tls")
 }
+
+// TestGRPCGatewayAnswers: what the gateway answers itself to a gRPC call
+// is a gRPC status (trailers-only), and the request record keeps the HTTP
+// status meant and the grpc-status.
+func TestGRPCGatewayAnswers(t *testing.T) {
+	g := testgw.Start(t, nil)
+	enableH2C(t, g)
+	up := startUpstream(t, "up", false)
+	_, route := grpcService(t, g, "keyed", "grpc", up, nil)
+	g.Must("POST", "/api/v1/plugins", map[string]any{"type": "key-auth", "scope": "route", "route_id": route})
+	g.Consumer("bob", map[string]any{"type": "key-auth", "key": "bob-key"})
+	client := dial(t, g)
+
+	want := func(err error, code codes.Code, what string) {
+		t.Helper()
+		st, ok := status.FromError(err)
+		if !ok || st.Code() != code {
+			t.Fatalf("%s: %v, want %v", what, err, code)
+		}
+	}
+	_, err := client.UnaryCall(callCtx(t), &testpb.SimpleRequest{})
+	want(err, codes.Unauthenticated, "no key")
+	keyed := metadata.AppendToOutgoingContext(callCtx(t), "apikey", "bob-key")
+	if _, err := client.UnaryCall(keyed, &testpb.SimpleRequest{}); err != nil {
+		t.Fatalf("key in metadata: %v", err)
+	}
+	// no route: UNIMPLEMENTED
+	cc, err := grpc.NewClient(g.ProxyAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	_, err = healthpb.NewHealthClient(cc).Check(callCtx(t), &healthpb.HealthCheckRequest{})
+	want(err, codes.Unimplemented, "no route")
+
+	// no target available: UNAVAILABLE
+	dead := g.DeadService("dead")
+	g.Must("PUT", fmt.Sprintf("/api/v1/routes/%d", route), map[string]any{"name": "keyed", "service_id": dead, "paths": []string{"/grpc.testing.TestService/"}})
+	_, err = client.UnaryCall(keyed, &testpb.SimpleRequest{})
+	want(err, codes.Unavailable, "dead target")
+
+	// the records: HTTP status meant, grpc_status seen
+	var recs []map[string]any
+	g.JSON("GET", "/api/v1/requests", nil, &recs)
+	seen := map[string]bool{}
+	for _, r := range recs {
+		gs, _ := r["grpc_status"].(float64)
+		seen[fmt.Sprintf("%v/%v", r["status"], gs)] = true
+	}
+	for _, k := range []string{"401/16", "200/0", "404/12", "502/14"} {
+		if !seen[k] && !(k == "502/14" && seen["503/14"]) {
+			t.Errorf("no record %s among %v", k, seen)
+		}
+	}
+}
+
+// TestGRPCDeadlinesNotTargetFailures: calls whose deadline passes while
+// the server is still at work (it resets their streams) never take the
+// healthy target out of rotation; the deadline a client asks for is
+// capped by the service's read_timeout_ms.
+func TestGRPCDeadlinesNotTargetFailures(t *testing.T) {
+	g := testgw.Start(t, nil)
+	enableH2C(t, g)
+	up := startUpstream(t, "up", false)
+	grpcService(t, g, "slow", "grpc", up, map[string]any{"retries": 0, "read_timeout_ms": 300})
+	client := dial(t, g)
+
+	for i := 0; i < 6; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-sleep", "400ms")
+		_, err := client.UnaryCall(ctx, &testpb.SimpleRequest{})
+		cancel()
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("call %d past its deadline: %v", i, err)
+		}
+	}
+	// a deadline longer than read_timeout_ms ends at the cap
+	ctx := metadata.AppendToOutgoingContext(callCtx(t), "x-sleep", "2s")
+	if _, err := client.UnaryCall(ctx, &testpb.SimpleRequest{}); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("capped deadline: %v", err)
+	}
+	// the target is still in rotation
+	for i := 0; i < 3; i++ {
+		if _, err := client.UnaryCall(callCtx(t), &testpb.SimpleRequest{}); err != nil {
+			t.Fatalf("call after deadlines: %v", err)
+		}
+	}
+}
+
+// TestGRPCHealthCheck: health_path of a grpc service names the service
+// checked with grpc.health.v1.Health/Check.
+func TestGRPCHealthCheck(t *testing.T) {
+	g := testgw.Start(t, &testgw.Options{HealthInterval: 50 * time.Millisecond})
+	up := startUpstream(t, "up", false)
+	up.health.SetServingStatus("grpc.testing.TestService", healthpb.HealthCheckResponse_NOT_SERVING)
+	svc, _ := grpcService(t, g, "checked", "grpc", up, map[string]any{"health_path": "/"})
+	waitState := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			var hs []map[string]any
+			g.JSON("GET", "/api/v1/health", nil, &hs)
+			if len(hs) == 1 && hs[0]["state"] == want && hs[0]["check"] == "grpc" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("health: %v, want %s", hs, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitState("healthy")
+	g.Must("PUT", fmt.Sprintf("/api/v1/services/%d", svc), map[string]any{"name": "checked", "protocol": "grpc", "health_path": "/grpc.testing.TestService"})
+	waitState("unhealthy")
+	up.health.SetServingStatus("grpc.testing.TestService", healthpb.HealthCheckResponse_SERVING)
+	waitState("healthy")
+}
