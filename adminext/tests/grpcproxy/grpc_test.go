@@ -2,7 +2,8 @@
 // and clients (google.golang.org/grpc) on 127.0.0.1: grpc (h2c) and grpcs
 // (TLS) services, the h2c proxy listener, every call shape, metadata,
 // trailers, deadlines, gRPC health checks and the gateway's own answers as
-// gRPC statuses. It is its own package (its own test process) because it
+// gRPC statuses; and HTTP/3 on the HTTPS proxy listener with a quic-go
+// client. It is its own package (its own test process) because it
 // puts a test CA into the system roots (SSL_CERT_FILE) before anything
 // loads them.
 package grpcproxy
