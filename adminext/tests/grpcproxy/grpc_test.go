@@ -419,3 +419,44 @@ func TestGRPCHealthCheck(t *testing.T) {
 	up.health.SetServingStatus("grpc.testing.TestService", healthpb.HealthCheckResponse_SERVING)
 	waitState("healthy")
 }
+
+// TestGRPCStreamAcrossConfigChange: an open bidirectional stream keeps
+// going while the configuration changes, its own service included.
+func TestGRPCStreamAcrossConfigChange(t *testing.T) {
+	g := testgw.Start(t, nil)
+	enableH2C(t, g)
+	up := startUpstream(t, "up", false)
+	svc, route := grpcService(t, g, "stream", "grpc", up, nil)
+	duplex, err := dial(t, g).FullDuplexCall(callCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := []func(){
+		func() { g.Route("other", g.DeadService("other"), map[string]any{"paths": []string{"/other"}}) },
+		func() {
+			g.Must("POST", "/api/v1/plugins", map[string]any{"type": "request-id", "scope": "route", "route_id": route})
+		},
+		func() {
+			g.Must("PUT", fmt.Sprintf("/api/v1/services/%d", svc), map[string]any{"name": "stream", "protocol": "grpc", "retries": 3})
+		},
+	}
+	for i := 0; i <= len(changes); i++ {
+		body := []byte("message " + strconv.Itoa(i))
+		if err := duplex.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: body}}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		m, err := duplex.Recv()
+		if err != nil || !bytes.Equal(m.GetPayload().GetBody(), body) {
+			t.Fatalf("message %d after %d changes: %v", i, i, err)
+		}
+		if i < len(changes) {
+			changes[i]()
+		}
+	}
+	if err := duplex.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := duplex.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("stream end: %v", err)
+	}
+}
