@@ -166,6 +166,10 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 		if grpc && streamReset(err) {
 			// The target reset this one call (a gRPC server does when
 			// the call's deadline passes): it is up and answering.
+			if _, ok := r.Context().Deadline(); ok && strings.Contains(err.Error(), "CANCEL") {
+				// its timer fired before the proxy's
+				return true, caddyhttp.Error(http.StatusGatewayTimeout, err)
+			}
 			return true, statusError(err)
 		}
 		h.passive.fail(hst)
