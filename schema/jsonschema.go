@@ -207,6 +207,9 @@ func applyTags(s map[string]any, f *field, mode Mode) {
 			vals = append(vals, nil) // null is a value of a nullable enum too
 		}
 		target["enum"] = vals
+		if len(f.extension) > 0 {
+			target["x-extension-values"] = f.extension
+		}
 	}
 	if f.format != "" {
 		target["format"] = f.format

@@ -19,6 +19,8 @@
 //	enum=a|b|c        allowed values (strings or integers); for slices: per item
 //	enum=@name        the values registered as name with RegisterEnum (lists
 //	                  known at run time, such as the plugin types)
+//	extension=a|b     enum values that extend the contract's (its JSON Schema
+//	                  lists them as x-extension-values)
 //	format=F          informative (date-time, email, uri …)
 //	placeholders      the value (a string, or each value of a string map or
 //	                  slice) reaches a Caddy replacer: only the placeholders
@@ -680,7 +682,8 @@ type field struct {
 	keys               strRule // a map's keys
 	minItems, maxItems *int
 	enum               []string
-	enumRef            string // enum=@name: the values of RegisterEnum(name)
+	enumRef            string   // enum=@name: the values of RegisterEnum(name)
+	extension          []string // enum values beyond the contract's
 	format, doc        string
 }
 
@@ -792,6 +795,8 @@ func addFields(in *info, t reflect.Type, index []int) {
 				} else {
 					f.enum = strings.Split(v, "|")
 				}
+			case "extension":
+				f.extension = strings.Split(v, "|")
 			case "format":
 				f.format = v
 			case "placeholders":

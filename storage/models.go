@@ -23,14 +23,14 @@ import (
 type Service struct {
 	ID               int64     `json:"id" gorm:"primaryKey" schema:"readonly"`
 	Name             string    `json:"name" schema:"required,name,minLength=1"`
-	Protocol         string    `json:"protocol" schema:"enum=http|https" doc:"Upstream protocol; default http."`
+	Protocol         string    `json:"protocol" schema:"enum=http|https|grpc|grpcs,extension=grpc|grpcs" doc:"Upstream protocol; default http. Extensions: grpc is HTTP/2 without TLS (h2c) and grpcs HTTP/2 over TLS to the targets, for gRPC servers (docs/grpc.md)."`
 	ConnectTimeoutMS int64     `json:"connect_timeout_ms" schema:"min=0,max=3600000" doc:"Dial timeout in milliseconds (at most one hour)."`
 	ReadTimeoutMS    int64     `json:"read_timeout_ms" schema:"min=0,max=3600000" doc:"Response header and read timeout in milliseconds (at most one hour). For stream routes: a connection on which neither side sends anything for this long is closed; 0 never closes one."`
 	WriteTimeoutMS   int64     `json:"write_timeout_ms" schema:"min=0,max=3600000" doc:"Write timeout in milliseconds (at most one hour). For stream routes: each write to the client or the target must finish within it."`
 	Retries          int32     `json:"retries" schema:"min=0,max=100" doc:"How many other targets are tried after a connection failure."`
 	LBAlgorithm      string    `json:"lb_algorithm" schema:"enum=round_robin|random|consistent|weighted" doc:"round_robin and random ignore weights; weighted is smooth weighted round-robin; consistent hashes the client IP. Default round_robin."`
-	TLSSNI           *string   `json:"tls_sni" schema:"host" doc:"Server name for upstream TLS (https services)."`
-	HealthPath       *string   `json:"health_path" schema:"path" doc:"HTTP GET health-check path; blank (stored as null) selects TCP connect checks."`
+	TLSSNI           *string   `json:"tls_sni" schema:"host" doc:"Server name for upstream TLS (https and grpcs services)."`
+	HealthPath       *string   `json:"health_path" schema:"path" doc:"HTTP GET health-check path; blank (stored as null) selects TCP connect checks. For grpc and grpcs services: the service name checked with the gRPC health-checking protocol (grpc.health.v1.Health/Check), /pkg.Service for a service or / for the server as a whole."`
 	CreatedAt        time.Time `json:"created_at" schema:"readonly"`
 	UpdatedAt        time.Time `json:"updated_at" schema:"readonly"`
 }
@@ -403,6 +403,8 @@ type Settings struct {
 	ACMEDirectoryURL           string    `json:"acme_directory_url" doc:"ACME directory: an https URL, or an alias: letsencrypt, letsencrypt-staging, zerossl, google, google-staging. Default (also when empty) letsencrypt."`
 	TrustedProxies             []string  `json:"trusted_proxies" gorm:"serializer:json" schema:"maxLength=64" doc:"CIDRs or IPs of peers whose X-Forwarded-For decides the client IP. Default []."`
 	AllowLinkLocalDestinations bool      `json:"allow_link_local_destinations" doc:"Extension. Default false: service targets, http-log endpoints, the applications' upstream probe and SSO providers refuse link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200, and their IPv4-mapped and NAT64 spellings): a literal one with 400 naming the field, a name resolving to one when it is dialled (a proxied request answers 502). True allows them (a target on a link-local network)."`
+	H2C                        bool      `json:"h2c" gorm:"column:h2c" doc:"Extension: the HTTP proxy listener also serves cleartext HTTP/2 with prior knowledge (h2c), as gRPC clients without TLS speak it. Default false."`
+	HTTP3                      bool      `json:"http3" gorm:"column:http3;default:true" doc:"Extension: the HTTPS proxy listener also serves HTTP/3 (QUIC, UDP on the same port) and advertises it with Alt-Svc. Default true, as in Caddy."`
 	UpdatedAt                  time.Time `json:"updated_at" schema:"readonly"`
 }
 
@@ -411,7 +413,7 @@ type Settings struct {
 // declared here. A fresh store is seeded with it, and PUT /api/v1/settings
 // and the import start from it (a full replacement resets omitted fields).
 func NewSettings(httpListen, httpsListen string) *Settings {
-	return &Settings{ID: 1, HTTPListen: httpListen, HTTPSListen: httpsListen, ACMEDirectoryURL: "letsencrypt", TrustedProxies: []string{}}
+	return &Settings{ID: 1, HTTPListen: httpListen, HTTPSListen: httpsListen, ACMEDirectoryURL: "letsencrypt", TrustedProxies: []string{}, HTTP3: true}
 }
 
 // Validate implements schema.Validator.

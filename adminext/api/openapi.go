@@ -132,6 +132,12 @@ Decisions where the specification is silent:
   A change overtaken by a load of the running Caddy config (caddy reload,
   or Caddy's admin API) while it was being applied is 503 too, with
   nothing changed: retrying applies it on top of that load.
+- gRPC and HTTP/3 (extensions, docs/grpc.md): services of protocol grpc
+  (h2c) and grpcs (HTTP/2 over TLS); the settings h2c (cleartext HTTP/2 on
+  the HTTP listener, default false) and http3 (default true); answers the
+  gateway makes itself to an application/grpc* request are trailers-only
+  gRPC statuses (HTTP 200, grpc-status, grpc-message), and the request
+  record keeps the HTTP status meant and grpc_status.
 `
 
 // DocEndpoints serve the OpenAPI document and its rendering.

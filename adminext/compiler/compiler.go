@@ -44,6 +44,10 @@ type Generated struct {
 	// AllowLinkLocal is the settings' allow_link_local_destinations: the
 	// outbound guard (package guard) follows the live config's.
 	AllowLinkLocal bool `json:"allow_link_local_destinations,omitempty"`
+	// H2C: the HTTP listener serves prior-knowledge cleartext HTTP/2.
+	H2C bool `json:"h2c,omitempty"`
+	// HTTP3: the HTTPS listener serves HTTP/3 too.
+	HTTP3 bool `json:"http3,omitempty"`
 	// RouterRaw is the gateway_router handler serving proxied traffic.
 	RouterRaw json.RawMessage `json:"router,omitempty" caddy:"namespace=http.handlers inline_key=handler"`
 	// Health lists every target to check (hand-written configs; the
@@ -206,6 +210,8 @@ func Compile(snap *storage.Snapshot, opt Options) (*Generated, *Compiled, error)
 		HTTPSListen:    s.HTTPSListen,
 		HTTPS:          s.HTTPSEnabled,
 		AllowLinkLocal: s.AllowLinkLocalDestinations,
+		H2C:            s.H2C,
+		HTTP3:          s.HTTP3,
 		Counts: map[string]int{
 			"services":      len(snap.Services),
 			"targets":       len(snap.Targets),
@@ -257,7 +263,8 @@ func compileHealth(snap *storage.Snapshot, idx *snapIndex) []health.Spec {
 		}
 		spec := health.Spec{
 			ServiceID: svc.ID, TargetID: t.ID, Host: t.Host, Port: t.Port,
-			HTTPS:   svc.Protocol == "https",
+			HTTPS:   svc.Protocol == "https" || svc.Protocol == "grpcs",
+			GRPC:    IsGRPC(svc.Protocol),
 			Timeout: time.Duration(svc.ConnectTimeoutMS) * time.Millisecond,
 		}
 		if svc.HealthPath != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/caddy-gateway/gateway/modules/gwproxy"
 	"github.com/caddy-gateway/gateway/modules/lb"
 	"github.com/caddy-gateway/gateway/modules/router"
 	"github.com/caddy-gateway/gateway/storage"
@@ -131,10 +132,24 @@ func compileProxy(svc *storage.Service, targets []storage.Target) (json.RawMessa
 		ReadTimeout:           ms(svc.ReadTimeoutMS),
 		WriteTimeout:          ms(svc.WriteTimeoutMS),
 	}}
-	if svc.Protocol == "https" {
+	grpc := IsGRPC(svc.Protocol)
+	if grpc {
+		// HTTP/2 only: prior knowledge without TLS (h2c), ALPN h2 with it.
+		// The connection carries many calls, some of them long streams:
+		// a read or write timeout on it would end every call on it when
+		// one stream is quiet. The call's deadline (grpc-timeout, capped
+		// by read_timeout_ms) bounds each call instead (gwproxy).
+		transport.Versions = []string{"h2c"}
+		transport.ReadTimeout, transport.WriteTimeout = 0, 0
+		transport.ResponseHeaderTimeout = 0
+	}
+	if svc.Protocol == "https" || svc.Protocol == "grpcs" {
 		transport.TLS = &reverseproxy.TLSConfig{}
 		if svc.TLSSNI != nil {
 			transport.TLS.ServerName = *svc.TLSSNI
+		}
+		if grpc {
+			transport.Versions = []string{"2"}
 		}
 	}
 	policy := &router.Selection{Balancer: lb.Balancer{Algorithm: svc.LBAlgorithm, ServiceID: svc.ID}}
@@ -165,12 +180,28 @@ func compileProxy(svc *storage.Service, targets []storage.Target) (json.RawMessa
 		}},
 		StreamCloseDelay: caddy.Duration(streamCloseDelay),
 	}
-	raw, err := json.Marshal(h)
+	var v any = h
+	if grpc {
+		// gwproxy's gRPC settings, beside reverse_proxy's fields
+		v = grpcProxy{h, &gwproxy.GRPC{MaxTimeout: ms(svc.ReadTimeoutMS)}}
+	}
+	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the proxy of service %d: %w", svc.ID, err)
 	}
 	return raw, nil
 }
+
+// grpcProxy is the proxy config of a gRPC service: reverse_proxy's
+// fields and gwproxy's gRPC settings.
+type grpcProxy struct {
+	*reverseproxy.Handler
+	GRPC *gwproxy.GRPC `json:"grpc"`
+}
+
+// IsGRPC reports whether a service protocol is one of the gRPC ones
+// (grpc: h2c, grpcs: HTTP/2 over TLS).
+func IsGRPC(protocol string) bool { return protocol == "grpc" || protocol == "grpcs" }
 
 // liveTargets are the dial addresses of the targets that take traffic (weight
 // 0 or enabled false takes a target out), with their summed weights.

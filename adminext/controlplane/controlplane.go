@@ -95,6 +95,9 @@ type ControlPlane struct {
 
 	lnMu      sync.Mutex
 	listeners map[string]*proxyListener
+	// h2c and http3 are the live settings of the proxy listeners' extra
+	// protocols, read per connection (the listeners outlive configs).
+	h2c, http3 atomic.Bool
 
 	// health checks the targets of the live config; its state survives
 	// reloads, or a request right after a mutation would go to a dead
@@ -272,6 +275,8 @@ func (cp *ControlPlane) Activate(a *Instance) error {
 		return err
 	}
 	guard.AllowLinkLocal(g.AllowLinkLocal)
+	cp.h2c.Store(g.H2C)
+	cp.http3.Store(g.HTTP3)
 	cp.router.Store(a.Router)
 	cp.tlsConfig.Store(a.TLSConfig)
 	cp.tlsApp.Store(a.TLSApp)

@@ -63,6 +63,13 @@ type Info struct {
 	Target string
 	// Status is set when the gateway answered the request itself.
 	Status int
+	// Upstream is set by the service proxy just before it writes the
+	// target's response (GRPCWriter passes that one on unchanged).
+	Upstream bool
+	// GRPC marks a gRPC call; GRPCStatus is the grpc-status the client
+	// got (-1: none seen), for the request record.
+	GRPC       bool
+	GRPCStatus int
 
 	// Uncacheable is set by a plugin that fills the response in with
 	// values of this very request the cache key does not hold (a

@@ -95,6 +95,10 @@ func NewRecord(r *http.Request, info *Info, status int, bytes int64, end time.Ti
 		rc.TraceID, rc.SpanID = &a.traceID, &a.spanID
 	}
 	rc.WAF = info.WAF
+	if info.GRPC && info.GRPCStatus >= 0 {
+		a.grpcStatus = info.GRPCStatus
+		rc.GRPCStatus = &a.grpcStatus
+	}
 	return rc
 }
 
@@ -102,6 +106,7 @@ func NewRecord(r *http.Request, info *Info, status int, bytes int64, end time.Ti
 type recordAlloc struct {
 	rec                              records.Record
 	routeID, serviceID, consumerID   int64
+	grpcStatus                       int
 	ip, target, userAgent, requestID string
 	traceID, spanID                  string
 }

@@ -62,6 +62,11 @@ type Handler struct {
 	// stay open after the config that opened them is unloaded; 0 closes
 	// them with the config.
 	StreamCloseDelay caddy.Duration `json:"stream_close_delay,omitempty"`
+	// GRPC: the targets are gRPC servers (not a reverse_proxy field):
+	// the call's deadline is capped and enforced, and a call that ends
+	// in a stream reset (its deadline passed, the client cancelled) is
+	// not counted against the target.
+	GRPC *GRPC `json:"grpc,omitempty"`
 
 	// hostOnly: the request header operations are one Set of Host to
 	// hostValue and nothing else (the one operation the gateway's

@@ -55,6 +55,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		gwctx.WriteError(w, http.StatusLoopDetected, errLoop.Error())
 		return nil
 	}
+	grpc := h.GRPC != nil && IsGRPCRequest(r)
+	if grpc {
+		var cancel context.CancelFunc
+		if r, cancel = h.GRPC.deadline(r); cancel != nil {
+			defer cancel()
+		}
+	}
 	retries := 0
 	if h.LoadBalancing != nil {
 		retries = h.LoadBalancing.Retries
@@ -73,7 +80,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return statusError(err) // the last attempt's failure
 		}
 		var done bool
-		done, err = h.attempt(w, r, repl, up, hst, body)
+		done, err = h.attempt(w, r, repl, up, hst, body, grpc)
 		if done {
 			return err
 		}
@@ -121,7 +128,7 @@ func (h *Handler) available() reverseproxy.UpstreamPool {
 // attempt sends one attempt to up. done is false when the round trip
 // failed before any response (err is the failure): another target may be
 // tried.
-func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, up *reverseproxy.Upstream, hst *host, body *clientBody) (done bool, err error) {
+func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, up *reverseproxy.Upstream, hst *host, body *clientBody, grpc bool) (done bool, err error) {
 	repl.Set(UpstreamHostportKey, up.Dial)
 	o := outbound(r, up.Dial, body, w)
 	out := &o.req
@@ -162,10 +169,24 @@ func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 			}
 			return true, caddyhttp.Error(status, fmt.Errorf("reading the request body: %w", berr))
 		}
+		if r.Context().Err() != nil {
+			// The call's own deadline (gRPC) passed: the target was
+			// not too slow to answer within a timeout of its service.
+			return true, caddyhttp.Error(http.StatusGatewayTimeout, err)
+		}
+		if grpc && streamReset(err) {
+			// The target reset this one call (a gRPC server does when
+			// the call's deadline passes): it is up and answering.
+			if _, ok := r.Context().Deadline(); ok && strings.Contains(err.Error(), "CANCEL") {
+				// its timer fired before the proxy's
+				return true, caddyhttp.Error(http.StatusGatewayTimeout, err)
+			}
+			return true, statusError(err)
+		}
 		h.passive.fail(hst)
 		return false, err
 	}
-	return true, h.respond(w, out, res)
+	return true, h.respond(w, out, res, grpc)
 }
 
 // schemeSetter is a transport that sets the URL scheme itself (Caddy's
@@ -472,7 +493,7 @@ func stripHopHeaders(h http.Header) {
 // respond writes the target's response: status, end-to-end headers, the
 // body (flushed as it comes for event streams and bodies of unknown
 // length) and trailers. A 101 becomes a tunnel.
-func (h *Handler) respond(w http.ResponseWriter, out *http.Request, res *http.Response) error {
+func (h *Handler) respond(w http.ResponseWriter, out *http.Request, res *http.Response, grpc bool) error {
 	upgrade := res.Header.Get("Upgrade")
 	stripHopHeaders(res.Header)
 	if res.StatusCode == http.StatusSwitchingProtocols {
@@ -507,10 +528,26 @@ func (h *Handler) respond(w http.ResponseWriter, out *http.Request, res *http.Re
 		}
 		wh.Add("Trailer", strings.Join(keys, ", "))
 	}
+	if info := gwctx.From(out); info != nil {
+		info.Upstream = true
+	}
 	w.WriteHeader(res.StatusCode)
 
-	err := copyBody(w, res.Body, streaming(res))
+	err := copyBody(w, res.Body, grpc || streaming(res))
 	_ = res.Body.Close() // fills res.Trailer
+	if err != nil && grpc && res.StatusCode == http.StatusOK {
+		// A gRPC client reads a status from the trailers: the call
+		// ends with one, as a server would end it.
+		code, msg := 14, "the target's response broke off" // UNAVAILABLE
+		if errors.Is(out.Context().Err(), context.DeadlineExceeded) {
+			code, msg = 4, "deadline exceeded" // DEADLINE_EXCEEDED
+		} else if out.Context().Err() != nil {
+			code, msg = 1, "cancelled" // CANCELLED
+		}
+		_ = http.NewResponseController(w).Flush()
+		grpcStatusTrailer(w, code, msg)
+		return nil
+	}
 	if err != nil {
 		// Headers are out: nothing to answer. Abort the client's
 		// response so it cannot pass for complete.

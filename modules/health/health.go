@@ -64,6 +64,9 @@ type Spec struct {
 	// HTTPS checks over verified TLS with SNI (defaulting to Host).
 	HTTPS bool   `json:"https,omitempty"`
 	SNI   string `json:"sni,omitempty"`
+	// GRPC checks with the gRPC health-checking protocol over HTTP/2
+	// (h2c, or TLS with HTTPS): Path names the service, "/" the server.
+	GRPC bool `json:"grpc,omitempty"`
 	// Timeout of one check (the service's connect timeout); default 5 s.
 	Timeout time.Duration `json:"timeout,omitempty"`
 }
@@ -89,7 +92,7 @@ type Status struct {
 	Port          int        `json:"port"`
 	Address       *string    `json:"address"`
 	State         State      `json:"state" schema:"enum=healthy|unhealthy|unknown" doc:"unknown until the first check."`
-	Check         string     `json:"check" schema:"enum=http|tcp" doc:"http: GET health_path; tcp: a connect (blank health_path)."`
+	Check         string     `json:"check" schema:"enum=http|tcp|grpc,extension=grpc" doc:"http: GET health_path; tcp: a connect (blank health_path); grpc (an extension, grpc and grpcs services): grpc.health.v1.Health/Check of the service health_path names."`
 	LastCheckedAt *time.Time `json:"last_checked_at"`
 	LastError     *string    `json:"last_error"`
 }
@@ -300,12 +303,21 @@ func newProbe(k probeKey, r *Registry) *probe {
 		if sni == "" {
 			sni = s.Host
 		}
+		tr := &http.Transport{
+			Proxy:             nil, // health checks never go through an environment proxy
+			TLSClientConfig:   &tls.Config{ServerName: sni},
+			DisableKeepAlives: true,
+		}
+		if s.GRPC {
+			tr.Protocols = new(http.Protocols)
+			if s.HTTPS {
+				tr.Protocols.SetHTTP2(true)
+			} else {
+				tr.Protocols.SetUnencryptedHTTP2(true)
+			}
+		}
 		c.client = &http.Client{
-			Transport: &http.Transport{
-				Proxy:             nil, // health checks never go through an environment proxy
-				TLSClientConfig:   &tls.Config{ServerName: sni},
-				DisableKeepAlives: true,
-			},
+			Transport:     tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
@@ -345,6 +357,8 @@ func (c *probe) checkOnce() {
 	if err == nil {
 		if c.key.check.Path == "" {
 			err = c.checkTCP(ctx, addr)
+		} else if c.key.check.GRPC {
+			err = c.checkGRPC(ctx, addr)
 		} else {
 			err = c.checkHTTP(ctx, addr)
 		}
@@ -397,24 +411,13 @@ func (c *probe) checkTCP(ctx context.Context, addr string) error {
 }
 
 func (c *probe) checkHTTP(ctx context.Context, addr string) error {
-	scheme := "http"
-	if c.key.check.HTTPS {
-		scheme = "https"
-	}
 	// Dial the resolved address, but keep the target's host name in the URL
 	// so Host and SNI are right.
-	u := scheme + "://" + c.key.check.Addr() + c.key.check.Path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(c.key.check.Path), nil)
 	if err != nil {
 		return err
 	}
-	tr := c.client.Transport.(*http.Transport)
-	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		// Never an HTTP request to an admin endpoint (package guard), even
-		// when the target's name resolves to one.
-		return guard.Dialer(&net.Dialer{}).DialContext(ctx, network, addr)
-	}
-	resp, err := c.client.Do(req)
+	resp, err := c.do(req, addr)
 	if err != nil {
 		return err
 	}
@@ -425,6 +428,26 @@ func (c *probe) checkHTTP(ctx context.Context, addr string) error {
 	return nil
 }
 
+// url is the check's URL for path, on the target's host name.
+func (c *probe) url(path string) string {
+	scheme := "http"
+	if c.key.check.HTTPS {
+		scheme = "https"
+	}
+	return scheme + "://" + c.key.check.Addr() + path
+}
+
+// do sends a check request to the resolved address addr.
+func (c *probe) do(req *http.Request, addr string) (*http.Response, error) {
+	tr := c.client.Transport.(*http.Transport)
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		// Never an HTTP request to an admin endpoint (package guard), even
+		// when the target's name resolves to one.
+		return guard.Dialer(&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	return c.client.Do(req)
+}
+
 func (c *checker) status() Status {
 	p := c.probe
 	p.mu.Lock()
@@ -432,6 +455,9 @@ func (c *checker) status() Status {
 	st := Status{TargetID: c.spec.TargetID, ServiceID: c.spec.ServiceID, Host: c.spec.Host, Port: c.spec.Port, Check: "tcp"}
 	if c.spec.Path != "" {
 		st.Check = "http"
+		if c.spec.GRPC {
+			st.Check = "grpc"
+		}
 	}
 	switch p.state.Load() {
 	case stateHealthy:

@@ -25,6 +25,10 @@ type Record struct {
 	ClientIP   *string   `json:"client_ip"`
 	UserAgent  *string   `json:"user_agent"`
 	RequestID  *string   `json:"request_id"`
+	// GRPCStatus is an extension: the grpc-status a gRPC call ended with
+	// (the gateway's own answer's, or the target's), absent for other
+	// requests; Status stays the HTTP status the gateway meant.
+	GRPCStatus *int `json:"grpc_status,omitempty"`
 	// Extension: set when an opentelemetry plugin traced the request.
 	TraceID *string `json:"trace_id" doc:"Extension: the trace id (32 hex digits) of the request when an opentelemetry plugin traced it, else null."`
 	SpanID  *string `json:"span_id" doc:"Extension: the id (16 hex digits) of the request's server span when an opentelemetry plugin traced it, else null."`

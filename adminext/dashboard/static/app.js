@@ -1405,6 +1405,8 @@
         field(h('span', {}, 'Trusted proxies ', h('span', { className: 'hint' }, 'CIDRs or IPs, comma-separated')), h('input', { name: 'trusted_proxies', value: (st.trusted_proxies || []).join(', '), disabled: ro }), 'wide'),
         h('label', { className: 'check wide' }, h('input', { type: 'checkbox', name: 'allow_link_local_destinations', checked: !!st.allow_link_local_destinations, disabled: ro }),
           'Allow link-local and cloud metadata destinations ', h('span', { className: 'hint' }, '169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200: targets, http-log endpoints, probes')),
+        h('label', { className: 'check' }, h('input', { type: 'checkbox', name: 'http3', checked: !!st.http3, disabled: ro }), 'HTTP/3 on the HTTPS listener'),
+        h('label', { className: 'check' }, h('input', { type: 'checkbox', name: 'h2c', checked: !!st.h2c, disabled: ro }), 'Cleartext HTTP/2 (h2c) on the HTTP listener'),
         h('div', { className: 'row wide' }, h('button', { type: 'submit', className: 'primary mut adm' }, 'Save settings'), ok,
           txt('span', 'Last changed ' + (st.updated_at ? new Date(st.updated_at).toLocaleString() : '–'), 'hint')),
         h('div', { className: 'wide' }, err));
@@ -1414,7 +1416,7 @@
         // PUT is a full replacement: every field is sent.
         const body = { http_listen: str(f, 'http_listen'), https_listen: str(f, 'https_listen'), https_enabled: bool(f, 'https_enabled'), public_url: str(f, 'public_url'),
           acme_email: str(f, 'acme_email'), acme_directory_url: str(f, 'acme_directory_url'), trusted_proxies: list(str(f, 'trusted_proxies')),
-          allow_link_local_destinations: bool(f, 'allow_link_local_destinations') };
+          allow_link_local_destinations: bool(f, 'allow_link_local_destinations'), http3: bool(f, 'http3'), h2c: bool(f, 'h2c') };
         guard(err, f.querySelector('button[type=submit]'), async () => { await api('PUT', '/api/v1/settings', body); await load(); ok.textContent = 'Saved.'; });
       });
       box.replaceChildren(f);
