@@ -25,16 +25,22 @@ func TestRateLimitPolicyNeedsItsStore(t *testing.T) {
 	g.WantError(400, "PUT", "/api/v1/plugins/"+itoa(pid), map[string]any{"type": "rate-limit", "scope": "global",
 		"config": map[string]any{"limit": 5, "policy": "cluster"}}, "config.policy")
 
-	doc := map[string]any{"plugins": []any{
+	// An export of a gateway that had them, imported here.
+	st, export := g.Do("GET", "/api/v1/export", nil)
+	var doc map[string]any
+	if st != 200 || json.Unmarshal(export, &doc) != nil {
+		t.Fatalf("export: %d %s", st, export)
+	}
+	doc["plugins"] = []any{
 		map[string]any{"id": 1, "type": "rate-limit", "scope": "global", "config": map[string]any{"limit": 5, "policy": "cluster"}},
 		map[string]any{"id": 2, "type": "rate-limit", "scope": "global", "config": map[string]any{"limit": 7, "policy": "redis"}},
-	}}
+	}
 	var report struct {
 		Skipped []struct{ Kind, Ref, Reason string } `json:"skipped"`
 	}
 	b, _ := json.Marshal(doc)
-	if st := g.JSON("POST", "/api/v1/import", json.RawMessage(b), &report); st != 200 {
-		t.Fatalf("import: %d", st)
+	if st, body := g.Do("POST", "/api/v1/import", json.RawMessage(b)); st != 200 || json.Unmarshal(body, &report) != nil {
+		t.Fatalf("import: %d %s", st, body)
 	}
 	if len(report.Skipped) != 2 || !strings.Contains(report.Skipped[0].Reason, "PostgreSQL") ||
 		!strings.Contains(report.Skipped[1].Reason, "Redis") {
