@@ -31,8 +31,8 @@ test: test-deps vet build
 # rate-limit counters, cluster sync, and the certificate events Caddy's tls
 # app emits from certmagic's goroutines (a race there was only seen with
 # -race; the whole module under -race takes over 15 minutes on 2 cores).
-RACE_PKGS = ./adminext/certs ./adminext/tests/acmedns ./adminext/cluster ./modules/router/... \
-	./modules/gwproxy ./modules/streams/... ./modules/health/... ./modules/plugins/ratelimit/...
+RACE_PKGS = ./app/certs ./app/tests/acmedns ./app/cluster ./modules/router/... \
+	./modules/gwproxy ./internal/streams/... ./internal/health/... ./modules/plugins/ratelimit/...
 test-race:
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 
@@ -84,11 +84,11 @@ bench-router:
 	$(GO) test -run '^$$' -bench 'Match|TableHeap' -benchmem ./modules/router/
 
 bench-mutation:
-	$(GO) test -run '^$$' -bench MutationToLive -benchtime 20x ./adminext/tests/
+	$(GO) test -run '^$$' -bench MutationToLive -benchtime 20x ./app/tests/
 
 # Heap growth across 2,000 configuration changes (goal: under 20 MB).
 bench-memory:
-	$(GO) test -run '^$$' -bench HeapAcrossChanges -benchtime 2000x ./adminext/tests/
+	$(GO) test -run '^$$' -bench HeapAcrossChanges -benchtime 2000x ./app/tests/
 
 # The scale table (bench/README.md) on the built binary: import time, change p50 per
 # kind and RSS at 1, 10,000 and 50,000 routes.
@@ -100,7 +100,7 @@ bench-proxy: build
 
 # Rebuilds the AssemblyScript proxy-wasm test fixture (needs Node.js and the
 # npm registry; not part of `make test`, which uses the committed .wasm).
-AS_FILTER := adminext/tests/testdata/wasm/as-filter
+AS_FILTER := app/tests/testdata/wasm/as-filter
 wasm-fixtures:
 	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	cp -r $(AS_FILTER)/package.json $(AS_FILTER)/package-lock.json $(AS_FILTER)/assembly "$$tmp"/; \

@@ -3,12 +3,12 @@
 //
 //	import _ "github.com/caddy-gateway/gateway"
 //
-// It holds no code; adminext/tests/binary_test.go builds cmd/caddy, which
+// It holds no code; app/tests/binary_test.go builds cmd/caddy, which
 // imports it, and runs the binary.
 package gateway
 
 import (
-	_ "github.com/caddy-gateway/gateway/adminext"
+	_ "github.com/caddy-gateway/gateway/app"
 	_ "github.com/caddy-gateway/gateway/caddyfile"
 	_ "github.com/caddy-gateway/gateway/modules/certevents"
 	_ "github.com/caddy-gateway/gateway/modules/dnsproviders/cloudflare"

@@ -30,7 +30,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/dustin/go-humanize"
 
-	"github.com/caddy-gateway/gateway/adminext"
+	"github.com/caddy-gateway/gateway/app"
 )
 
 func init() {
@@ -38,7 +38,7 @@ func init() {
 }
 
 func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
-	app := new(adminext.App)
+	app := new(app.App)
 	d.Next() // the option name
 	if d.NextArg() {
 		return nil, d.ArgErr()
@@ -146,7 +146,7 @@ func sizeArg(d *caddyfile.Dispenser, max uint64, examples string) (int64, error)
 	return int64(n), nil
 }
 
-func toJSON(app *adminext.App) json.RawMessage {
+func toJSON(app *app.App) json.RawMessage {
 	b, _ := json.Marshal(app)
 	return b
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
-	"github.com/caddy-gateway/gateway/adminext/controlplane"
+	"github.com/caddy-gateway/gateway/app/controlplane"
 )
 
 func adapt(t *testing.T, src string) map[string]any {

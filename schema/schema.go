@@ -73,7 +73,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/caddy-gateway/gateway/modules/placeholders"
+	"github.com/caddy-gateway/gateway/internal/placeholders"
 )
 
 // Defaulter is implemented by declarations whose zero value is not their

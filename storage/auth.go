@@ -2,7 +2,7 @@ package storage
 
 import "time"
 
-// Tables of the admin authentication feature (package adminext/auth).
+// Tables of the admin authentication feature (package app/auth).
 // None of them is part of the routing configuration: they are never in a
 // Snapshot, an export or an import.
 

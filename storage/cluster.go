@@ -8,7 +8,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// Tables of cluster mode (package adminext/cluster): several gateway nodes
+// Tables of cluster mode (package app/cluster): several gateway nodes
 // on one PostgreSQL store. They exist on SQLite too (one node), so the API
 // answers the same shapes. None of them is routing configuration: they are
 // never exported or imported.

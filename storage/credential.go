@@ -3,7 +3,7 @@ package storage
 import (
 	"time"
 
-	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/internal/consumers"
 )
 
 // Credential is a consumer's key-auth key, basic-auth login or jwt key. The

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddy-gateway/gateway/modules/guard"
-	"github.com/caddy-gateway/gateway/modules/router/pathexpr"
+	"github.com/caddy-gateway/gateway/internal/guard"
+	"github.com/caddy-gateway/gateway/internal/pathexpr"
 	"github.com/caddy-gateway/gateway/schema"
 )
 

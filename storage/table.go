@@ -7,7 +7,7 @@ import (
 )
 
 // Table is a table another package declares and owns (the certificates of
-// adminext/certs): the store migrates it once the owner adds it with
+// app/certs): the store migrates it once the owner adds it with
 // Store.AddTable, and every snapshot of that store holds its rows, in id
 // order (Rows). The store never needs to know the row type.
 type Table[T any] struct {

@@ -1,6 +1,6 @@
 // Command caddy is Caddy with its standard modules plus the Caddy Gateway
 // bundle, built with plain `go build` (make build → bin/caddy). Its test
-// is adminext/tests/binary_test.go, which builds and runs it.
+// is app/tests/binary_test.go, which builds and runs it.
 package main
 
 import (

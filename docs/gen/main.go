@@ -31,8 +31,8 @@ import (
 	// Every module of the gateway, so that every plugin type and endpoint
 	// is registered.
 	_ "github.com/caddy-gateway/gateway"
-	"github.com/caddy-gateway/gateway/adminext"
-	"github.com/caddy-gateway/gateway/adminext/api"
+	"github.com/caddy-gateway/gateway/app"
+	"github.com/caddy-gateway/gateway/app/api"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )
@@ -440,7 +440,7 @@ func renderEndpoints() []byte {
 	b.WriteString(endpointsHeader)
 	byTag := map[string][]*api.Endpoint{}
 	var tags []string
-	for _, ep := range adminext.DeclaredEndpoints() {
+	for _, ep := range app.DeclaredEndpoints() {
 		if byTag[ep.Tag] == nil {
 			tags = append(tags, ep.Tag)
 		}

@@ -2,7 +2,7 @@
 // certificate for hosts (names and IP addresses) with its key, in PEM, and
 // a pool that trusts it; or, with Issue, one for a given period, signed by
 // a test CA, or a CA itself. Its tests are the tests that use it
-// (adminext/tests, adminext/certs, modules/plugins).
+// (app/tests, app/certs, modules/plugins).
 package certtest
 
 import (

@@ -2,8 +2,8 @@
 // temporary folder on 127.0.0.1 (Debian's postgresql package; `make
 // test-deps` installs it). Without the server binaries the test is skipped,
 // except on CI where it fails. Its tests are those that use it
-// (adminext/tests/pgstore, adminext/tests/cluster, modules/pgstorage,
-// adminext/auth).
+// (app/tests/pgstore, app/tests/cluster, modules/pgstorage,
+// app/auth).
 package pgtest
 
 import (

@@ -1,5 +1,5 @@
 // Package proxybench holds what the in-process proxy benchmarks share
-// (modules/router's BenchmarkChain, adminext/tests' BenchmarkProxyPath): the
+// (modules/router's BenchmarkChain, app/tests' BenchmarkProxyPath): the
 // request wrk sends, a reusable response writer, and CPU time per request,
 // the figure that compares variants on a machine shared with other work
 // (wall time per operation moves with the load, CPU time much less).

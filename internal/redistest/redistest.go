@@ -2,7 +2,7 @@
 // temporary folder on 127.0.0.1 (Debian's redis-server package; `make
 // test-deps` installs it). Without the binary the test is skipped, except on
 // CI where it fails. Its tests are those of the shared rate limits
-// (modules/plugins/ratelimit/shared, adminext/tests/cluster).
+// (modules/plugins/ratelimit/shared, app/tests/cluster).
 package redistest
 
 import (

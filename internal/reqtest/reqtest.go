@@ -1,6 +1,6 @@
 // Package reqtest builds (and sends) the requests of the gateway's HTTP
 // test harnesses (modules/plugins/internal/plugintest,
-// adminext/internal/testgw), which give headers as name, value pairs. Its
+// app/internal/testgw), which give headers as name, value pairs. Its
 // tests are theirs.
 package reqtest
 

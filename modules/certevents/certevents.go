@@ -3,14 +3,14 @@
 // Caddy's tls app emits through the events app (certmagic's cert_obtained,
 // cert_failed and cached_managed_cert) into per-name events and hands them
 // to the gateway app, which records them (the certificate's status, last
-// error, issuer and validity in the store; package adminext/certs). The
+// error, issuer and validity in the store; package app/certs). The
 // status the admin API shows is therefore what Caddy itself did, not a
 // guess made from its cache. cert_obtaining is not subscribed to: an order
 // in progress changes no certificate's status. The app
 // gateway_certificate_events (app.go) subscribes the handler while a
 // config is provisioned.
 //
-// Its tests are adminext/certs/events_test.go: real certificates issued
+// Its tests are app/certs/events_test.go: real certificates issued
 // by a test CA, the events seen through a running gateway.
 package certevents
 

@@ -11,7 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"golang.org/x/net/http2"
 
-	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
 )
 
 // GRPC holds the settings of a proxy whose targets are gRPC servers

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
 )
 
 // UpstreamHostportKey is the replacer key set to the chosen target's dial

@@ -8,7 +8,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3/acme"
 
-	"github.com/caddy-gateway/gateway/modules/configref"
+	"github.com/caddy-gateway/gateway/internal/configref"
 )
 
 func init() {

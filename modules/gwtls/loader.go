@@ -11,7 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
-	"github.com/caddy-gateway/gateway/modules/configref"
+	"github.com/caddy-gateway/gateway/internal/configref"
 )
 
 func init() {

@@ -24,7 +24,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/caddy-gateway/gateway/modules/placeholders"
+	"github.com/caddy-gateway/gateway/internal/placeholders"
 	"github.com/caddy-gateway/gateway/schema"
 )
 

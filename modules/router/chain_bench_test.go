@@ -10,8 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-gateway/gateway/internal/gwctx"
 	"github.com/caddy-gateway/gateway/internal/proxybench"
-	"github.com/caddy-gateway/gateway/modules/gwctx"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/ratelimit"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"
@@ -39,7 +39,7 @@ func provision(tb testing.TB, cfg string) *router.Router {
 // service that answers at once (Caddy's static_response instead of a
 // reverse proxy). "plain" is the same route without plugins; the chain's
 // cost is the difference. The whole proxy path, upstream included, is
-// adminext/tests' BenchmarkProxyPath.
+// app/tests' BenchmarkProxyPath.
 func BenchmarkChain(b *testing.B) {
 	cfg := `{
 		"routes": [

@@ -16,8 +16,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-gateway/gateway/internal/gwctx"
 	"github.com/caddy-gateway/gateway/internal/reqtest"
-	"github.com/caddy-gateway/gateway/modules/gwctx"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/proxycache"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/traffic"
 )
@@ -63,7 +63,7 @@ func TestHeaderHooksAnswerAsWrappers(t *testing.T) {
 	srv := &caddyhttp.Server{}
 	gateway := func(wrap bool) *httptest.Server {
 		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			// as the gateway's proxy server does (adminext/controlplane)
+			// as the gateway's proxy server does (app/controlplane)
 			st := &struct {
 				info gwctx.Info
 				rw   gwctx.RecordingWriter

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/caddy-gateway/gateway/modules/router/pathexpr"
+	"github.com/caddy-gateway/gateway/internal/pathexpr"
 )
 
 // Compiled path regexes are reused from one table to the next: every

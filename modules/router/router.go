@@ -26,14 +26,14 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/caddy-gateway/gateway/modules/configref"
-	"github.com/caddy-gateway/gateway/modules/consumers"
-	"github.com/caddy-gateway/gateway/modules/guard"
-	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/internal/configref"
+	"github.com/caddy-gateway/gateway/internal/consumers"
+	"github.com/caddy-gateway/gateway/internal/guard"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
+	"github.com/caddy-gateway/gateway/internal/modpool"
+	"github.com/caddy-gateway/gateway/internal/records"
 	_ "github.com/caddy-gateway/gateway/modules/gwproxy" // ProxyModule
-	"github.com/caddy-gateway/gateway/modules/modpool"
 	"github.com/caddy-gateway/gateway/modules/plugins"
-	"github.com/caddy-gateway/gateway/modules/records"
 )
 
 func init() {

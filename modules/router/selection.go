@@ -10,9 +10,9 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
-	"github.com/caddy-gateway/gateway/modules/gwctx"
-	"github.com/caddy-gateway/gateway/modules/health"
-	"github.com/caddy-gateway/gateway/modules/lb"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
+	"github.com/caddy-gateway/gateway/internal/health"
+	"github.com/caddy-gateway/gateway/internal/lb"
 )
 
 func init() {

@@ -9,7 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
-	"github.com/caddy-gateway/gateway/modules/guard"
+	"github.com/caddy-gateway/gateway/internal/guard"
 )
 
 func init() {

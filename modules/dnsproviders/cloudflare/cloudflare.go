@@ -3,7 +3,7 @@
 // the zone by name and creates and deletes TXT records. It implements libdns
 // RecordAppender and RecordDeleter (what certmagic needs).
 //
-// Its test is adminext/tests/acmedns (TestDNS01WildcardThroughCloudflare):
+// Its test is app/tests/acmedns (TestDNS01WildcardThroughCloudflare):
 // a wildcard certificate obtained from a test CA through this provider,
 // pointed at a fake of the Cloudflare API on 127.0.0.1.
 package cloudflare
@@ -24,7 +24,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/libdns/libdns"
 
-	"github.com/caddy-gateway/gateway/modules/configref"
+	"github.com/caddy-gateway/gateway/internal/configref"
 )
 
 // DefaultBaseURL is Cloudflare's API.

@@ -20,7 +20,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/internal/consumers"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 )
 

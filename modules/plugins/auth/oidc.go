@@ -18,8 +18,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/caddy-gateway/gateway/modules/consumers"
-	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/internal/consumers"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )

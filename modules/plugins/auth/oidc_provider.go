@@ -19,7 +19,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/go-jose/go-jose/v4"
 
-	"github.com/caddy-gateway/gateway/modules/guard"
+	"github.com/caddy-gateway/gateway/internal/guard"
 )
 
 // The openid-connect plugin's process-wide provider state: discovery, the

@@ -21,7 +21,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
-	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
 )
 
 // The browser sign-in of the openid-connect plugin. Its state lives in

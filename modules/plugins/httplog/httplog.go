@@ -15,11 +15,11 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/caddy-gateway/gateway/modules/guard"
-	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/internal/guard"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
+	"github.com/caddy-gateway/gateway/internal/records"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/httplog/logsender"
-	"github.com/caddy-gateway/gateway/modules/records"
 	"github.com/caddy-gateway/gateway/schema"
 )
 

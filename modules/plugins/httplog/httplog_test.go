@@ -13,11 +13,11 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/caddy-gateway/gateway/modules/consumers"
-	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/internal/consumers"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
+	"github.com/caddy-gateway/gateway/internal/records"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
-	"github.com/caddy-gateway/gateway/modules/records"
 )
 
 // The in-process Caddy of these tests is plugintest's.

@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/caddy-gateway/gateway/modules/guard"
+	"github.com/caddy-gateway/gateway/internal/guard"
 )
 
 // The export's bounds: spans wait in a queue (the plugin's queue_size) per

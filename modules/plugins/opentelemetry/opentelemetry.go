@@ -25,8 +25,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/caddy-gateway/gateway/modules/guard"
-	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/internal/guard"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )

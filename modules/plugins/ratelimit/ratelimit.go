@@ -19,8 +19,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/caddy-gateway/gateway/modules/clientid"
-	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/internal/clientid"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/modules/plugins/ratelimit/shared"
 	"github.com/caddy-gateway/gateway/modules/plugins/ratelimit/slidingwindow"

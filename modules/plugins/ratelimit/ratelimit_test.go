@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-gateway/gateway/modules/consumers"
+	"github.com/caddy-gateway/gateway/internal/consumers"
 	_ "github.com/caddy-gateway/gateway/modules/plugins/auth"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
 	"github.com/caddy-gateway/gateway/schema"

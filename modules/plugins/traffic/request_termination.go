@@ -10,8 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/caddy-gateway/gateway/modules/gwctx"
-	"github.com/caddy-gateway/gateway/modules/placeholders"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
+	"github.com/caddy-gateway/gateway/internal/placeholders"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )

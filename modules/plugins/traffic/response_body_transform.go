@@ -17,8 +17,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/caddy-gateway/gateway/internal/gwctx"
 	"github.com/caddy-gateway/gateway/internal/regexsize"
-	"github.com/caddy-gateway/gateway/modules/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )

@@ -24,7 +24,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/caddy-gateway/gateway/modules/placeholders"
+	"github.com/caddy-gateway/gateway/internal/placeholders"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
 )

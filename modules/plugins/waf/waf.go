@@ -22,9 +22,9 @@ import (
 	"github.com/corazawaf/coraza/v3/experimental/plugins/plugintypes"
 	"github.com/corazawaf/coraza/v3/types"
 
-	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
+	"github.com/caddy-gateway/gateway/internal/records"
 	"github.com/caddy-gateway/gateway/modules/plugins"
-	"github.com/caddy-gateway/gateway/modules/records"
 	"github.com/caddy-gateway/gateway/schema"
 )
 

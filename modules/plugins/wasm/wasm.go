@@ -1,6 +1,6 @@
 // Package wasm holds the gateway's wasm plugin type: an HTTP filter written
 // against the proxy-wasm ABI (0.2.0 / 0.2.1), run by the host in
-// modules/wasm/proxywasm. Module bytes reach the handler by reference (the
+// internal/wasm/proxywasm. Module bytes reach the handler by reference (the
 // content hash of bytes the gateway registered), never through Caddy's JSON
 // config.
 package wasm
@@ -21,9 +21,9 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/caddy-gateway/gateway/modules/gwctx"
+	"github.com/caddy-gateway/gateway/internal/gwctx"
+	"github.com/caddy-gateway/gateway/internal/wasm/proxywasm"
 	"github.com/caddy-gateway/gateway/modules/plugins"
-	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
 	"github.com/caddy-gateway/gateway/schema"
 )
 

@@ -16,9 +16,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/caddy-gateway/gateway/internal/wasm/proxywasm"
+	"github.com/caddy-gateway/gateway/internal/wasm/proxywasm/pwtest"
 	"github.com/caddy-gateway/gateway/modules/plugins/internal/plugintest"
-	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm"
-	"github.com/caddy-gateway/gateway/modules/wasm/proxywasm/pwtest"
 )
 
 func TestMain(m *testing.M) { plugintest.Main(m) }

@@ -30,8 +30,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/caddy-gateway/gateway/modules/guard"
-	"github.com/caddy-gateway/gateway/modules/records"
+	"github.com/caddy-gateway/gateway/internal/guard"
+	"github.com/caddy-gateway/gateway/internal/records"
 )
 
 // Defaults of a Registry.

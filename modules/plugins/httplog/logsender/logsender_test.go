@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-gateway/gateway/modules/records"
+	"github.com/caddy-gateway/gateway/internal/records"
 )
 
 // countBatch adds the number of records of the batch r posts to got.
