@@ -38,7 +38,7 @@ func init() {
 }
 
 func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
-	app := new(app.App)
+	gw := new(app.App)
 	d.Next() // the option name
 	if d.NextArg() {
 		return nil, d.ArgErr()
@@ -46,7 +46,7 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 	for d.NextBlock(0) {
 		switch d.Val() {
 		case "admin_listen":
-			if !d.AllArgs(&app.AdminListen) {
+			if !d.AllArgs(&gw.AdminListen) {
 				return nil, d.ArgErr()
 			}
 		case "database":
@@ -55,7 +55,7 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, d.Errf("database needs a kind (sqlite or postgres) and a file or DSN")
 			}
 			// An empty value (an unset {$GATEWAY_POSTGRES_DSN}) keeps the default.
-			app.Database, app.DSN = args[0], args[1]
+			gw.Database, gw.DSN = args[0], args[1]
 		case "database_postgres":
 			// PostgreSQL when a DSN is given, e.g. from an environment
 			// variable that is empty by default: decided at start when it
@@ -64,21 +64,21 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 			// A keyword/value DSN ("host=db port=5432 user=gw", as libpq
 			// users write it) arrives from {$GATEWAY_POSTGRES_DSN} as
 			// several tokens: join them again.
-			app.PostgresDSN = strings.TrimSpace(strings.Join(d.RemainingArgs(), " "))
+			gw.PostgresDSN = strings.TrimSpace(strings.Join(d.RemainingArgs(), " "))
 		case "http_listen":
-			if !d.AllArgs(&app.HTTPListen) {
+			if !d.AllArgs(&gw.HTTPListen) {
 				return nil, d.ArgErr()
 			}
 		case "https_listen":
-			if !d.AllArgs(&app.HTTPSListen) {
+			if !d.AllArgs(&gw.HTTPSListen) {
 				return nil, d.ArgErr()
 			}
 		case "node_http_listen", "node_https_listen":
 			// This node's own proxy listeners (cluster nodes on one host);
 			// empty (an unset environment variable) means the settings'.
-			dst := &app.NodeHTTPListen
+			dst := &gw.NodeHTTPListen
 			if d.Val() == "node_https_listen" {
-				dst = &app.NodeHTTPSListen
+				dst = &gw.NodeHTTPSListen
 			}
 			args := d.RemainingArgs()
 			if len(args) > 1 {
@@ -99,7 +99,7 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 				app.Redis = args[0]
 			}
 		case "caddy_admin":
-			if !d.AllArgs(&app.CaddyAdmin) {
+			if !d.AllArgs(&gw.CaddyAdmin) {
 				return nil, d.ArgErr()
 			}
 		case "health_interval":
@@ -111,24 +111,24 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 			if err != nil {
 				return nil, d.Errf("health_interval: %v", err)
 			}
-			app.HealthInterval = caddy.Duration(dur)
+			gw.HealthInterval = caddy.Duration(dur)
 		case "wasm_memory_limit":
 			n, err := sizeArg(d, math.MaxInt64, "512MiB or 2GiB")
 			if err != nil {
 				return nil, err
 			}
-			app.WASMMemoryLimit = n
+			gw.WASMMemoryLimit = n
 		case "max_header_size":
 			n, err := sizeArg(d, math.MaxInt32, "16KiB or 1MiB")
 			if err != nil {
 				return nil, err
 			}
-			app.MaxHeaderBytes = int(n)
+			gw.MaxHeaderBytes = int(n)
 		default:
 			return nil, d.Errf("unknown gateway option %q", d.Val())
 		}
 	}
-	return httpcaddyfile.App{Name: "gateway", Value: toJSON(app)}, nil
+	return httpcaddyfile.App{Name: "gateway", Value: toJSON(gw)}, nil
 }
 
 // sizeArg reads the option's one argument, a size in bytes ("16KiB",

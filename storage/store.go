@@ -15,6 +15,8 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
+
+	"github.com/caddy-gateway/gateway/internal/pglock"
 )
 
 // Store is the gateway's database: SQLite (WAL, foreign keys on) by default,
@@ -104,13 +106,8 @@ func Open(kind, dsn string) (*Store, error) {
 	return s, nil
 }
 
-// SchemaLock is the statement that takes, until its transaction ends, the
-// PostgreSQL advisory lock under which every node of a cluster changes the
-// store's schema (Store.Migrate, the certificate storage's tables).
-const SchemaLock = "SELECT pg_advisory_xact_lock(8020171201)"
-
 // Migrate runs fn, which creates or alters tables, on the store. On
-// PostgreSQL it runs in one transaction under SchemaLock: nodes of a
+// PostgreSQL it runs in one transaction under pglock.Schema: nodes of a
 // cluster starting at once on a new or upgraded store each found a table
 // or column missing and created it, and all but one failed to start
 // ("relation already exists", or a duplicate key in pg_type); under the
@@ -121,7 +118,7 @@ func (s *Store) Migrate(fn func(tx *gorm.DB) error) error {
 		return fn(s.DB)
 	}
 	return s.DB.Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec(SchemaLock).Error; err != nil {
+		if err := tx.Exec(pglock.Schema).Error; err != nil {
 			return fmt.Errorf("waiting for the schema lock: %w", err)
 		}
 		return fn(tx)

@@ -30,6 +30,29 @@ func TestGeneratedDocsAreCurrent(t *testing.T) {
 	}
 }
 
+// TestREADMEFolderTableIsCurrent fails when the README's folder table does
+// not list exactly the module's packages with their package comments: a
+// package was added, moved or redescribed without running `make docs`.
+func TestREADMEFolderTableIsCurrent(t *testing.T) {
+	committed, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := readmeWithFolders("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(committed, want) {
+		t.Errorf("README.md's folder table is stale: run `make docs` and commit the result (- committed, + generated)\n%s", textdiff.Lines(string(committed), string(want), 1))
+	}
+	pkgs, _ := modulePackages("../..")
+	for _, p := range pkgs {
+		if strings.TrimSpace(p.Doc) == "" {
+			t.Errorf("%s has no package comment: the README's folder table takes its row from it", p.Dir)
+		}
+	}
+}
+
 // TestPluginsMarkdownCoversEveryType makes sure the reference names every
 // registered type and each of its fields, so a generator bug cannot hide a
 // type behind a matching stale file.

@@ -5,7 +5,9 @@
 //     that validates its config in the admin API (schema.JSONSchema: json,
 //     schema and doc tags, SetDefaults);
 //   - endpoints.md, every admin API endpoint with the least role it needs,
-//     from the endpoint declarations.
+//     from the endpoint declarations;
+//   - the README's folder table, one row per package of the module, from
+//     the package comments.
 //
 // Nothing in them is written by hand, so they cannot drift from the code;
 // the package's test fails when a committed file is stale.
@@ -50,6 +52,14 @@ func main() {
 		if err := os.WriteFile(filepath.Join(*dir, name), gen(), 0o644); err != nil {
 			log.Fatal(err)
 		}
+	}
+	root := filepath.Join(*dir, "..")
+	readme, err := readmeWithFolders(root)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "README.md"), readme, 0o644); err != nil {
+		log.Fatal(err)
 	}
 }
 

@@ -28,8 +28,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
 
+	"github.com/caddy-gateway/gateway/internal/pglock"
 	"github.com/caddy-gateway/gateway/internal/tick"
-	"github.com/caddy-gateway/gateway/storage"
 )
 
 func init() {
@@ -61,7 +61,7 @@ func Use(ctx context.Context, db *sql.DB) error {
 	}
 	defer tx.Rollback()
 	for _, q := range []string{
-		storage.SchemaLock,
+		pglock.Schema,
 		`CREATE TABLE IF NOT EXISTS certmagic_data (
 			key TEXT PRIMARY KEY,
 			value BYTEA NOT NULL,
