@@ -96,7 +96,7 @@ func parseGateway(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, d.ArgErr()
 			}
 			if len(args) == 1 {
-				app.Redis = args[0]
+				gw.Redis = args[0]
 			}
 		case "caddy_admin":
 			if !d.AllArgs(&gw.CaddyAdmin) {
