@@ -186,7 +186,7 @@ func TestBrowserPluginForm(t *testing.T) {
 		chromedp.AttributeValue(`#plugin-form input[name="config.window_s"]`, "placeholder", &windowPH, nil, chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelector('#plugin-form select[name="config.key"] option').textContent`, &keyOpt),
 	)
-	if fields != 4 || limit != "" || windowPH != "default: 60" || keyOpt != "default (ip)" {
+	if fields != 8 || limit != "" || windowPH != "default: 60" || keyOpt != "default (ip)" {
 		t.Errorf("rate-limit fields: %d, limit %q, window placeholder %q, key %q", fields, limit, windowPH, keyOpt)
 	}
 	var errs []string
@@ -213,7 +213,7 @@ func TestBrowserPluginForm(t *testing.T) {
 		chromedp.WaitVisible(`//table[@id="plugins-table"]//strong[text()="rate-limit"]`, chromedp.BySearch),
 	)
 	g.JSON("GET", "/api/v1/plugins", nil, &ps)
-	if len(ps) != 1 || ps[0]["route_id"] != float64(route) || fmt.Sprint(ps[0]["config"]) != "map[header_name: key:ip limit:100 window_s:30]" {
+	if len(ps) != 1 || ps[0]["route_id"] != float64(route) || fmt.Sprint(ps[0]["config"]) != "map[fault_tolerant:true header_name: ipv6_prefix_length:64 key:ip limit:100 policy:local sync_interval_ms:0 window_s:30]" {
 		t.Fatalf("plugin created by the form: %v", ps)
 	}
 	var editLimit, rawJSON string

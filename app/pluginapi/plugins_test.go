@@ -19,7 +19,7 @@ func TestPluginCRUD(t *testing.T) {
 
 	// Create: defaults filled in the config, ordering from the type, enabled true.
 	rl := g.Must("POST", "/api/v1/plugins", map[string]any{"type": "rate-limit", "scope": "global", "config": map[string]any{"limit": 5}})
-	wantCfg := map[string]any{"limit": 5.0, "window_s": 60.0, "key": "ip", "header_name": ""}
+	wantCfg := map[string]any{"limit": 5.0, "window_s": 60.0, "key": "ip", "header_name": "", "ipv6_prefix_length": 64.0, "policy": "local", "sync_interval_ms": 0.0, "fault_tolerant": true}
 	if !reflect.DeepEqual(rl["config"], wantCfg) {
 		t.Fatalf("config = %v, want %v", rl["config"], wantCfg)
 	}
