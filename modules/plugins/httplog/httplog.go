@@ -35,7 +35,7 @@ type HTTPLog struct {
 	BatchMaxSize    int               `json:"batch_max_size" schema:"min=1,max=10000" doc:"Most records per batch; a full batch is sent at once. A batch also holds at most 4 MiB of records (counted as for queue_max_size)."`
 	FlushIntervalMS int64             `json:"flush_interval_ms" schema:"min=1,max=3600000" doc:"Queued records are sent at least this often."`
 	TimeoutMS       int64             `json:"timeout_ms" schema:"min=1,max=600000" doc:"Timeout of one batch request."`
-	QueueMaxSize    int               `json:"queue_max_size" schema:"min=1,max=1000000" doc:"Records waiting beyond this are dropped (and counted). Whatever the count, a plugin holds at most 64 MiB of records, queued or being sent, each counted as its text (path, host, user agent …) plus 328 bytes (and a waf verdict its rules): records beyond that are dropped and counted alike. Everyday records (a few hundred bytes) fit about 200,000 in it; the largest the client can make (~3.3 KB) about 20,000."`
+	QueueMaxSize    int               `json:"queue_max_size" schema:"min=1,max=1000000" doc:"Records waiting beyond this are dropped (and counted). Whatever the count, a plugin holds at most 64 MiB of records, queued or being sent, each counted as its text (path, host, user agent …) plus 344 bytes (and a waf verdict its rules): records beyond that are dropped and counted alike. Everyday records (a few hundred bytes) fit about 200,000 in it; the largest the client can make (~3.3 KB) about 20,000."`
 
 	plugins.Instance
 

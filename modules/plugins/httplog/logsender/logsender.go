@@ -67,7 +67,7 @@ const maxBatchBytes = 4 << 20
 // sender's copy, its queue slot, and the values its optional fields point
 // to (gwctx allocates them with the record; shared with the other sinks,
 // counted here anyway).
-const recordOverhead = int(unsafe.Sizeof(records.Record{})) + 8 + 3*8 + 6*int(unsafe.Sizeof(""))
+const recordOverhead = int(unsafe.Sizeof(records.Record{})) + 8 + 4*8 + 6*int(unsafe.Sizeof(""))
 
 // recordBytes is a record's estimated size: its strings and the overhead.
 func recordBytes(r *records.Record) int {
