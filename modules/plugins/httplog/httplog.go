@@ -8,14 +8,12 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/caddy-gateway/gateway/internal/guard"
 	"github.com/caddy-gateway/gateway/internal/gwctx"
 	"github.com/caddy-gateway/gateway/internal/records"
 	"github.com/caddy-gateway/gateway/modules/plugins"
@@ -65,28 +63,8 @@ func (h *HTTPLog) Provision(caddy.Context) error {
 
 // Validate implements caddy.Validator and schema.Validator.
 func (h *HTTPLog) Validate() error {
-	if h.Endpoint == "" {
-		return schema.Errorf("endpoint", "is required")
-	}
-	u, err := schema.HTTPURL(h.Endpoint)
-	if err != nil {
-		return schema.Errorf("endpoint", "%v", err)
-	}
-	port := 80
-	if u.Scheme == "https" {
-		port = 443
-	}
-	if p := u.Port(); p != "" {
-		port, _ = strconv.Atoi(p) // HTTPURL checked it
-	}
-	// The gateway admin API and Caddy's admin endpoint are never a
-	// collector (Caddy's would obey a POST to /stop). Names are checked
-	// again after resolution, when the sender dials.
-	if err := guard.CheckHostPort(u.Hostname(), port); err != nil {
-		return schema.Errorf("endpoint", "%v", err)
-	}
-	if err := guard.CheckHost(u.Hostname()); err != nil {
-		return schema.Errorf("endpoint", "host %v", err)
+	if err := plugins.CheckCollectorURL("endpoint", h.Endpoint); err != nil {
+		return err
 	}
 	if _, ok := h.Headers[""]; ok {
 		return schema.Errorf("headers", "keys must not be empty")

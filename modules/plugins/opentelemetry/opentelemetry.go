@@ -25,7 +25,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/caddy-gateway/gateway/internal/guard"
 	"github.com/caddy-gateway/gateway/internal/gwctx"
 	"github.com/caddy-gateway/gateway/modules/plugins"
 	"github.com/caddy-gateway/gateway/schema"
@@ -106,25 +105,8 @@ func (o *OpenTelemetry) Provision(caddy.Context) error {
 
 // Validate implements caddy.Validator and schema.Validator.
 func (o *OpenTelemetry) Validate() error {
-	if o.Endpoint == "" {
-		return schema.Errorf("endpoint", "is required")
-	}
-	u, err := schema.HTTPURL(o.Endpoint)
-	if err != nil {
-		return schema.Errorf("endpoint", "%v", err)
-	}
-	port := 80
-	if u.Scheme == "https" {
-		port = 443
-	}
-	if p := u.Port(); p != "" {
-		port, _ = strconv.Atoi(p) // HTTPURL checked it
-	}
-	// The gateway admin API and Caddy's admin endpoint are never a
-	// collector. Names are checked again after resolution, when the
-	// exporter dials.
-	if err := guard.CheckHostPort(u.Hostname(), port); err != nil {
-		return schema.Errorf("endpoint", "%v", err)
+	if err := plugins.CheckCollectorURL("endpoint", o.Endpoint); err != nil {
+		return err
 	}
 	if _, ok := o.Headers[""]; ok {
 		return schema.Errorf("headers", "keys must not be empty")
